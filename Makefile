@@ -1,0 +1,45 @@
+# Strata: `make run` builds and queries the sample index, `make test` runs the tests.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STRATA := $(VENV)/bin/strata
+export DAGSTER_HOME ?= $(CURDIR)/.dagster
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install run test bench ui validate clean
+
+install: $(VENV)/.installed
+
+# torch==2.13.0 first: it is the CPU build on this machine's disk; a plain
+# torch requirement from sentence-transformers would pull a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	mkdir -p $(DAGSTER_HOME) && test -f $(DAGSTER_HOME)/dagster.yaml || printf 'telemetry:\n  enabled: false\n' > $(DAGSTER_HOME)/dagster.yaml
+	touch $@
+
+run: install
+	$(STRATA) index data/sample --corpus sample
+	@echo
+	@echo '--- sample query: "how do I correct pressure readings for barometric drift?"'
+	$(STRATA) search --index data/indexes/sample -k 5 "how do I correct pressure readings for barometric drift?"
+	@echo
+	@echo "Open the Dagster UI with:  make ui   (then http://127.0.0.1:3000)"
+
+test: install
+	$(PY) -m pytest -m "not slow" -q
+
+bench: install
+	$(PY) -m pytest -m slow -q -s
+
+validate: install
+	$(VENV)/bin/dagster definitions validate -w workspace.yaml
+
+ui: install
+	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+clean:
+	rm -rf data/indexes .dagster

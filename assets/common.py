@@ -1,0 +1,65 @@
+"""Small helpers every stage asset shares: where the corpus's index lives,
+reading the previous build, logging progress and building metadata."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import dagster as dg
+import polars as pl
+
+from resources.corpora import CorpusRegistry
+from stages.corpora import CorpusSpec
+from strata.layout import IndexLayout, update_json
+from strata.schema import TABLE_FILES
+from strata.stats import markdown_table
+
+BUILD_REPORT = "build_report.json"
+
+
+def corpus_and_layout(context: dg.AssetExecutionContext,
+                      corpora: CorpusRegistry) -> tuple[CorpusSpec, IndexLayout]:
+    spec = corpora.get(context.partition_key)
+    layout = IndexLayout(spec.out)
+    layout.build.mkdir(parents=True, exist_ok=True)
+    return spec, layout
+
+
+def read_build_table(layout: IndexLayout, name: str, required: bool = True) -> pl.DataFrame | None:
+    path = layout.build / TABLE_FILES[name]
+    if not path.exists():
+        if required:
+            raise FileNotFoundError(
+                f"{path} is missing: materialize the upstream assets for this corpus first")
+        return None
+    return pl.read_parquet(path)
+
+
+def record_stage(layout: IndexLayout, stage: str, **values) -> dict:
+    """Per-stage figures kept in build/build_report.json; publish copies them
+    into the manifest (build time, reuse counts)."""
+    return update_json(layout.build / BUILD_REPORT, **{stage: values})
+
+
+def progress_logger(context: dg.AssetExecutionContext, label: str,
+                    every_s: float = 5.0) -> Callable[[int, int], None]:
+    """Log 'label: i/n' at most every few seconds, plus the first and last step."""
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done in (0, total) or now - last[0] >= every_s:
+            last[0] = now
+            pct = 100.0 * done / total if total else 100.0
+            context.log.info(f"{label}: {done}/{total} ({pct:.0f}%)")
+    return report
+
+
+def md(rows, headers=("key", "count")) -> dg.MetadataValue:
+    return dg.MetadataValue.md(markdown_table(rows, headers))
+
+
+def path_metadata(path: Path) -> dg.MetadataValue:
+    return dg.MetadataValue.path(str(path))

@@ -1,0 +1,91 @@
+"""Embedding stage: embedded nodes → one LanceDB vector table per node kind."""
+
+
+import dagster as dg
+
+from assets.common import (corpus_and_layout, md, path_metadata, progress_logger,
+                           read_build_table, record_stage)
+from assets.partitions import corpora_partitions
+from resources.corpora import CorpusRegistry
+from resources.embedder import EmbedderResource
+
+
+class EmbedConfig(dg.Config):
+    batch_size: int = 256
+    """Texts per encoder call (also the progress-report step)."""
+    full_text_index: bool = True
+    """Build a full-text (BM25) index on each vector table for keyword search."""
+
+
+@dg.asset(
+    partitions_def=corpora_partitions,
+    group_name="embed",
+    kinds={"lancedb", "pytorch"},
+    deps=["nodes"],
+    code_version="1",
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL),
+    description=(
+        "Vectors for every embedded node (files, sections or their chunks, code, tables, images), "
+        "one LanceDB table per kind with a full-text index. A node whose embedded text is unchanged "
+        "reuses its previous vector: an unchanged corpus computes 0 embeddings."),
+    check_specs=[dg.AssetCheckSpec(
+        "one_vector_per_embedded_node", asset="embeddings",
+        description="Exactly one vector row per embedded node, all of the recorded dimension.")],
+)
+def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: CorpusRegistry,
+               embedder: EmbedderResource) -> dg.MaterializeResult:
+    import json
+
+    import lancedb
+    import polars as pl
+
+    from stages.embed import build_vectors
+    from strata.embedding import EncoderSpec, canonical_model
+    from strata.layout import write_json_atomic
+
+    spec, layout = corpus_and_layout(context, corpora)
+    nodes = read_build_table(layout, "nodes")
+    enc_spec = embedder.spec_for(spec.embedding)
+    encoder_json = layout.build / "encoder.json"
+    previous = json.loads(encoder_json.read_text()) if encoder_json.exists() else {}
+    same = bool(previous) and EncoderSpec.from_manifest(previous).same_model(enc_spec)
+
+    def load():
+        context.log.info(f"loading encoder {enc_spec.backend}:{enc_spec.model}")
+        return embedder.load(enc_spec)
+
+    result = build_vectors(nodes, enc_spec, load, layout.build_lance, batch_size=config.batch_size,
+                           progress=progress_logger(context, "embed"), fts=config.full_text_index,
+                           dim=previous.get("dim") if same else None)
+    write_json_atomic(encoder_json, {**enc_spec.to_manifest(result.dim),
+                                     "model": canonical_model(enc_spec.model)})
+    record_stage(layout, "embed", seconds=result.seconds, computed=result.computed,
+                 reused=result.reused, dim=result.dim)
+
+    # Check against what was written, read back from disk.
+    db = lancedb.connect(str(layout.build_lance))
+    ids: list[str] = []
+    bad_dim = 0
+    for kind in result.by_kind:
+        t = db.open_table(f"{kind}_vectors").to_arrow()
+        ids += t.column("node_id").to_pylist()
+        bad_dim += int(t.schema.field("vector").type.list_size != result.dim)
+    expected = set(nodes.filter(pl.col("embedded"))["node_id"].to_list())
+    ok = len(ids) == len(set(ids)) == len(expected) and set(ids) == expected and bad_dim == 0
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": len(ids),
+            "embeddings_computed": result.computed,
+            "embeddings_reused": result.reused,
+            "vectors_by_kind": md(result.by_kind, ("kind", "vectors")),
+            "model": f"{enc_spec.backend}:{canonical_model(enc_spec.model)}",
+            "encoder_loaded": result.loaded_encoder,
+            "dim": result.dim,
+            "seconds": round(result.seconds, 3),
+            "path": path_metadata(layout.build_lance),
+        },
+        check_results=[dg.AssetCheckResult(
+            check_name="one_vector_per_embedded_node", passed=ok,
+            metadata={"vectors": len(ids), "embedded_nodes": len(expected),
+                      "wrong_dimension_tables": bad_dim})],
+    )

@@ -1,0 +1,92 @@
+"""Parse stage: corpus folder → ``nodes`` (the document/code hierarchy)."""
+
+
+import dagster as dg
+import polars as pl
+
+from assets.common import (corpus_and_layout, md, path_metadata, progress_logger,
+                           read_build_table, record_stage)
+from assets.partitions import corpora_partitions
+from resources.corpora import CorpusRegistry
+from stages.parse.finalize import PARSER_VERSION
+from strata.layout import write_parquet_atomic
+from strata.stats import depth_distribution, files_by_format, nodes_by_kind
+
+
+class ParseConfig(dg.Config):
+    chunk_tokens: int = 200
+    """Estimated-token budget of a chunk; longer sections are split into chunk children."""
+    context_lines: int = 5
+    """Prose lines kept before/after each code block, table and image as its context."""
+
+
+@dg.asset(
+    partitions_def=corpora_partitions,
+    group_name="parse",
+    kinds={"python", "parquet"},
+    code_version=PARSER_VERSION,
+    description=(
+        "Every file of the corpus parsed into one hierarchy: file → section → sub-section → "
+        "chunk/code/table/image for documents, module → class → method for code. Writes "
+        "nodes.parquet, documents.parquet (per-file hashes: the parse cache), references.parquet "
+        "(unresolved links/imports) and skipped.parquet (files that could not be read, with why). "
+        "Unchanged files are copied from the previous build, not parsed again."),
+    check_specs=[
+        dg.AssetCheckSpec("parents_exist", asset="nodes",
+                          description="Every parent_id names a node of the same build."),
+        dg.AssetCheckSpec("no_empty_text", asset="nodes",
+                          description="No node has empty text."),
+    ],
+)
+def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
+          corpora: CorpusRegistry) -> dg.MaterializeResult:
+    from stages.discover import discover
+    from stages.nodes import PreviousBuild, build_nodes
+    from stages.parse.finalize import ParseSettings
+
+    spec, layout = corpus_and_layout(context, corpora)
+    context.log.info(f"corpus {spec.name}: scanning {spec.root}")
+    sources = discover(spec.root, spec.include, spec.exclude)
+    previous = None
+    prev = [read_build_table(layout, n, required=False) for n in ("documents", "nodes", "references")]
+    if all(p is not None for p in prev):
+        previous = PreviousBuild(*prev)
+    result = build_nodes(spec.name, sources,
+                         ParseSettings(config.chunk_tokens, config.context_lines), previous,
+                         progress=progress_logger(context, "parse"))
+    for name, table in (("nodes", result.nodes), ("documents", result.documents),
+                        ("references", result.references), ("skipped", result.skipped)):
+        write_parquet_atomic(table, layout.build_table(name))
+
+    df = pl.from_arrow(result.nodes)
+    docs = pl.from_arrow(result.documents)
+    skipped = pl.from_arrow(result.skipped)
+    ids = set(df["node_id"].to_list())
+    orphans = [p for p in df["parent_id"].drop_nulls().to_list() if p not in ids]
+    empty = df.filter(pl.col("text").str.strip_chars() == "").height
+    record_stage(layout, "parse", seconds=result.seconds, parsed=len(result.parsed),
+                 reused=len(result.reused), nodes=df.height)
+    noted = docs.filter(pl.col("notes") != "").select("path", "notes").to_dicts()
+    context.log.info(f"parsed {len(result.parsed)} files, reused {len(result.reused)}; "
+                     f"{df.height} nodes; {skipped.height} skipped")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": df.height,
+            "files_parsed": len(result.parsed),
+            "files_reused": len(result.reused),
+            "files_skipped": skipped.height,
+            "nodes_by_kind": md(nodes_by_kind(df), ("kind", "nodes")),
+            "depth_distribution": md(depth_distribution(df), ("depth", "nodes")),
+            "files_by_type": md(files_by_format(docs), ("format", "files")),
+            "skipped_files": md(skipped.to_dicts(), ("path", "reason")),
+            "parser_notes": md(noted, ("path", "notes")),
+            "seconds": round(result.seconds, 3),
+            "path": path_metadata(layout.build_table("nodes")),
+        },
+        check_results=[
+            dg.AssetCheckResult(check_name="parents_exist", passed=not orphans,
+                                metadata={"missing_parents": len(orphans)}),
+            dg.AssetCheckResult(check_name="no_empty_text", passed=empty == 0,
+                                metadata={"empty_nodes": empty}),
+        ],
+    )

@@ -1,0 +1,81 @@
+"""Publish stage: freeze the build as a new index version and switch readers to it."""
+
+
+import json
+
+import dagster as dg
+
+from assets.common import BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table
+from assets.partitions import corpora_partitions
+from resources.corpora import CorpusRegistry
+
+
+class PublishConfig(dg.Config):
+    keep_versions: int = 3
+    """Published versions kept on disk (the current one is never removed)."""
+
+
+@dg.asset(
+    partitions_def=corpora_partitions,
+    group_name="publish",
+    kinds={"json"},
+    deps=["nodes", "edges", "embeddings"],
+    description=(
+        "manifest.json of a new index version (format version, corpus, model and dimension, counts, "
+        "source fingerprint, build time). The build is hard-linked into versions/vNNNNNN/ and the "
+        "CURRENT pointer swapped atomically: readers see the old index or the new one, never a mix."),
+)
+def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
+                   corpora: CorpusRegistry) -> dg.MaterializeResult:
+    from datetime import datetime, timezone
+
+    from stages.parse.finalize import stable_hash
+    from strata.schema import FORMAT_VERSION
+    from strata.stats import index_stats
+
+    spec, layout = corpus_and_layout(context, corpora)
+    nodes = read_build_table(layout, "nodes")
+    edges = read_build_table(layout, "edges")
+    documents = read_build_table(layout, "documents")
+    skipped = read_build_table(layout, "skipped")
+    encoder_path = layout.build / "encoder.json"
+    if not encoder_path.exists():
+        raise FileNotFoundError(f"{encoder_path} missing: materialize embeddings first")
+    encoder = json.loads(encoder_path.read_text())
+    report_path = layout.build / BUILD_REPORT
+    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    stats = index_stats(nodes, edges, documents, skipped)
+    fingerprint = stable_hash(*[f"{p}:{h}" for p, h in
+                                sorted(documents.select("path", "content_hash").iter_rows())], size=32)
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "corpus": spec.name,
+        "root": str(spec.root),
+        "url_template": spec.url_template,
+        "embedding": encoder,
+        "model": encoder["model"],
+        "dim": encoder["dim"],
+        "counts": {k: stats[k] for k in ("files", "nodes", "edges", "nodes_by_kind",
+                                          "edges_by_type", "depth_distribution")},
+        "skipped": len(stats["skipped"]),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "source_fingerprint": fingerprint,
+        "stages": report,
+        "build_seconds": round(sum(v.get("seconds", 0) for v in report.values()), 3),
+        "run_id": context.run.run_id,
+    }
+    version = layout.publish(manifest, keep=config.keep_versions)
+    context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
+    return dg.MaterializeResult(
+        metadata={
+            "version": version,
+            "files": stats["files"],
+            "nodes": stats["nodes"],
+            "edges": stats["edges"],
+            "build_seconds": manifest["build_seconds"],
+            "stage_seconds": md({k: round(v.get("seconds", 0), 3) for k, v in report.items()},
+                                ("stage", "seconds")),
+            "source_fingerprint": fingerprint,
+            "path": path_metadata(layout.version_dir(version)),
+        },
+    )

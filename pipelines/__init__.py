@@ -1,0 +1,1 @@
+"""Dagster Definitions, jobs, schedules, sensors, and the `strata` command line."""

@@ -1,0 +1,227 @@
+"""The `strata` command line.
+
+`strata index` runs the very same Dagster assets as the UI (through
+``dagster.materialize`` against the project's Dagster instance), so a CLI
+build shows up in the UI's run history and there is only one code path.
+Query commands go through :mod:`retrieval` and never start Dagster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def dagster_home() -> Path:
+    """The project-local instance (``.dagster/``) unless DAGSTER_HOME is set."""
+    home = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster").resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    cfg = home / "dagster.yaml"
+    if not cfg.exists():
+        cfg.write_text("telemetry:\n  enabled: false\n")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def _print(msg: str = "", *, err: bool = False) -> None:
+    print(msg, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from stages.corpora import (DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora,
+                                register_corpus, validate_name)
+    from strata.embedding import DEFAULT_MODEL, EncoderSpec
+
+    root = Path(args.root).expanduser().resolve()
+    if not root.is_dir():
+        _print(f"error: {args.root} is not a folder", err=True)
+        return EXIT_USAGE
+    try:
+        name = validate_name(args.corpus)
+    except CorpusError as e:
+        _print(f"error: {e}", err=True)
+        return EXIT_USAGE
+    config_path = Path(os.environ.get("STRATA_CORPORA") or DEFAULT_CONFIG)
+    declared = load_corpora(config_path).get(name)
+    out = Path(args.out).expanduser().resolve() if args.out else (
+        declared.out if declared else (config_path.parent / "indexes" / name).resolve())
+    if args.model or args.embed_backend != "sentence-transformers":
+        embedding = EncoderSpec(backend=args.embed_backend, model=args.model or DEFAULT_MODEL,
+                                base_url=args.embed_base_url)
+    else:
+        embedding = declared.embedding if declared else EncoderSpec()
+    spec = CorpusSpec(
+        name=name, root=root, out=out,
+        include=args.include or (declared.include if declared else ["**/*"]),
+        exclude=args.exclude or (declared.exclude if declared else []),
+        embedding=embedding,
+        url_template=declared.url_template if declared else None,
+    )
+    register_corpus(spec, config_path)
+    if not args.quiet:
+        _print(f"indexing {root} as corpus '{name}' → {out}")
+    home = dagster_home()
+
+    import dagster as dg
+
+    from assets import all_assets, corpora_partitions
+    from pipelines.definitions import make_resources
+
+    instance = dg.DagsterInstance.get()
+    if not instance.has_dynamic_partition(corpora_partitions.name, name):
+        instance.add_dynamic_partitions(corpora_partitions.name, [name])
+    run_config = {
+        "ops": {
+            "nodes": {"config": {"chunk_tokens": args.chunk_tokens}},
+        },
+        "loggers": {"console": {"config": {"log_level": "ERROR" if args.quiet else "INFO"}}},
+    }
+    t0 = time.perf_counter()
+    result = dg.materialize(all_assets, partition_key=name, instance=instance,
+                            resources=make_resources(), run_config=run_config,
+                            raise_on_error=False, tags={"strata/cli": "index"})
+    wall = time.perf_counter() - t0
+    if not result.success:
+        failures = [e for e in result.all_events if e.is_step_failure]
+        for e in failures:
+            _print(f"step {e.step_key} failed: {e.step_failure_data.error.message.strip()}", err=True)
+        _print(f"index build failed (run {result.run_id}); see the run in the UI: "
+               f"DAGSTER_HOME={home} dagster dev -w workspace.yaml", err=True)
+        return EXIT_FAILED
+    from retrieval import Index
+
+    idx = Index.open(out)
+    stats = idx.stats()
+    if args.json:
+        _print(json.dumps({"corpus": name, "out": str(out), "version": idx.version,
+                           "run_id": result.run_id, "wall_seconds": round(wall, 2), **stats},
+                          indent=2))
+    elif not args.quiet:
+        _print_stats(idx, stats)
+        _print(f"\nbuilt in {wall:.1f}s (run {result.run_id[:8]}); "
+               f"open the UI with `make ui` to see it")
+    return EXIT_OK
+
+
+def _print_stats(idx, stats: dict) -> None:
+    from pipelines.console import kv_table
+
+    m = idx.manifest
+    _print(f"index {idx.path} — corpus '{m['corpus']}', version {idx.version}, "
+           f"model {m['model']} (dim {m['dim']})")
+    _print(f"files: {stats['files']}   nodes: {stats['nodes']}   edges: {stats['edges']}   "
+           f"max depth: {stats['max_depth']}")
+    _print(kv_table("nodes by kind", stats["nodes_by_kind"]))
+    _print(kv_table("edges by type", stats["edges_by_type"]))
+    _print(kv_table("depth distribution", stats["depth_distribution"]))
+    stages = m.get("stages", {})
+    if stages:
+        _print(kv_table("stage seconds", {k: round(v.get("seconds", 0), 2) for k, v in stages.items()}))
+        emb = stages.get("embed", {})
+        parse = stages.get("parse", {})
+        _print(f"parse: {parse.get('parsed', 0)} files parsed, {parse.get('reused', 0)} reused; "
+               f"embeddings: {emb.get('computed', 0)} computed, {emb.get('reused', 0)} reused")
+    if stats["skipped"]:
+        _print(f"\nskipped ({len(stats['skipped'])}):")
+        for s in stats["skipped"][:30]:
+            _print(f"  {s['path']}: {s['reason']}")
+        if len(stats["skipped"]) > 30:
+            _print(f"  … and {len(stats['skipped']) - 30} more (strata map --stats --json)")
+    if stats["notes"]:
+        _print(f"\nparser notes ({len(stats['notes'])}):")
+        for n in stats["notes"][:10]:
+            _print(f"  {n['path']}: {n['note']}")
+
+
+def _open_index(path: str, version: int | None = None):
+    from retrieval import Index
+    from strata.layout import IndexNotFound
+
+    try:
+        return Index.open(path, version=version)
+    except IndexNotFound as e:
+        _print(f"error: {e}", err=True)
+        return None
+
+
+def cmd_map(args: argparse.Namespace) -> int:
+    idx = _open_index(args.index, args.version)
+    if idx is None:
+        return EXIT_USAGE
+    stats = idx.stats()
+    stats["build_seconds"] = idx.manifest.get("build_seconds")
+    if args.json:
+        _print(json.dumps({"corpus": idx.manifest["corpus"], "version": idx.version,
+                           "model": idx.manifest["model"], **stats}, indent=2))
+    else:
+        _print_stats(idx, stats)
+        _print(f"\nbuild time: {stats['build_seconds']}s")
+    return EXIT_OK
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    idx = _open_index(args.index)
+    if idx is None:
+        return EXIT_USAGE
+    results = idx.search(args.query, k=args.k)
+    if args.json:
+        _print(json.dumps([r.to_dict() for r in results], indent=2))
+        return EXIT_OK
+    from pipelines.console import print_results
+
+    print_results(results)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="strata", description="Structure-keeping retrieval indexes.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    ix = sub.add_parser("index", help="build or update the index of a folder (runs the Dagster assets)")
+    ix.add_argument("root", help="folder to index")
+    ix.add_argument("--corpus", required=True, help="corpus name (the Dagster partition)")
+    ix.add_argument("--out", help="index folder (default: data/indexes/<corpus>)")
+    ix.add_argument("--include", action="append", help="glob of files to include (repeatable)")
+    ix.add_argument("--exclude", action="append", help="glob of files to exclude (repeatable)")
+    ix.add_argument("--model", default=None, help="embedding model (default all-MiniLM-L6-v2)")
+    ix.add_argument("--embed-backend", default="sentence-transformers",
+                    choices=["sentence-transformers", "openai"])
+    ix.add_argument("--embed-base-url", default=None, help="OpenAI-compatible embeddings endpoint")
+    ix.add_argument("--chunk-tokens", type=int, default=200, help="chunk budget (estimated tokens)")
+    ix.add_argument("--json", action="store_true", help="print the resulting stats as JSON")
+    ix.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    ix.set_defaults(func=cmd_index)
+
+    mp = sub.add_parser("map", help="describe an index")
+    mp.add_argument("--index", required=True, help="index folder")
+    mp.add_argument("--stats", action="store_true", help="print statistics (the default)")
+    mp.add_argument("--version", type=int, default=None, help="a published version (default: current)")
+    mp.add_argument("--json", action="store_true")
+    mp.set_defaults(func=cmd_map)
+
+    se = sub.add_parser("search", help="search an index")
+    se.add_argument("query")
+    se.add_argument("--index", required=True)
+    se.add_argument("-k", type=int, default=5)
+    se.add_argument("--json", action="store_true")
+    se.set_defaults(func=cmd_search)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+"""Dagster resources: thin configurable wrappers over plain Strata objects."""
+
+from resources.corpora import CorpusRegistry
+from resources.embedder import EmbedderResource
+
+__all__ = ["CorpusRegistry", "EmbedderResource"]

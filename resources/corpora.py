@@ -1,0 +1,38 @@
+"""Which folder and settings a corpus partition stands for."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from stages.corpora import DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora
+
+
+class CorpusRegistry(dg.ConfigurableResource):
+    """Reads ``data/corpora.yaml`` (and the CLI's local registry beside it).
+
+    ``config_path`` defaults to ``$STRATA_CORPORA`` or the project's
+    ``data/corpora.yaml``; ``index_dir`` is where indexes go when a corpus does
+    not say (default ``data/indexes``).
+    """
+
+    config_path: str = ""
+    index_dir: str = ""
+
+    def _path(self) -> Path:
+        return Path(self.config_path or os.environ.get("STRATA_CORPORA") or DEFAULT_CONFIG)
+
+    def all(self) -> dict[str, CorpusSpec]:
+        index_base = Path(self.index_dir) if self.index_dir else None
+        return load_corpora(self._path(), index_base=index_base)
+
+    def get(self, name: str) -> CorpusSpec:
+        corpora = self.all()
+        if name not in corpora:
+            raise CorpusError(
+                f"corpus {name!r} is not declared in {self._path()} "
+                f"(known: {', '.join(sorted(corpora)) or 'none'}); add it there or run "
+                f"`strata index <folder> --corpus {name}`")
+        return corpora[name]

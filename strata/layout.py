@@ -1,0 +1,168 @@
+"""Where an index lives on disk, and how a build becomes visible atomically.
+
+An index folder holds immutable published versions and one working area::
+
+    <index>/CURRENT                 name of the version readers open (atomic swap)
+    <index>/manifest.json           copy of the current version's manifest, for people
+    <index>/versions/v000003/       nodes.parquet, edges.parquet, ..., lance/, manifest.json
+    <index>/build/                  the stages' working copy; also the per-document cache
+    <index>/cache/                  caches that outlive builds (LLM responses, ...)
+
+Stages write into ``build/``. Only ``publish`` makes a build visible: it
+hard-links the build into a fresh version folder and then swaps ``CURRENT``
+with ``os.replace``, so a reader sees the old version or the new one, never a
+half-written index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from strata.schema import LANCE_DIR, MANIFEST, TABLE_FILES
+
+CURRENT = "CURRENT"
+VERSIONS = "versions"
+BUILD = "build"
+CACHE = "cache"
+_VERSION_RE = re.compile(r"^v(\d{6})$")
+
+
+class IndexNotFound(FileNotFoundError):
+    pass
+
+
+class IndexLayout:
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    @property
+    def build(self) -> Path:
+        return self.root / BUILD
+
+    @property
+    def cache(self) -> Path:
+        return self.root / CACHE
+
+    @property
+    def versions_dir(self) -> Path:
+        return self.root / VERSIONS
+
+    def build_table(self, name: str) -> Path:
+        return self.build / TABLE_FILES[name]
+
+    @property
+    def build_lance(self) -> Path:
+        return self.build / LANCE_DIR
+
+    def versions(self) -> list[int]:
+        if not self.versions_dir.is_dir():
+            return []
+        found = (_VERSION_RE.match(p.name) for p in self.versions_dir.iterdir())
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def current_version(self) -> int | None:
+        try:
+            name = (self.root / CURRENT).read_text().strip()
+        except FileNotFoundError:
+            return None
+        m = _VERSION_RE.match(name)
+        return int(m.group(1)) if m else None
+
+    def version_dir(self, version: int) -> Path:
+        return self.versions_dir / f"v{version:06d}"
+
+    def resolve(self, version: int | None = None) -> Path:
+        """Folder of a published version (the current one by default)."""
+        if version is None:
+            version = self.current_version()
+            if version is None:
+                raise IndexNotFound(
+                    f"no published index in {self.root} (no {CURRENT} file). "
+                    f"Build one with: strata index <folder> --corpus <name> --out {self.root}"
+                )
+        d = self.version_dir(version)
+        if not (d / MANIFEST).is_file():
+            raise IndexNotFound(f"index version {version} not found in {self.root}; "
+                                f"available: {self.versions()}")
+        return d
+
+    def publish(self, manifest: dict[str, Any], keep: int = 3) -> int:
+        """Freeze ``build/`` as the next version and switch readers to it."""
+        version = (max(self.versions(), default=0)) + 1
+        target = self.version_dir(version)
+        tmp = self.versions_dir / f".tmp-v{version:06d}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        for fname in TABLE_FILES.values():
+            src = self.build / fname
+            if src.exists():
+                _link_or_copy(src, tmp / fname)
+        if self.build_lance.exists():
+            shutil.copytree(self.build_lance, tmp / LANCE_DIR, copy_function=_link_or_copy)
+        manifest = dict(manifest, version=version)
+        write_json_atomic(tmp / MANIFEST, manifest)
+        os.replace(tmp, target)
+        write_text_atomic(self.root / CURRENT, target.name + "\n")
+        write_json_atomic(self.root / MANIFEST, manifest)
+        self.prune(keep)
+        return version
+
+    def prune(self, keep: int) -> list[int]:
+        """Drop all but the newest ``keep`` versions (never the current one)."""
+        current = self.current_version()
+        old = [v for v in self.versions()[:-keep] if v != current] if keep > 0 else []
+        for v in old:
+            shutil.rmtree(self.version_dir(v), ignore_errors=True)
+        return old
+
+
+def _link_or_copy(src, dst) -> str:
+    # Build files are never modified in place (Parquet is rewritten whole, Lance
+    # writes new fragment files), so a hard link is a safe, free snapshot.
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return str(dst)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def read_manifest(version_dir: Path) -> dict[str, Any]:
+    return json.loads((version_dir / MANIFEST).read_text())
+
+
+def write_parquet_atomic(table, path: Path) -> None:
+    """Write a Parquet file so that a crash leaves the old file, never half a new one."""
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def update_json(path: Path, **values: Any) -> dict[str, Any]:
+    """Merge keys into a small JSON file (the build's per-stage report)."""
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.update(values)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, data)
+    return data

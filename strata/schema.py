@@ -1,0 +1,127 @@
+"""The artifact schema: every table an index holds, defined once.
+
+The pipeline writes these tables and ``retrieval`` reads them; both import this
+module so a column can never mean one thing on one side and another on the
+other. Bump ``FORMAT_VERSION`` when a change would make an old reader misread a
+new index (adding a nullable column does not; renaming or retyping one does).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+FORMAT_VERSION = 1
+
+# Node kinds. ``chunk`` is a piece of a long section, kept as its child.
+FILE, SECTION, CHUNK, CODE, TABLE, IMAGE, ENTITY = (
+    "file", "section", "chunk", "code", "table", "image", "entity",
+)
+NODE_KINDS = (FILE, SECTION, CHUNK, CODE, TABLE, IMAGE, ENTITY)
+# Kinds that get a vector table of their own, so long prose never drowns out
+# code, table or image signals (the DualGraph design's per-kind vector stores).
+EMBEDDED_KINDS = (FILE, SECTION, CHUNK, CODE, TABLE, IMAGE)
+
+# Edge types, with the relation names each one uses.
+STRUCTURAL, JUMP, IMPORT, PASSAGE, SEMANTIC, SYNONYMY = (
+    "structural", "jump", "import", "passage", "semantic", "synonymy",
+)
+EDGE_TYPES = (STRUCTURAL, JUMP, IMPORT, PASSAGE, SEMANTIC, SYNONYMY)
+
+NODES = pa.schema([
+    ("node_id", pa.string()),
+    ("corpus", pa.string()),
+    ("kind", pa.string()),
+    ("subkind", pa.string()),
+    ("path", pa.string()),
+    ("node_path", pa.string()),
+    ("parent_id", pa.string()),
+    ("depth", pa.int32()),
+    ("ordinal", pa.int32()),  # position among its siblings
+    ("title", pa.string()),
+    ("breadcrumb", pa.string()),
+    ("text", pa.string()),
+    ("start_line", pa.int32()),
+    ("end_line", pa.int32()),
+    ("page", pa.int32()),
+    ("language", pa.string()),
+    ("content_hash", pa.string()),
+    ("embedded", pa.bool_()),
+    ("attrs", pa.string()),  # JSON object: parser-specific details
+])
+
+EDGES = pa.schema([
+    ("src", pa.string()),
+    ("dst", pa.string()),
+    ("type", pa.string()),
+    ("relation", pa.string()),
+    ("weight", pa.float32()),
+])
+
+# One row per file seen in the corpus root; the per-document cache key.
+DOCUMENTS = pa.schema([
+    ("path", pa.string()),
+    ("format", pa.string()),
+    ("size", pa.int64()),
+    ("content_hash", pa.string()),
+    ("parse_key", pa.string()),  # content hash + parser settings: equal key, reuse the parse
+    ("status", pa.string()),  # indexed | asset | skipped
+    ("notes", pa.string()),  # parser notes (fallbacks, repairs), newline-separated
+])
+
+# Links and imports as the parsers saw them, before resolution against the
+# corpus; kept so a rebuild can re-resolve them without re-parsing, and so
+# dangling links can be inspected.
+REFERENCES = pa.schema([
+    ("src", pa.string()),
+    ("path", pa.string()),
+    ("target", pa.string()),
+    ("type", pa.string()),
+    ("relation", pa.string()),
+    ("attrs", pa.string()),
+])
+
+SKIPPED = pa.schema([
+    ("path", pa.string()),
+    ("stage", pa.string()),
+    ("reason", pa.string()),
+])
+
+# Columns of every LanceDB vector table besides ``vector``.
+VECTOR_COLUMNS = pa.schema([
+    ("node_id", pa.string()),
+    ("kind", pa.string()),
+    ("subkind", pa.string()),
+    ("path", pa.string()),
+    ("language", pa.string()),
+    ("depth", pa.int32()),
+    ("text_hash", pa.string()),  # hash of the embedded text: the reuse key
+    ("text", pa.string()),  # the embedded text, full-text indexed
+])
+
+
+def vector_schema(dim: int) -> pa.Schema:
+    return VECTOR_COLUMNS.append(pa.field("vector", pa.list_(pa.float32(), dim)))
+
+
+def vector_table_name(kind: str) -> str:
+    return f"{kind}_vectors"
+
+
+TABLE_FILES = {
+    "nodes": "nodes.parquet",
+    "edges": "edges.parquet",
+    "documents": "documents.parquet",
+    "skipped": "skipped.parquet",
+    "references": "references.parquet",
+}
+LANCE_DIR = "lance"
+MANIFEST = "manifest.json"
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Select and cast to ``schema`` so writers cannot drift from it."""
+    return table.select(schema.names).cast(schema)
