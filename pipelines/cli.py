@@ -66,7 +66,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     )
     register_corpus(spec, config_path)
     if not args.quiet:
-        _print(f"indexing {root} as corpus '{name}' → {out}")
+        _print(f"indexing {root} as corpus '{name}' → {out}", err=True)
     home = dagster_home()
 
     import dagster as dg

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import string
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -116,6 +117,33 @@ def detect_format(path: str) -> str:
     return "text"
 
 
+# Non-ASCII characters of Western European text in cp1252. Characters that
+# mostly come from other code pages' common letters are left out (Ð ð Þ þ Ý ý:
+# Turkish ğ ş ı, Baltic š ž, Cyrillic р э ю; ¹ ³ ¥ ¯ œ Ÿ: Polish ą ł Ą ż ś ź;
+# Š š Ž ž: Czech/Slovak ones read as cp1252), so that text falls through
+# to charset_normalizer.
+_WESTERN = ("ÀÁÂÃÄÅÆÇÈÉÊËÌÍÎÏÑÒÓÔÕÖØÙÚÛÜßàáâãäåæçèéêëìíîïñòóôõöøùúûü"
+            "\u00a0\u00ad¡¢£§©«®°±´·»½¿€„…‹›‘’“”•–—™")
+_WESTERN_BYTES = bytes(range(0x80)) + _WESTERN.encode("cp1252")
+_HIGH_LETTERS = bytes(range(0xC0, 0x100))
+_ASCII_LETTERS = string.ascii_letters.encode()
+
+
+def _western(data: bytes) -> str | None:
+    """``data`` decoded as cp1252 when it reads as Western European text.
+
+    charset_normalizer ranks look-alike code pages (cp1257, cp1250, cp1258,
+    cp850) above cp1252 for ordinary French, Portuguese, Italian or Swedish
+    prose and returns mojibake, so the commonest legacy encoding is checked
+    first: only Western characters, and accented letters a minority.
+    """
+    if data.translate(None, _WESTERN_BYTES):
+        return None
+    accented = len(data) - len(data.translate(None, _HIGH_LETTERS))
+    plain = len(data) - len(data.translate(None, _ASCII_LETTERS))
+    return data.decode("cp1252") if accented <= plain else None
+
+
 def decode(data: bytes) -> tuple[str | None, str | None]:
     """Decode bytes as text: (text, note) or (None, reason)."""
     if data.startswith(b"\xef\xbb\xbf"):
@@ -131,6 +159,9 @@ def decode(data: bytes) -> tuple[str | None, str | None]:
         return data.decode("utf-8"), None
     except UnicodeDecodeError:
         pass
+    text = _western(data)
+    if text is not None:
+        return text, "not UTF-8; decoded as cp1252"
     try:
         from charset_normalizer import from_bytes
 

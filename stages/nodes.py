@@ -130,8 +130,8 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
         nodes = pa.concat_tables([nodes, conform(old_nodes, NODES)])
         refs_t = pa.concat_tables([refs_t, conform(old_refs, REFERENCES)])
     # A stable row order makes builds byte-comparable whatever was reused.
-    nodes = nodes.sort_by([("path", "ascending"), ("depth", "ascending"),
-                           ("node_path", "ascending")])
+    nodes = nodes.sort_by([("path", "ascending"), ("start_line", "ascending"),
+                           ("depth", "ascending"), ("node_path", "ascending")])
     refs_t = refs_t.sort_by([("path", "ascending"), ("src", "ascending"), ("target", "ascending")])
     return NodesResult(
         nodes=nodes, references=refs_t,

@@ -12,8 +12,9 @@ import re
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 # A sentence ends at . ! ? (optionally followed by a closing quote/bracket)
-# and whitespace. Linear-time: no nested quantifiers.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+")
+# and whitespace. Linear-time: no nested quantifiers. The closing mark sits in
+# a lookbehind so that ``split`` keeps it with its sentence.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+")
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,0 +1,85 @@
+"""Shared fixtures: the bundled sample corpus, the shared public data, and
+real Dagster builds of them into temporary folders."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data" / "sample"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not beside this checkout")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def openharmony(shared_data) -> Path:
+    return shared_data / "openharmony_quickstart"
+
+
+def write_corpora(path: Path, corpora: dict) -> Path:
+    path.write_text(yaml.safe_dump({"corpora": corpora}))
+    return path
+
+
+class Builder:
+    """Runs the real assets with ``dg.materialize`` against a test instance."""
+
+    def __init__(self, instance, config_path: Path):
+        self.instance = instance
+        self.config_path = config_path
+
+    def build(self, corpus: str, run_config: dict | None = None):
+        import dagster as dg
+
+        from assets import all_assets, corpora_partitions
+        from resources import CorpusRegistry, EmbedderResource
+
+        if not self.instance.has_dynamic_partition(corpora_partitions.name, corpus):
+            self.instance.add_dynamic_partitions(corpora_partitions.name, [corpus])
+        return dg.materialize(
+            all_assets, partition_key=corpus, instance=self.instance,
+            resources={"corpora": CorpusRegistry(config_path=str(self.config_path)),
+                       "embedder": EmbedderResource()},
+            run_config=run_config or {}, raise_on_error=True)
+
+
+@pytest.fixture
+def builder(tmp_path):
+    import dagster as dg
+
+    with dg.instance_for_test() as instance:
+        yield Builder(instance, tmp_path / "corpora.yaml")
+
+
+@pytest.fixture
+def sample_copy(tmp_path) -> Path:
+    dst = tmp_path / "sample"
+    shutil.copytree(SAMPLE, dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory) -> Path:
+    """One real build of the bundled sample corpus, shared by read-only tests."""
+    import dagster as dg
+
+    base = tmp_path_factory.mktemp("sample_index")
+    cfg = write_corpora(base / "corpora.yaml",
+                        {"sample": {"root": str(SAMPLE), "out": str(base / "index")}})
+    with dg.instance_for_test() as instance:
+        Builder(instance, cfg).build("sample")
+    return base / "index"

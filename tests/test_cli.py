@@ -1,0 +1,85 @@
+"""The `strata` command line, run as a user would: a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def strata(*args, env_extra=None, check=True):
+    env = {**os.environ, **(env_extra or {})}
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def oh_index(tmp_path_factory, openharmony):
+    base = tmp_path_factory.mktemp("oh")
+    env = {"DAGSTER_HOME": str(base / "dagster_home"),
+           "STRATA_CORPORA": str(base / "corpora.yaml")}
+    proc = strata("index", str(openharmony), "--corpus", "oh", "--out", str(base / "index"),
+                  "--json", env_extra=env)
+    return base, env, json.loads(proc.stdout)
+
+
+def test_index_openharmony_structure(oh_index):
+    base, env, stats = oh_index
+    assert stats["files"] == 51
+    kinds = stats["nodes_by_kind"]
+    assert kinds["file"] == 51 and kinds["section"] > 300 and kinds["code"] > 100
+    assert kinds["table"] > 10
+    assert stats["edges_by_type"]["jump"] > 50
+    # file → h1 → h2 → h3 (→ h4) plus code/table children below them
+    assert max(int(d) for d in stats["depth_distribution"]) >= 4
+    assert all(s["reason"] for s in stats["skipped"])
+
+
+def test_map_stats_json(oh_index):
+    base, env, _ = oh_index
+    out = json.loads(strata("map", "--index", str(base / "index"), "--stats", "--json",
+                            env_extra=env).stdout)
+    for key in ("files", "nodes_by_kind", "edges_by_type", "depth_distribution", "skipped",
+                "build_seconds"):
+        assert key in out, key
+    assert out["build_seconds"] > 0
+    text = strata("map", "--index", str(base / "index"), "--stats", env_extra=env).stdout
+    assert "nodes by kind" in text and "jump" in text
+
+
+def test_cli_runs_are_recorded_in_the_dagster_instance(oh_index):
+    import dagster as dg
+
+    base, env, stats = oh_index
+    with dg.DagsterInstance.from_config(env["DAGSTER_HOME"]) as instance:
+        runs = instance.get_runs()
+        assert len(runs) == 1 and runs[0].is_success
+        assert instance.get_dynamic_partitions("corpora") == ["oh"]
+        assert stats["run_id"] == runs[0].run_id
+
+
+def test_search_cli_json(oh_index):
+    base, env, _ = oh_index
+    out = json.loads(strata("search", "--index", str(base / "index"), "-k", "3", "--json",
+                            "how do I share state between a parent and child component?",
+                            env_extra=env).stdout)
+    assert len(out) == 3
+    assert {"node_id", "kind", "path", "node_path", "breadcrumb", "score", "text",
+            "start_line", "end_line"} <= set(out[0])
+
+
+def test_errors_say_what_to_do(tmp_path):
+    proc = strata("index", str(tmp_path / "nope"), "--corpus", "x", check=False)
+    assert proc.returncode == 2 and "is not a folder" in proc.stderr
+    proc = strata("map", "--index", str(tmp_path), "--stats", check=False)
+    assert proc.returncode == 2 and "strata index" in proc.stderr
+    proc = strata("index", str(tmp_path), "--corpus", "bad name!", check=False)
+    assert proc.returncode == 2 and "invalid corpus name" in proc.stderr

@@ -1,0 +1,140 @@
+"""Real Dagster runs of every asset on the sample corpus: checks, metadata,
+per-document reuse, stable ids."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from retrieval import Index
+from tests.conftest import write_corpora
+
+
+def _meta(result, asset: str) -> dict:
+    (mat,) = result.asset_materializations_for_node(asset)
+    return {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+
+
+@pytest.fixture
+def sample_build(builder, sample_copy, tmp_path):
+    write_corpora(builder.config_path,
+                  {"sample": {"root": str(sample_copy), "out": str(tmp_path / "index")}})
+    return builder, sample_copy, tmp_path / "index"
+
+
+def test_first_build_passes_checks_and_reports(sample_build):
+    builder, root, out = sample_build
+    result = builder.build("sample")
+    assert result.success
+    checks = result.get_asset_check_evaluations()
+    assert {c.check_name for c in checks} == {
+        "parents_exist", "no_empty_text", "endpoints_exist", "one_vector_per_embedded_node"}
+    assert all(c.passed for c in checks), [(c.check_name, c.metadata) for c in checks]
+
+    nodes_meta = _meta(result, "nodes")
+    idx = Index.open(out)
+    files = idx.documents().filter(pl.col("status") == "indexed").height
+    assert nodes_meta["files_parsed"] == files > 15
+    assert nodes_meta["files_reused"] == 0
+    # The unreadable file is recorded with its reason and shown in the metadata.
+    assert "notes/corrupted.md" in nodes_meta["skipped_files"]
+    assert "NUL" in nodes_meta["skipped_files"]
+    assert "scripts/legacy_import.py" in nodes_meta["parser_notes"]
+    emb = _meta(result, "embeddings")
+    assert emb["embeddings_computed"] == idx.nodes().filter(pl.col("embedded")).height
+    assert emb["embeddings_reused"] == 0
+    assert set(idx.stats()["nodes_by_kind"]) == {"file", "section", "chunk", "code", "table", "image"}
+    assert idx.version == 1 and idx.manifest["dim"] == 384
+
+
+def test_unchanged_rebuild_reuses_everything(sample_build):
+    builder, root, out = sample_build
+    builder.build("sample")
+    first = Index.open(out)
+    result = builder.build("sample")
+    nodes_meta, emb = _meta(result, "nodes"), _meta(result, "embeddings")
+    assert nodes_meta["files_parsed"] == 0
+    assert nodes_meta["files_reused"] == first.documents().filter(
+        pl.col("status") == "indexed").height
+    assert emb["embeddings_computed"] == 0
+    assert emb["encoder_loaded"] is False  # nothing to encode: the model is not even loaded
+    second = Index.open(out)
+    assert second.version == 2
+    assert first.nodes().equals(second.nodes())
+    assert first.edges().equals(second.edges())
+
+
+def test_editing_one_document_recomputes_only_its_items(sample_build):
+    builder, root, out = sample_build
+    builder.build("sample")
+    before = Index.open(out).nodes()
+    doc = root / "docs" / "exporting.md"
+    doc.write_text(doc.read_text() + "\n## Compression\n\nParquet files are written with zstd.\n")
+    result = builder.build("sample")
+    nodes_meta, emb = _meta(result, "nodes"), _meta(result, "embeddings")
+    assert nodes_meta["files_parsed"] == 1
+    after = Index.open(out).nodes()
+    changed = after.join(before.select("node_id", "content_hash"), on="node_id", how="left") \
+        .filter((pl.col("content_hash") != pl.col("content_hash_right"))
+                | pl.col("content_hash_right").is_null())
+    assert set(changed["path"]) == {"docs/exporting.md"}
+    # Only nodes whose embedded text changed are encoded: the new section, the
+    # file node and sections whose end moved do not exceed a handful.
+    assert 1 <= emb["embeddings_computed"] <= changed.height + 2
+    new = after.filter(pl.col("title") == "Compression")
+    assert new.height == 1 and new["kind"][0] == "section"
+    # Ids of untouched documents are unchanged.
+    untouched = before.filter(pl.col("path") != "docs/exporting.md")["node_id"].sort()
+    assert untouched.equals(after.filter(pl.col("path") != "docs/exporting.md")["node_id"].sort())
+
+
+def test_ids_are_stable_across_independent_builds(builder, tmp_path):
+    from tests.conftest import SAMPLE
+
+    write_corpora(builder.config_path, {
+        "a": {"root": str(SAMPLE), "out": str(tmp_path / "a")},
+        "b": {"root": str(SAMPLE), "out": str(tmp_path / "b")},
+    })
+    builder.build("a")
+    builder.build("b")
+    a, b = Index.open(tmp_path / "a"), Index.open(tmp_path / "b")
+    # Ids include the corpus name; with that fixed, everything else is equal.
+    strip = lambda s: s.str.replace(r"^(\w+)-.*$", "$1")  # noqa: E731
+    assert a.nodes().height == b.nodes().height
+    assert a.nodes().select("node_path", "kind", "content_hash").sort("node_path", "kind").equals(
+        b.nodes().select("node_path", "kind", "content_hash").sort("node_path", "kind"))
+    assert strip(a.nodes()["node_id"]).sort().equals(strip(b.nodes()["node_id"]).sort())
+    # Rebuilding corpus "a" from scratch into a new folder reproduces its ids exactly.
+    write_corpora(builder.config_path, {"a": {"root": str(SAMPLE), "out": str(tmp_path / "a2")}})
+    builder.build("a")
+    assert Index.open(tmp_path / "a2").nodes()["node_id"].sort().equals(a.nodes()["node_id"].sort())
+
+
+def test_asset_groups_and_definitions_load():
+    from pipelines.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    groups = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
+    assert groups == {"nodes": "parse", "edges": "graph", "embeddings": "embed",
+                      "index_manifest": "publish"}
+    for key in graph.get_all_asset_keys():
+        assert graph.get(key).description
+
+
+def test_partition_sensor_adds_declared_corpora(tmp_path):
+    import dagster as dg
+
+    from pipelines.sensors import corpora_partitions_sensor
+    from resources import CorpusRegistry
+
+    cfg = write_corpora(tmp_path / "c.yaml", {"x": {"root": str(tmp_path)},
+                                              "y": {"root": str(tmp_path)}})
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_sensor_context(instance=instance,
+                                      resources={"corpora": CorpusRegistry(config_path=str(cfg))})
+        res = corpora_partitions_sensor(ctx)
+        (req,) = res.dynamic_partitions_requests
+        assert sorted(req.partition_keys) == ["x", "y"]
+        instance.add_dynamic_partitions("corpora", ["x", "y"])
+        again = corpora_partitions_sensor(ctx)
+        assert isinstance(again, dg.SkipReason)

@@ -1,0 +1,81 @@
+"""The query module: opening an index without Dagster, dense search, model checks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+from retrieval import EmbeddingModelMismatch, Index, IndexNotFound, Result
+from tests.conftest import REPO
+
+
+def test_open_reads_tables_as_polars(sample_index):
+    idx = Index.open(sample_index)
+    assert idx.corpus == "sample" and idx.version >= 1
+    assert idx.nodes().columns[:3] == ["node_id", "corpus", "kind"]
+    assert idx.edges().height > idx.nodes().height
+    assert idx.manifest["model"] == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_search_returns_typed_results_that_answer_sample_questions(sample_index):
+    idx = Index.open(sample_index)
+    queries = yaml.safe_load((REPO / "data" / "sample_queries.yaml").read_text())
+    hits = 0
+    for q in queries:
+        results = idx.search(q["question"], k=5)
+        assert len(results) == 5 and all(isinstance(r, Result) for r in results)
+        assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+        if any(r.path == q["path"] for r in results):
+            hits += 1
+    # Dense search alone already finds the right file for most questions.
+    assert hits >= len(queries) * 0.75, hits
+    top = idx.search("Which function converts feet to metres?", k=3)[0]
+    assert top.node_path == "tidewater.units.feet_to_metres"
+    assert (top.kind, top.path, top.relation) == ("code", "tidewater/units.py", "seed")
+    assert top.start_line and top.end_line >= top.start_line
+    assert "feet" in top.text and top.breadcrumb.startswith("tidewater/units.py")
+
+
+def test_search_can_filter_kinds(sample_index):
+    idx = Index.open(sample_index)
+    res = idx.search("sensor models and sampling rates", k=4, kinds=["table"])
+    assert res and {r.kind for r in res} == {"table"}
+
+
+class _OtherModel:
+    """A stand-in encoder of another model, to test the mismatch error."""
+
+    def __init__(self, model, dim):
+        from strata.embedding import EncoderSpec
+
+        self.spec = EncoderSpec(model=model, dim=dim)
+        self.dim = dim
+
+    def encode(self, texts):
+        return np.zeros((len(texts), self.dim), np.float32)
+
+
+def test_opening_with_another_model_is_a_clear_error(sample_index):
+    with pytest.raises(EmbeddingModelMismatch, match="all-MiniLM-L6-v2"):
+        Index.open(sample_index, encoder=_OtherModel("BAAI/bge-small-en-v1.5", 384))
+    with pytest.raises(EmbeddingModelMismatch):
+        Index.open(sample_index, encoder=_OtherModel("sentence-transformers/all-MiniLM-L6-v2", 768))
+
+
+def test_missing_index_is_a_clear_error(tmp_path):
+    with pytest.raises(IndexNotFound, match="strata index"):
+        Index.open(tmp_path)
+
+
+def test_retrieval_never_imports_dagster():
+    code = ("import sys, retrieval; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('dagster', 'assets', 'pipelines', 'resources', 'stages')]; print(bad)")
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=REPO,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert "dagster" not in out.stderr  # the importtime trace lists every module loaded
