@@ -138,3 +138,20 @@ def test_partition_sensor_adds_declared_corpora(tmp_path):
         instance.add_dynamic_partitions("corpora", ["x", "y"])
         again = corpora_partitions_sensor(ctx)
         assert isinstance(again, dg.SkipReason)
+
+
+def test_workspace_validates(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import REPO
+
+    (tmp_path / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    dagster = Path(sys.executable).with_name("dagster")
+    proc = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+                          cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "All code locations passed validation" in proc.stderr + proc.stdout

@@ -67,3 +67,7 @@ class ParsedFile:
     root: Draft
     references: list[Reference] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # non-fatal: fallbacks, repairs
+    # Binary payloads a parser extracted (images inside a PDF or DOCX), keyed by
+    # a content hash; image drafts name theirs in ``attrs["blob"]`` and the
+    # parse stage stores them in the index's blob folder.
+    blobs: dict[str, bytes] = field(default_factory=dict)
