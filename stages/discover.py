@@ -192,6 +192,8 @@ def read_source(root: Path, rel: str, full: Path, max_bytes: int = MAX_FILE_BYTE
         return SourceFile(rel, fmt, 0, "", reason=f"cannot read: {e.__class__.__name__}: {e}")
     h = content_hash(data)
     if not data.strip():
+        if fmt == "python":  # an empty __init__.py still defines a package
+            return SourceFile(rel, fmt, size, h, text="", note="empty file")
         return SourceFile(rel, fmt, size, h, reason="empty file")
     text, note = decode(data)
     if text is None:

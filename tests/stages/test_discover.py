@@ -324,3 +324,10 @@ def test_content_hash_is_of_raw_bytes_not_decoded_text(tmp_path):
     got = _by_path(tmp_path)
     assert got["plain.md"].text == got["bom.md"].text == "# T\n"
     assert got["plain.md"].content_hash != got["bom.md"].content_hash
+
+
+def test_empty_python_module_is_indexed_not_skipped(tmp_path):
+    """An empty ``__init__.py`` defines a package: it must become a module node."""
+    _write(tmp_path, "pkg/__init__.py", b"")
+    (src,) = discover(tmp_path)
+    assert src.reason is None and src.text == "" and src.note == "empty file"
