@@ -53,7 +53,7 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
         previous = PreviousBuild(*prev)
     result = build_nodes(spec.name, sources,
                          ParseSettings(config.chunk_tokens, config.context_lines), previous,
-                         progress=progress_logger(context, "parse"))
+                         progress=progress_logger(context, "parse"), blob_dir=layout.build_blobs)
     for name, table in (("nodes", result.nodes), ("documents", result.documents),
                         ("references", result.references), ("skipped", result.skipped)):
         write_parquet_atomic(table, layout.build_table(name))

@@ -118,6 +118,7 @@ def _print_stats(idx, stats: dict) -> None:
            f"model {m['model']} (dim {m['dim']})")
     _print(f"files: {stats['files']}   nodes: {stats['nodes']}   edges: {stats['edges']}   "
            f"max depth: {stats['max_depth']}")
+    _print(kv_table("files by format", stats["files_by_format"]))
     _print(kv_table("nodes by kind", stats["nodes_by_kind"]))
     _print(kv_table("edges by type", stats["edges_by_type"]))
     _print(kv_table("depth distribution", stats["depth_distribution"]))

@@ -21,7 +21,12 @@ from typing import Iterable, Iterator
 FORMATS = {
     ".md": "markdown", ".markdown": "markdown", ".mdown": "markdown", ".mkd": "markdown",
     ".py": "python", ".pyi": "python",
+    ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml",
+    ".pdf": "pdf", ".docx": "docx",
 }
+# Formats parsed from bytes rather than decoded text.
+BINARY_PARSED = {"pdf", "docx"}
 # Files that documents point to (images and other binaries): inventoried as
 # assets, not parsed as text and not reported as skipped.
 ASSET_EXTENSIONS = {
@@ -43,12 +48,13 @@ MAX_FILE_BYTES = 20 * 1024 * 1024
 @dataclass
 class SourceFile:
     path: str  # POSIX, relative to the corpus root
-    format: str  # markdown | python | text | asset | binary
+    format: str  # markdown | python | html | json | yaml | toml | pdf | docx | <language> | text | asset | binary
     size: int
     content_hash: str
     text: str | None = None  # decoded content, when readable
     reason: str | None = None  # why it could not be read (then text is None)
     note: str | None = None  # e.g. a non-UTF-8 encoding that was detected
+    data: bytes | None = None  # raw bytes, for formats parsed from bytes (PDF, DOCX)
 
 
 def content_hash(data: bytes) -> str:
@@ -107,9 +113,13 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
 
 
 def detect_format(path: str) -> str:
+    from stages.parse.code_languages import LANGUAGE_BY_EXTENSION
+
     ext = os.path.splitext(path)[1].lower()
     if ext in FORMATS:
         return FORMATS[ext]
+    if ext in LANGUAGE_BY_EXTENSION:
+        return LANGUAGE_BY_EXTENSION[ext]
     if ext in ASSET_EXTENSIONS:
         return "asset"
     if ext in BINARY_EXTENSIONS:
@@ -191,6 +201,10 @@ def read_source(root: Path, rel: str, full: Path, max_bytes: int = MAX_FILE_BYTE
     except (OSError, RuntimeError) as e:  # vanished, permission, symlink loop
         return SourceFile(rel, fmt, 0, "", reason=f"cannot read: {e.__class__.__name__}: {e}")
     h = content_hash(data)
+    if fmt in BINARY_PARSED:
+        if not data:
+            return SourceFile(rel, fmt, size, h, reason="empty file")
+        return SourceFile(rel, fmt, size, h, data=data)
     if not data.strip():
         if fmt == "python":  # an empty __init__.py still defines a package
             return SourceFile(rel, fmt, size, h, text="", note="empty file")

@@ -42,6 +42,7 @@ class _Resolver:
     def __init__(self, nodes: pl.DataFrame):
         files = nodes.filter(pl.col("kind") == FILE)
         self.file_ids: dict[str, str] = dict(zip(files["path"].to_list(), files["node_id"].to_list()))
+        self.file_set = frozenset(self.file_ids)
         py = files.filter(pl.col("subkind").is_in(["python"]) | pl.col("path").str.ends_with(".py"))
         self.modules: dict[str, str] = {}
         for path, node_path, nid in zip(py["path"].to_list(), py["node_path"].to_list(),
@@ -102,12 +103,30 @@ def build_edges(nodes: pl.DataFrame, references: pl.DataFrame) -> GraphResult:
     for src, path, target, typ, relation, attrs in references.select(
             "src", "path", "target", "type", "relation", "attrs").iter_rows():
         a = json.loads(attrs) if attrs else {}
-        if typ == JUMP:
+        if typ == JUMP and a.get("kind") == "path":
+            # A string that looks like a file path: relative to the file, else
+            # to the corpus root; a guess that matches nothing is not an error.
+            dst, _ = r.link(path, target)
+            if dst is None:
+                dst, _ = r.link("", target[2:] if target.startswith("./") else target)
+            if dst is not None and dst != src:
+                rows.append({"src": src, "dst": dst, "type": JUMP, "relation": relation,
+                             "weight": 1.0})
+        elif typ == JUMP:
             dst, why = r.link(path, target)
             if dst is None:
                 unresolved.append({"src": src, "path": path, "target": target, "reason": why})
             elif dst != src:
                 rows.append({"src": src, "dst": dst, "type": JUMP, "relation": relation, "weight": 1.0})
+        elif typ == IMPORT and a.get("language") not in (None, "python"):
+            from stages.parse.code_languages import resolve_import
+
+            target_path = resolve_import(target, path, a["language"], r.file_set)
+            if target_path and target_path in r.file_ids and r.file_ids[target_path] != src:
+                rows.append({"src": src, "dst": r.file_ids[target_path], "type": IMPORT,
+                             "relation": relation, "weight": 1.0})
+            elif not target_path:
+                external += 1
         elif typ == IMPORT:
             found = False
             for name in a.get("names") or []:

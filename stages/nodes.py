@@ -8,18 +8,20 @@ reused rows are identical to what a fresh parse would produce.
 
 from __future__ import annotations
 
+import posixpath
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import polars as pl
 import pyarrow as pa
 
-from stages.discover import SourceFile
+from stages.discover import BINARY_PARSED, SourceFile
 from stages.parse.finalize import ParseSettings, finalize, stable_hash
-from stages.parse.model import ParsedFile
+from stages.parse.model import ParsedFile, Reference
 from stages.parse.plain_text import parse_plain_text
-from strata.schema import DOCUMENTS, NODES, REFERENCES, SKIPPED, conform
+from strata.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, conform
 
 Progress = Callable[[int, int], None]
 
@@ -42,26 +44,92 @@ class NodesResult:
     seconds: float = 0.0
 
 
+CONFIG_FORMATS = ("json", "yaml", "toml")
+
+
+def _parse(src: SourceFile, settings: ParseSettings,
+           modules: dict[str, tuple[str, bool]]) -> ParsedFile:
+    fmt, text, ctx = src.format, src.text, settings.context_lines
+    if fmt == "pdf":
+        from stages.parse.pdf import parse_pdf
+
+        return parse_pdf(src.data or b"", src.path, context_lines=ctx)
+    if fmt == "docx":
+        from stages.parse.docx import parse_docx
+
+        return parse_docx(src.data or b"", src.path, context_lines=ctx)
+    assert text is not None
+    if fmt == "markdown":
+        from stages.parse.markdown import parse_markdown
+
+        return parse_markdown(text, src.path, context_lines=ctx)
+    if fmt == "python":
+        from stages.parse.python_code import parse_python
+
+        module, is_pkg = modules.get(src.path, (src.path.rsplit("/", 1)[-1].split(".")[0], False))
+        return parse_python(text, src.path, module, is_pkg)
+    if fmt == "html":
+        from stages.parse.html import parse_html
+
+        return parse_html(text, src.path, context_lines=ctx)
+    if fmt in CONFIG_FORMATS:
+        from stages.parse.config_files import parse_config
+
+        return parse_config(text, src.path, fmt)
+    from stages.parse.code_languages import LANGUAGE_BY_EXTENSION, parse_code
+
+    if fmt in set(LANGUAGE_BY_EXTENSION.values()):
+        return parse_code(text, src.path, fmt)
+    return parse_plain_text(text, src.path, note=_plain_text_note(src.path, fmt))
+
+
+PLAIN_TEXT_EXTENSIONS = {"", ".txt", ".text"}
+
+
+def _plain_text_note(path: str, fmt: str) -> str | None:
+    ext = posixpath.splitext(path)[1].lower()
+    if fmt == "text" and ext in PLAIN_TEXT_EXTENSIONS:
+        return None
+    return f"no parser for '{ext or fmt}' files; indexed as plain text"
+
+
+def _add_path_references(pf: ParsedFile, src: SourceFile) -> None:
+    """String literals in code that name files ("config/defaults.yaml") become
+    references, so a script and its config end up connected."""
+    from stages.parse.config_files import path_literals
+
+    if src.text is None or pf.root.subkind in ("text",):
+        return
+    for literal, line in path_literals(src.text, src.format):
+        pf.references.append(Reference(source=pf.root, target=literal, type=JUMP,
+                                       relation="references", attrs={"line": line, "kind": "path"}))
+
+
 def parse_source(src: SourceFile, settings: ParseSettings,
                  modules: dict[str, tuple[str, bool]]) -> ParsedFile:
     """Dispatch by format; a parser that raises falls back to plain text."""
-    assert src.text is not None
     try:
-        if src.format == "markdown":
-            from stages.parse.markdown import parse_markdown
-
-            return parse_markdown(src.text, src.path, context_lines=settings.context_lines)
-        if src.format == "python":
-            from stages.parse.python_code import parse_python
-
-            module, is_pkg = modules.get(src.path, (src.path.rsplit("/", 1)[-1].split(".")[0], False))
-            return parse_python(src.text, src.path, module, is_pkg)
-        return parse_plain_text(src.text, src.path,
-                                note=None if src.format == "text" else f"no parser for {src.format}")
+        pf = _parse(src, settings, modules)
+        if pf.root.kind == "file" and pf.root.language and src.format not in CONFIG_FORMATS:
+            _add_path_references(pf, src)
+        return pf
     except Exception as e:  # noqa: BLE001 - one bad file must not sink the run
-        return parse_plain_text(src.text, src.path,
-                                note=f"{src.format} parser failed ({e.__class__.__name__}: {e}); "
-                                     "indexed as plain text")
+        note = f"{src.format} parser failed ({e.__class__.__name__}: {e}); indexed as plain text"
+        return parse_plain_text(src.text or "", src.path, note=note)
+
+
+def _store_blobs(pf: ParsedFile, blob_dir: Path) -> None:
+    """Extracted images go to ``build/blobs/<hash>.<ext>``, named by content,
+    so an image shared by many documents is stored once."""
+    blob_dir.mkdir(parents=True, exist_ok=True)
+    ext_of = {d.attrs.get("blob"): d.attrs.get("ext") or "bin" for d in pf.root.walk()
+              if d.attrs.get("blob")}
+    for key, data in pf.blobs.items():
+        target = blob_dir / f"{key}.{ext_of.get(key, 'bin')}"
+        if not target.exists():
+            tmp = target.with_name(f".{target.name}.tmp")
+            tmp.write_bytes(data)
+            tmp.replace(target)
 
 
 def parse_key(src: SourceFile, settings: ParseSettings, modules: dict) -> str:
@@ -71,7 +139,7 @@ def parse_key(src: SourceFile, settings: ParseSettings, modules: dict) -> str:
 
 def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings = ParseSettings(),
                 previous: PreviousBuild | None = None,
-                progress: Progress | None = None) -> NodesResult:
+                progress: Progress | None = None, blob_dir: Path | None = None) -> NodesResult:
     from stages.parse.python_code import module_names
 
     t0 = time.perf_counter()
@@ -101,7 +169,7 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
                 skipped.append({"path": src.path, "stage": "parse",
                                 "reason": "binary file format; not indexed"})
             continue
-        if src.text is None:
+        if src.text is None and not (src.format in BINARY_PARSED and src.data is not None):
             doc["status"] = "skipped"
             skipped.append({"path": src.path, "stage": "parse", "reason": src.reason or "unreadable"})
             continue
@@ -112,7 +180,9 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
             reused.append(src.path)
             continue
         pf = parse_source(src, settings, modules)
-        rows, refs = finalize(pf, corpus, src.path, src.text, settings)
+        if pf.blobs and blob_dir is not None:
+            _store_blobs(pf, blob_dir)
+        rows, refs = finalize(pf, corpus, src.path, src.text or "", settings)
         node_rows.extend(rows)
         ref_rows.extend(refs)
         notes = [n for n in [src.note, *pf.notes] if n]

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from strata.schema import LANCE_DIR, MANIFEST, TABLE_FILES
+from strata.schema import BLOB_DIR, LANCE_DIR, MANIFEST, TABLE_FILES
 
 CURRENT = "CURRENT"
 VERSIONS = "versions"
@@ -58,6 +58,10 @@ class IndexLayout:
     @property
     def build_lance(self) -> Path:
         return self.build / LANCE_DIR
+
+    @property
+    def build_blobs(self) -> Path:
+        return self.build / BLOB_DIR
 
     def versions(self) -> list[int]:
         if not self.versions_dir.is_dir():
@@ -103,8 +107,9 @@ class IndexLayout:
             src = self.build / fname
             if src.exists():
                 _link_or_copy(src, tmp / fname)
-        if self.build_lance.exists():
-            shutil.copytree(self.build_lance, tmp / LANCE_DIR, copy_function=_link_or_copy)
+        for folder in (LANCE_DIR, BLOB_DIR):
+            if (self.build / folder).exists():
+                shutil.copytree(self.build / folder, tmp / folder, copy_function=_link_or_copy)
         manifest = dict(manifest, version=version)
         write_json_atomic(tmp / MANIFEST, manifest)
         os.replace(tmp, target)

@@ -115,6 +115,7 @@ TABLE_FILES = {
     "references": "references.parquet",
 }
 LANCE_DIR = "lance"
+BLOB_DIR = "blobs"  # images extracted from PDFs/DOCX, named <hash>.<ext>
 MANIFEST = "manifest.json"
 
 

@@ -18,7 +18,7 @@ from strata.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
 
 # Bump when a parser's output changes for the same input: it invalidates the
 # per-document cache so old parses are not reused.
-PARSER_VERSION = "2"
+PARSER_VERSION = "3"
 # Kinds whose long text is split into chunk children.
 CHUNKED_KINDS = (SECTION, FILE)
 
@@ -45,7 +45,9 @@ def make_node_id(kind: str, corpus: str, path: str, node_path: str) -> str:
 
 
 def _add_chunks(d: Draft, budget: int, lines: list[str]) -> None:
-    if d.kind not in CHUNKED_KINDS or d.subkind == "python":
+    # Code and config files are structured by their definitions/keys already;
+    # only prose (and code that fell back to plain text) is chunked.
+    if d.kind not in CHUNKED_KINDS or (d.language and d.subkind != "text"):
         return
     pieces = split_text(d.text, budget)
     if len(pieces) < 2:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-DEFAULTS_PATH = Path(__file__).parent / "config" / "defaults.yaml"
+DEFAULTS_PATH = Path(__file__).parent / "config/defaults.yaml"
 
 #: Environment variable naming a YAML file that overrides the defaults.
 CONFIG_ENV_VAR = "TIDEWATER_CONFIG"

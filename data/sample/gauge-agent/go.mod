@@ -1,0 +1,3 @@
+module example.com/gauge-agent
+
+go 1.22

@@ -1,0 +1,858 @@
+"""PDF → :class:`ParsedFile`: sections from the outline or from font sizes,
+plus table and image leaves, with PyMuPDF.
+
+Text comes from ``page.get_text("rawdict")`` one *line* at a time (a PDF has
+no source lines, so drafts carry ``page``/``attrs["page_end"]`` instead of
+``start_line``/``end_line``). Every line, table and image gets an ordering
+key ``(page, line index, sub)``; a section owns everything from its key up to
+the next heading's key, so ownership is one ``bisect`` per item and never
+recursion.
+
+Headings, in order of preference:
+
+* the document outline (``doc.get_toc()``): each entry is located on its page
+  by matching its title against the text lines (exact, after a numbering
+  prefix such as ``2.1``, or wrapped over several lines of one block); an
+  entry that cannot be found starts at the top of its page and says so in a
+  note;
+* otherwise font sizes: the body size is the most common size by character
+  count, and a short line (< 120 chars) is a heading when it is at least
+  1.15× the body size, or bold at body size with no terminal period and its
+  whole block bold. Levels rank the distinct heading sizes (0.5 pt steps),
+  largest first, capped at h6. Lines with dot leaders (a printed table of
+  contents) are never headings.
+
+Lines repeated in the top/bottom margin of most pages (running headers,
+"page N of M" footers) are page furniture: neither headings nor prose.
+
+Tables are PyMuPDF's line-based ``find_tables`` (ruled tables); their lines
+leave the section prose, and the cell text is read from the characters
+inside each cell (``Table.extract`` loses spaces with base-14 fonts). Images
+come from ``page.get_images`` + ``doc.extract_image``; the bytes go to
+``ParsedFile.blobs`` under a content hash.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import inspect
+import math
+import posixpath
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from stages.parse.markdown import github_slug
+from stages.parse.model import Draft, ParsedFile
+
+__all__ = ["parse_pdf"]
+
+_HEADING_RATIO = 1.15
+_MAX_HEADING_CHARS = 120
+_MAX_LEVEL = 6
+_MIN_IMAGE_SIDE = 32
+_CAPTION_GAP = 36.0  # points between an image edge and its caption line
+_CAPTION = re.compile(r"(?:figure|fig\.)\s*\S", re.IGNORECASE)
+_SHORT_TITLE = 80
+_MAX_CAPTION = 300
+_MAX_PAGE_NOTES = 10
+_MARGIN_BAND = 0.08  # top/bottom share of the page searched for running headers/footers
+_WEB_IMAGE_EXTS = {"png", "jpeg", "jpg", "gif", "webp", "bmp", "tiff", "tif"}
+_BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
+# What may precede an outline title on its heading line: "2.1", "IV.", "A.3",
+# "Chapter 2" (compared after _norm, which keeps only letters and digits).
+_NUMBERING = re.compile(r"(?:chapter|section|part|appendix)?[a-z]?[0-9ivxlc]{0,8}")
+_TITLE_FILE_NAME = re.compile(r"\.(?:pdf|docx?|odt|rtf|txt|tex|indd|pages)$", re.IGNORECASE)
+_DIGITS = re.compile(r"\d+")
+# A printed table-of-contents entry: "Introduction . . . . . 3" / "Setup ....... 12"
+_LEADER = re.compile(r"(?:\.\s*){4,}\S*\s*$|\.{4,}")
+
+Key = tuple[int, int, int]  # (page, line index, sub): the document order
+
+
+# --------------------------------------------------------------------------
+# public entry point
+
+
+def parse_pdf(data: bytes, path: str, *, context_lines: int = 5) -> ParsedFile:
+    """Parse one PDF into a draft tree; never raises.
+
+    Unreadable, encrypted or text-less input still yields a file draft, with
+    the reason in ``ParsedFile.notes``.
+    """
+    path = str(path or "")
+    try:
+        import pymupdf
+    except Exception as exc:  # noqa: BLE001 - a broken install must not crash the build
+        return _bare(path, f"PyMuPDF is not available: {type(exc).__name__}: {exc}")
+    quiet = _Quiet(pymupdf)
+    doc = None
+    try:
+        with quiet:
+            try:
+                doc = pymupdf.open(stream=bytes(data or b""), filetype="pdf")
+                if not doc.needs_pass and doc.page_count < 1:
+                    raise ValueError("no pages")
+            except Exception as exc:  # noqa: BLE001 - any open failure is "unreadable"
+                return _bare(path, f"unreadable PDF: {_describe(exc)}")
+            try:
+                return _Builder(pymupdf, doc, path, max(0, int(context_lines))).build()
+            except Exception as exc:  # noqa: BLE001 - the contract is "never raise"
+                return _fallback(doc, path, exc)
+    except Exception as exc:  # noqa: BLE001 - even the fallback failed
+        return _bare(path, f"unreadable PDF: {_describe(exc)}")
+    finally:
+        if doc is not None:
+            try:
+                doc.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class _Quiet:
+    """Silence MuPDF's stderr chatter about broken files while parsing, then
+    restore the previous settings."""
+
+    def __init__(self, pymupdf: Any) -> None:
+        self.tools = getattr(pymupdf, "TOOLS", None)
+        self.saved: tuple[Any, Any] | None = None
+
+    def __enter__(self) -> "_Quiet":
+        try:
+            self.saved = (self.tools.mupdf_display_errors(), self.tools.mupdf_display_warnings())
+            self.tools.mupdf_display_errors(False)
+            self.tools.mupdf_display_warnings(False)
+        except Exception:  # noqa: BLE001 - older PyMuPDF: just stay noisy
+            self.saved = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.saved is not None:
+            try:
+                self.tools.mupdf_display_errors(self.saved[0])
+                self.tools.mupdf_display_warnings(self.saved[1])
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _describe(exc: BaseException) -> str:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
+
+def _stem(path: str) -> str:
+    base = posixpath.basename(path.replace("\\", "/"))
+    return posixpath.splitext(base)[0] or base or "document"
+
+
+def _bare(path: str, note: str, *, title: str = "", attrs: dict[str, Any] | None = None) -> ParsedFile:
+    """A lone file draft: the title stands in for the text nobody could read."""
+    title = title or _stem(path)
+    root = Draft(kind="file", subkind="pdf", title=title, text=title, page=1 if attrs else None,
+                 attrs=attrs or {"pages": 0, "metadata": {}})
+    return ParsedFile(root=root, notes=[note])
+
+
+def _fallback(doc: Any, path: str, exc: BaseException) -> ParsedFile:
+    """Structured parse failed: keep whatever plain text the pages give."""
+    parts: list[str] = []
+    pages = 0
+    try:
+        pages = doc.page_count
+        for page in doc:
+            try:
+                parts.append(page.get_text())
+            except Exception:  # noqa: BLE001
+                continue
+    except Exception:  # noqa: BLE001
+        pass
+    title = _stem(path)
+    text = "\n\n".join(p.strip() for p in parts if p and p.strip())
+    root = Draft(kind="file", subkind="pdf", title=title, text=text or title, page=1,
+                 attrs={"pages": pages, "metadata": {}})
+    return ParsedFile(root=root, notes=[f"PDF parse failed: {_describe(exc)}; kept plain page text"])
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _norm(text: str) -> str:
+    """Letters and digits only, casefolded: compares titles across spacing,
+    punctuation and line wrapping."""
+    return "".join(ch for ch in text.casefold() if ch.isalnum())
+
+
+def _unique(slug: str, seen: dict[str, int]) -> str:
+    """github-slugger's de-duplication: ``x``, ``x-1``, ``x-2`` …"""
+    original = slug
+    while slug in seen:
+        seen[original] += 1
+        slug = f"{original}-{seen[original]}"
+    seen[slug] = 0
+    return slug
+
+
+# --------------------------------------------------------------------------
+# what one pass over the pages collects
+
+
+@dataclass
+class _Line:
+    page: int  # 0-based
+    block: int  # block number on its page
+    bbox: tuple[float, float, float, float]
+    text: str
+    size: float
+    bold: bool
+    role: str = "prose"  # prose | heading | furniture
+
+
+@dataclass
+class _Heading:
+    key: Key
+    level: int
+    title: str
+    page: int  # 0-based
+    lines: list[int]  # indexes into _Builder.lines; empty when located by page only
+
+
+@dataclass
+class _Scope:
+    """The file or a section while drafts are assembled."""
+
+    draft: Draft
+    level: int
+    key: Key
+    title_text: str = ""
+    prose: list[tuple[Key, str, int, int]] = field(default_factory=list)  # key, text, page, block
+    slugs: dict[str, int] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def next_slug(self, kind: str) -> str:
+        n = self.counters.get(kind, 0) + 1
+        self.counters[kind] = n
+        return _unique(f"{kind}-{n}", self.slugs)
+
+
+@dataclass
+class _Leaf:
+    """A table or an image waiting for its section."""
+
+    kind: str
+    key: Key
+    page: int
+    draft: Draft
+
+
+@dataclass
+class _TableGrid:
+    bbox: tuple[float, float, float, float]
+    cells: list[list[tuple[float, float, float, float] | None]]
+    header_names: list[str] | None  # set when the header sits outside the grid
+    text: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    row_spans: list[tuple[float, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for row in self.cells:
+            boxes = [c for c in row if c is not None]
+            self.row_spans.append((min(c[1] for c in boxes), max(c[3] for c in boxes)) if boxes
+                                  else (math.inf, -math.inf))
+
+
+# --------------------------------------------------------------------------
+# the builder
+
+
+class _Builder:
+    def __init__(self, pymupdf: Any, doc: Any, path: str, context_lines: int) -> None:
+        self.fitz = pymupdf
+        self.doc = doc
+        self.path = path
+        self.context_lines = context_lines
+        self.notes: list[str] = []
+        self.blobs: dict[str, bytes] = {}
+        self.lines: list[_Line] = []
+        self.page_first: list[int] = []  # first line index of each page (len = pages + 1)
+        self.page_sizes: list[tuple[float, float]] = []
+        self.leaves: list[_Leaf] = []
+        self.images: dict[int, Draft] = {}  # xref -> image draft (dedupe across pages)
+        self.textless: list[int] = []
+        self.flags = (pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_PRESERVE_LIGATURES
+                      | pymupdf.TEXT_MEDIABOX_CLIP)
+        params: Any = {}
+        for target in ("pymupdf.table", "pymupdf"):  # Page.find_tables forwards **kwargs
+            try:
+                module = __import__(target, fromlist=["find_tables"])
+                params = inspect.signature(getattr(module, "find_tables", None)
+                                           or pymupdf.Page.find_tables).parameters
+                break
+            except Exception:  # noqa: BLE001
+                continue
+        # PyMuPDF >= 1.27 can gate tables by an optional layout model; plain
+        # ruled-line detection is faster and the same on every install.
+        self.table_kwargs = {"use_layout": False} if "use_layout" in params else {}
+
+    # ---- entry ----------------------------------------------------------
+
+    def build(self) -> ParsedFile:
+        doc = self.doc
+        metadata = self._metadata()
+        pages = doc.page_count
+        if doc.needs_pass and not doc.authenticate(""):
+            title = self._usable_title(metadata.get("title", "")) or _stem(self.path)
+            return _bare(self.path, "encrypted PDF: no text extracted", title=title,
+                         attrs={"pages": pages, "metadata": metadata, "page_end": pages})
+        if getattr(doc, "is_repaired", False):
+            self.notes.append("damaged PDF was repaired while opening; content may be incomplete")
+
+        for pno in range(pages):
+            self.page_first.append(len(self.lines))
+            try:
+                self._read_page(pno)
+            except Exception as exc:  # noqa: BLE001 - one bad page must not lose the rest
+                if len(self.page_sizes) == pno:
+                    self.page_sizes.append((0.0, 0.0))
+                self.notes.append(f"page {pno + 1} could not be read: {_describe(exc)}")
+        self.page_first.append(len(self.lines))
+        self._note_textless()
+        self._mark_furniture()
+
+        headings, structure = self._outline_headings()
+        if headings is None:
+            headings = self._font_headings()
+            structure = "fonts" if headings else "none"
+        for h in headings:
+            for i in h.lines:
+                self.lines[i].role = "heading"
+
+        title = (self._usable_title(metadata.get("title", ""))
+                 or (headings[0].title if headings else "") or _stem(self.path))
+        root = Draft(kind="file", subkind="pdf", title=title, text="", page=1,
+                     attrs={"pages": pages, "metadata": metadata, "page_end": pages,
+                            "structure": structure})
+        self._assemble(root, headings)
+        return ParsedFile(root=root, notes=self.notes, blobs=self.blobs)
+
+    def _metadata(self) -> dict[str, str]:
+        try:
+            raw = self.doc.metadata or {}
+        except Exception:  # noqa: BLE001
+            return {}
+        return {str(k): _squash(v) for k, v in raw.items() if isinstance(v, str) and v.strip()}
+
+    @staticmethod
+    def _usable_title(title: str) -> str:
+        """Metadata titles are often junk: a file name or "untitled"."""
+        title = _squash(title or "")
+        if not title or title.casefold() in ("untitled", "untitled document", "title"):
+            return ""
+        if _TITLE_FILE_NAME.search(title) or title.casefold().startswith("microsoft word - "):
+            return ""
+        return title
+
+    # ---- reading pages --------------------------------------------------
+
+    def _read_page(self, pno: int) -> None:
+        page = self.doc.load_page(pno)
+        rect = page.rect
+        self.page_sizes.append((float(rect.width), float(rect.height)))
+        grids = self._find_tables(page, pno)
+        raw = page.get_text("rawdict", flags=self.flags)
+        count = 0
+        for block in raw.get("blocks", []):
+            if block.get("type", 0) != 0:
+                continue
+            bno = int(block.get("number", 0))
+            for line in block.get("lines", []):
+                spans = line.get("spans", [])
+                text = "".join(c.get("c", "") for s in spans for c in s.get("chars", []))
+                if not text.strip():
+                    continue
+                count += 1
+                bbox = tuple(float(v) for v in line.get("bbox", (0, 0, 0, 0)))
+                grid = self._grid_of(grids, bbox)
+                if grid is not None:
+                    self._fill_cells(grid, spans)
+                    continue
+                size, bold = self._style(spans)
+                self.lines.append(_Line(pno, bno, bbox, text.rstrip(), size, bold))
+        if count == 0:
+            self.textless.append(pno + 1)
+        for grid in grids:
+            self._add_table(grid, pno)
+        self._read_images(page, pno)
+
+    @staticmethod
+    def _style(spans: list[dict[str, Any]]) -> tuple[float, bool]:
+        """Dominant size by character count; bold when every inked span is."""
+        sizes: Counter[float] = Counter()
+        bold = True
+        for s in spans:
+            n = sum(1 for c in s.get("chars", []) if not c.get("c", " ").isspace())
+            if not n:
+                continue
+            sizes[round(float(s.get("size", 0.0)), 1)] += n
+            if not (int(s.get("flags", 0)) & 16 or _BOLD_FONT.search(str(s.get("font", "")))):
+                bold = False
+        if not sizes:
+            return 0.0, False
+        return max(sizes.items(), key=lambda kv: (kv[1], kv[0]))[0], bold
+
+    # ---- tables ---------------------------------------------------------
+
+    def _find_tables(self, page: Any, pno: int) -> list[_TableGrid]:
+        try:
+            found = page.find_tables(**self.table_kwargs)
+            tables = list(getattr(found, "tables", found) or [])
+        except Exception as exc:  # noqa: BLE001
+            self.notes.append(f"table detection failed on page {pno + 1}: {_describe(exc)}")
+            return []
+        grids = []
+        for tab in tables:
+            try:
+                cells = [list(row.cells) for row in tab.rows]
+                if len(cells) < 2 or max((len(r) for r in cells), default=0) < 2:
+                    continue  # a single row or column is a frame, not a table
+                header_names = None
+                try:
+                    header = tab.header
+                    if header is not None and header.external:
+                        header_names = [_squash(str(n or "")) for n in header.names]
+                except Exception:  # noqa: BLE001 - the first row is the header then
+                    header_names = None
+                grids.append(_TableGrid(tuple(float(v) for v in tab.bbox), cells, header_names))
+            except Exception as exc:  # noqa: BLE001
+                self.notes.append(f"a table on page {pno + 1} could not be read: {_describe(exc)}")
+        return grids
+
+    @staticmethod
+    def _grid_of(grids: list[_TableGrid], bbox: tuple[float, ...]) -> _TableGrid | None:
+        cx, cy = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
+        for g in grids:
+            x0, y0, x1, y1 = g.bbox
+            if x0 <= cx <= x1 and y0 <= cy <= y1:
+                return g
+        return None
+
+    @staticmethod
+    def _fill_cells(grid: _TableGrid, spans: list[dict[str, Any]]) -> None:
+        """Characters of one text line, dealt into the cells that hold their centres."""
+        pieces: dict[tuple[int, int], list[str]] = {}
+        for s in spans:
+            for ch in s.get("chars", []):
+                x0, y0, x1, y1 = ch.get("bbox", (0, 0, 0, 0))
+                cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+                for r, row in enumerate(grid.cells):
+                    low, high = grid.row_spans[r]
+                    if not low <= cy <= high:
+                        continue
+                    hit = None
+                    for c, cell in enumerate(row):
+                        if cell is not None and cell[0] <= cx <= cell[2] and cell[1] <= cy <= cell[3]:
+                            hit = c
+                            break
+                    if hit is not None:
+                        pieces.setdefault((r, hit), []).append(ch.get("c", ""))
+                        break
+        for rc, chars in pieces.items():
+            grid.text.setdefault(rc, []).append("".join(chars))
+
+    def _add_table(self, grid: _TableGrid, pno: int) -> None:
+        rows = [[_squash(" ".join(grid.text.get((r, c), []))) for c in range(len(row))]
+                for r, row in enumerate(grid.cells)]
+        if not any(cell for row in rows for cell in row):
+            return
+        if grid.header_names is not None:
+            header, body = grid.header_names, rows
+        else:
+            header, body = rows[0], rows[1:]
+        draft = Draft(
+            kind="table",
+            subkind="pdf",
+            title="",  # from the line above it, once sections are known
+            text=_pipe_table(header, body),
+            page=pno + 1,
+            attrs={"header": header, "rows": len(body), "columns": max([len(header)] + [len(r) for r in body]),
+                   "bbox": [round(v, 1) for v in grid.bbox]},
+        )
+        self.leaves.append(_Leaf("table", self._key_below(pno, grid.bbox[1]), pno, draft))
+
+    # ---- images ---------------------------------------------------------
+
+    def _read_images(self, page: Any, pno: int) -> None:
+        try:
+            entries = page.get_images(full=True)
+        except Exception as exc:  # noqa: BLE001
+            self.notes.append(f"images on page {pno + 1} could not be listed: {_describe(exc)}")
+            return
+        for entry in entries:
+            xref, width, height = int(entry[0]), int(entry[2]), int(entry[3])
+            if xref in self.images:
+                pages = self.images[xref].attrs["pages"]
+                if pno + 1 not in pages:
+                    pages.append(pno + 1)
+                continue
+            if width < _MIN_IMAGE_SIDE or height < _MIN_IMAGE_SIDE:
+                continue
+            try:
+                draft = self._image(page, pno, xref)
+            except Exception as exc:  # noqa: BLE001
+                self.notes.append(f"image {xref} on page {pno + 1} could not be extracted: {_describe(exc)}")
+                continue
+            if draft is not None:
+                self.images[xref] = draft
+
+    def _image(self, page: Any, pno: int, xref: int) -> Draft | None:
+        info = self.doc.extract_image(xref)
+        if not info or not info.get("image"):
+            return None
+        data, ext = info["image"], str(info.get("ext") or "bin").lower()
+        width, height = int(info.get("width") or 0), int(info.get("height") or 0)
+        if width < _MIN_IMAGE_SIDE or height < _MIN_IMAGE_SIDE:
+            return None
+        if ext not in _WEB_IMAGE_EXTS:  # jbig2, jpx, ...: re-encode so any viewer can show it
+            try:
+                pix = self.fitz.Pixmap(self.doc, xref)
+                if pix.n - pix.alpha >= 4:
+                    pix = self.fitz.Pixmap(self.fitz.csRGB, pix)
+                data, ext = pix.tobytes("png"), "png"
+            except Exception:  # noqa: BLE001 - keep the original encoding
+                pass
+        blob = hashlib.sha256(data).hexdigest()[:32]
+        self.blobs[blob] = data
+        try:
+            rects = page.get_image_rects(xref)
+        except Exception:  # noqa: BLE001
+            rects = []
+        bbox = tuple(float(v) for v in rects[0]) if rects else None
+        caption = self._caption(pno, bbox) if bbox else ""
+        label = caption or f"image on page {pno + 1}"
+        attrs: dict[str, Any] = {"blob": blob, "ext": ext, "width": width, "height": height,
+                                 "page": pno + 1, "pages": [pno + 1]}
+        if caption:
+            attrs["caption"] = caption
+        if bbox:
+            attrs["bbox"] = [round(v, 1) for v in bbox]
+        draft = Draft(kind="image", subkind="pdf", title=label, text=label, page=pno + 1, attrs=attrs)
+        key = self._key_below(pno, bbox[1]) if bbox else (pno, self.page_first[pno], -1)
+        self.leaves.append(_Leaf("image", key, pno, draft))
+        return draft
+
+    def _caption(self, pno: int, bbox: tuple[float, ...]) -> str:
+        """A "Figure …"/"Fig. …" line just below (preferred) or above the image."""
+        x0, y0, x1, y1 = bbox
+        best: tuple[float, int] | None = None
+        for i in range(self.page_first[pno], len(self.lines)):
+            ln = self.lines[i]
+            lx0, ly0, lx1, ly1 = ln.bbox
+            if lx0 >= x1 or lx1 <= x0 or not _CAPTION.match(ln.text.lstrip()):
+                continue
+            if ly0 >= y1 - 3 and ly0 - y1 <= _CAPTION_GAP:
+                score = ly0 - y1
+            elif ly1 <= y0 + 3 and y0 - ly1 <= _CAPTION_GAP:
+                score = 1000 + y0 - ly1  # above only when nothing is below
+            else:
+                continue
+            if best is None or score < best[0]:
+                best = (score, i)
+        if best is None:
+            return ""
+        first = self.lines[best[1]]
+        parts = [first.text]
+        for ln in self.lines[best[1] + 1:]:
+            if ln.page != first.page or ln.block != first.block:
+                break
+            parts.append(ln.text)
+        return _squash(" ".join(parts))[:_MAX_CAPTION]
+
+    def _key_below(self, pno: int, top: float) -> Key:
+        """Place a table/image right after the lowest text line above it."""
+        best, best_y = None, -math.inf
+        for i in range(self.page_first[pno], len(self.lines)):
+            ln = self.lines[i]
+            mid = (ln.bbox[1] + ln.bbox[3]) / 2
+            if mid < top and ln.bbox[3] > best_y:
+                best, best_y = i, ln.bbox[3]
+        if best is None:
+            return (pno, self.page_first[pno], -1)
+        return (pno, best, 1)
+
+    # ---- page-level clean-up -------------------------------------------
+
+    def _note_textless(self) -> None:
+        for n in self.textless[:_MAX_PAGE_NOTES]:
+            self.notes.append(f"page {n} has no text layer")
+        if len(self.textless) > _MAX_PAGE_NOTES:
+            self.notes.append(f"{len(self.textless) - _MAX_PAGE_NOTES} more pages have no text layer")
+
+    def _mark_furniture(self) -> None:
+        """Running headers and footers: the same text (digits aside) in the
+        top or bottom margin band of at least half the pages (3 or more)."""
+        pages = len(self.page_sizes)
+        if pages < 3:
+            return
+        seen: dict[str, set[int]] = {}
+        where: dict[str, list[int]] = {}
+        for i, ln in enumerate(self.lines):
+            height = self.page_sizes[ln.page][1] if ln.page < len(self.page_sizes) else 0.0
+            if height <= 0:
+                continue
+            if ln.bbox[3] > height * _MARGIN_BAND and ln.bbox[1] < height * (1 - _MARGIN_BAND):
+                continue
+            norm = _DIGITS.sub("#", _squash(ln.text).casefold())
+            seen.setdefault(norm, set()).add(ln.page)
+            where.setdefault(norm, []).append(i)
+        need = max(3, math.ceil(pages / 2))
+        for norm, on_pages in seen.items():
+            if len(on_pages) >= need:
+                for i in where[norm]:
+                    self.lines[i].role = "furniture"
+
+    # ---- headings -------------------------------------------------------
+
+    def _outline_headings(self) -> tuple[list[_Heading] | None, str]:
+        try:
+            toc = self.doc.get_toc(simple=True)
+        except Exception as exc:  # noqa: BLE001
+            self.notes.append(f"outline could not be read: {_describe(exc)}")
+            return None, ""
+        if not toc:
+            return None, ""
+        pages = len(self.page_sizes)
+        headings: list[_Heading] = []
+        cursor = 0  # first line index a later entry may claim
+        prev_key: Key = (0, 0, -3)
+        prev_page = 0
+        missing = 0
+        for entry in toc:
+            try:
+                level, raw_title, pno = int(entry[0]), str(entry[1]), int(entry[2])
+            except (TypeError, ValueError, IndexError):
+                continue
+            level = max(1, level)
+            title = _squash(raw_title) or "Untitled section"
+            page = pno - 1 if 1 <= pno <= pages else prev_page
+            found = self._locate(title, page, cursor)
+            if found:
+                key: Key = (page, found[0], 0)
+                cursor = found[-1] + 1
+            else:
+                key = (page, self.page_first[page], -2)
+                if key < prev_key:
+                    key = (prev_key[0], max(cursor, prev_key[1]), -2)
+                    page = prev_key[0]
+                cursor = max(cursor, key[1])
+                missing += 1
+                if missing <= _MAX_PAGE_NOTES:
+                    self.notes.append(f"outline entry {title!r} not found on page {page + 1}; "
+                                      "its section starts at the top of the page")
+            headings.append(_Heading(key, level, title, page, found or []))
+            prev_key, prev_page = key, page
+        if missing > _MAX_PAGE_NOTES:
+            self.notes.append(f"{missing - _MAX_PAGE_NOTES} more outline entries were not found")
+        if not headings:
+            return None, ""
+        return headings, "outline"
+
+    def _locate(self, title: str, page: int, cursor: int) -> list[int]:
+        """Line indexes of ``title`` on ``page`` at or after ``cursor``."""
+        want = _norm(title)
+        if not want or page + 1 >= len(self.page_first):
+            return []
+        start, end = max(self.page_first[page], cursor), self.page_first[page + 1]
+        for i in range(start, end):
+            ln = self.lines[i]
+            if ln.role != "prose":
+                continue
+            got = _norm(ln.text)
+            if not got:
+                continue
+            if got == want or (got.endswith(want) and _NUMBERING.fullmatch(got[: len(got) - len(want)])):
+                return [i]
+            if len(got) < len(want) and (want.startswith(got) or _prefix_after_numbering(got, want)):
+                acc, taken = got, [i]
+                for j in range(i + 1, end):
+                    nxt = self.lines[j]
+                    if nxt.block != ln.block or nxt.role != "prose":
+                        break
+                    acc += _norm(nxt.text)
+                    taken.append(j)
+                    if acc == want or (acc.endswith(want)
+                                       and _NUMBERING.fullmatch(acc[: len(acc) - len(want)])):
+                        return taken
+                    if len(acc) >= len(want) + 12:
+                        break
+        return []
+
+    def _font_headings(self) -> list[_Heading]:
+        prose = [ln for ln in self.lines if ln.role == "prose" and ln.size > 0]
+        sizes: Counter[float] = Counter()
+        for ln in prose:
+            sizes[ln.size] += sum(1 for ch in ln.text if not ch.isspace())
+        if not sizes:
+            return []
+        body = max(sizes.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+        block_bold: dict[tuple[int, int], bool] = {}
+        block_len: Counter[tuple[int, int]] = Counter()
+        for ln in self.lines:
+            k = (ln.page, ln.block)
+            block_bold[k] = block_bold.get(k, True) and ln.bold
+            block_len[k] += 1
+
+        candidates: list[tuple[int, float]] = []  # line index, size bucket
+        for i, ln in enumerate(self.lines):
+            if ln.role != "prose":
+                continue
+            text = _squash(ln.text)
+            if len(text) >= _MAX_HEADING_CHARS or sum(ch.isalnum() for ch in text) < 2:
+                continue
+            if not any(ch.isalpha() for ch in text) or _LEADER.search(text):
+                continue
+            big = ln.size >= body * _HEADING_RATIO
+            bold = (ln.bold and ln.size >= body * 0.9 and not text.endswith((".", ",", ";"))
+                    and block_bold[(ln.page, ln.block)] and block_len[(ln.page, ln.block)] <= 3)
+            if big or bold:
+                candidates.append((i, round(max(ln.size, body) * 2) / 2))
+
+        # consecutive candidate lines of one block and size form one heading
+        groups: list[tuple[list[int], float]] = []
+        for i, bucket in candidates:
+            if groups:
+                last, last_bucket = groups[-1]
+                prev = self.lines[last[-1]]
+                ln = self.lines[i]
+                if (last[-1] == i - 1 and bucket == last_bucket and prev.page == ln.page
+                        and prev.block == ln.block):
+                    last.append(i)
+                    continue
+            groups.append(([i], bucket))
+        ranks = {b: r for r, b in enumerate(sorted({b for _, b in groups}, reverse=True), 1)}
+        headings = []
+        for idxs, bucket in groups:
+            first = self.lines[idxs[0]]
+            title = _squash(" ".join(self.lines[i].text for i in idxs))
+            headings.append(_Heading((first.page, idxs[0], 0), min(ranks[bucket], _MAX_LEVEL),
+                                     title, first.page, idxs))
+        return headings
+
+    # ---- assembling drafts ---------------------------------------------
+
+    def _assemble(self, root: Draft, headings: list[_Heading]) -> None:
+        root_scope = _Scope(root, 0, (-1, -1, -1))
+        scopes = [root_scope]
+        stack = [root_scope]
+        anchors: dict[str, int] = {}
+        spans: list[tuple[_Scope, int]] = []  # section, index of the heading that ends it
+        for k, h in enumerate(headings):
+            while stack[-1].level >= h.level:
+                spans.append((stack.pop(), k))
+            parent = stack[-1]
+            heading_text = _squash(" ".join(self.lines[i].text for i in h.lines)) if h.lines else h.title
+            draft = parent.draft.add(Draft(
+                kind="section",
+                subkind=f"h{h.level}",
+                title=h.title,
+                text="",
+                slug=_unique(github_slug(h.title) or "section", parent.slugs),
+                page=h.page + 1,
+                attrs={"anchor": _unique(github_slug(h.title) or "section", anchors)},
+            ))
+            scope = _Scope(draft, h.level, h.key, heading_text)
+            scopes.append(scope)
+            stack.append(scope)
+        for scope in stack[1:]:
+            spans.append((scope, len(headings)))
+
+        keys = [s.key for s in scopes]  # scopes[0] is the root, before everything
+
+        def owner(key: Key) -> _Scope:
+            return scopes[max(0, bisect.bisect_right(keys, key) - 1)]
+
+        for i, ln in enumerate(self.lines):
+            if ln.role == "prose":
+                key = (ln.page, i, 0)
+                owner(key).prose.append((key, ln.text, ln.page, ln.block))
+
+        page_top = self._page_top_keys()
+        for scope, end in spans:
+            scope.draft.attrs["page_end"] = self._page_end(scope, headings[end] if end < len(headings) else None,
+                                                           page_top)
+        for scope in scopes:
+            scope.draft.text = self._scope_text(scope)
+        if not root.text.strip():
+            root.text = root.title
+
+        for leaf in sorted(self.leaves, key=lambda lf: lf.key):
+            scope = owner(leaf.key)
+            leaf.draft.slug = scope.next_slug(leaf.kind)
+            self._context(leaf, scope)
+            scope.draft.add(leaf.draft)
+
+    def _page_top_keys(self) -> dict[int, Key]:
+        top: dict[int, Key] = {}
+        for i, ln in enumerate(self.lines):
+            top.setdefault(ln.page, (ln.page, i, 0))
+        for leaf in self.leaves:
+            if leaf.page not in top or leaf.key < top[leaf.page]:
+                top[leaf.page] = leaf.key
+        return top
+
+    def _page_end(self, scope: _Scope, end: _Heading | None, page_top: dict[int, Key]) -> int:
+        start = scope.draft.page or 1
+        if end is None:
+            return max(start, len(self.page_sizes))
+        last = end.page + 1
+        if end.key <= page_top.get(end.page, end.key):
+            last -= 1  # the next section opens its page: this one ended on the page before
+        return max(start, last)
+
+    @staticmethod
+    def _scope_text(scope: _Scope) -> str:
+        """Heading line + own prose; one paragraph per PDF text block."""
+        out: list[str] = [scope.title_text] if scope.level > 0 and scope.title_text else []
+        prev: tuple[int, int] | None = None
+        for _, text, page, block in scope.prose:
+            if prev is not None and (page, block) != prev and out and out[-1] != "":
+                out.append("")
+            elif prev is None and out:
+                out.append("")
+            out.append(text.strip())
+            prev = (page, block)
+        return "\n".join(out).strip("\n")
+
+    def _context(self, leaf: _Leaf, scope: _Scope) -> None:
+        keys = [p[0] for p in scope.prose]
+        k = bisect.bisect_left(keys, leaf.key)
+        n = self.context_lines
+        before = scope.prose[max(0, k - n):k] if n else []
+        after = scope.prose[k:k + n] if n else []
+        attrs = leaf.draft.attrs
+        attrs["context_before"] = "\n".join(p[1].strip() for p in before)
+        attrs["context_after"] = "\n".join(p[1].strip() for p in after)
+        if leaf.kind == "table":
+            above = _squash(scope.prose[k - 1][1]) if k else ""
+            leaf.draft.title = above if 0 < len(above) <= _SHORT_TITLE else f"table in {scope.draft.title}"
+
+
+def _prefix_after_numbering(got: str, want: str) -> bool:
+    """``got`` is a numbering prefix plus the start of ``want`` ("21mounting")."""
+    for cut in range(1, min(len(got), 12)):
+        if _NUMBERING.fullmatch(got[:cut]) and want.startswith(got[cut:]) and got[cut:]:
+            return True
+    return False
+
+
+def _pipe_table(header: list[str], body: list[list[str]]) -> str:
+    """A GitHub pipe table; ``|`` in cells is escaped, short rows are padded."""
+    width = max([len(header)] + [len(r) for r in body] + [1])
+
+    def row(cells: list[str]) -> str:
+        cells = [c.replace("|", "\\|") for c in cells] + [""] * (width - len(cells))
+        return "| " + " | ".join(cells) + " |"
+
+    lines = [row(header), "| " + " | ".join(["---"] * width) + " |"]
+    lines.extend(row(r) for r in body)
+    return "\n".join(lines)
