@@ -4,10 +4,14 @@ metadata and checks."""
 
 from assets.embed import embeddings
 from assets.graph import edges
+from assets.images import captions, image_groups
+from assets.openie import facts
 from assets.parse import nodes
 from assets.partitions import corpora_partitions
 from assets.publish import index_manifest
+from assets.summarize import summaries
 
-all_assets = [nodes, edges, embeddings, index_manifest]
+all_assets = [nodes, summaries, image_groups, captions, facts, embeddings, edges, index_manifest]
 
-__all__ = ["all_assets", "corpora_partitions", "edges", "embeddings", "index_manifest", "nodes"]
+__all__ = ["all_assets", "captions", "corpora_partitions", "edges", "embeddings", "facts",
+           "image_groups", "index_manifest", "nodes", "summaries"]

@@ -63,3 +63,36 @@ def md(rows, headers=("key", "count")) -> dg.MetadataValue:
 
 def path_metadata(path: Path) -> dg.MetadataValue:
     return dg.MetadataValue.path(str(path))
+
+
+def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
+    """Replace this stage's rows in build/failures.parquet; returns the count."""
+    import pyarrow as pa
+
+    from strata.layout import write_parquet_atomic
+    from strata.schema import FAILURES
+
+    path = layout.build_table("failures")
+    old = pl.read_parquet(path).filter(pl.col("stage") != stage) if path.exists() else None
+    new = pa.Table.from_pylist([{**r, "stage": stage} for r in rows], schema=FAILURES)
+    if old is not None and old.height:
+        new = pa.concat_tables([old.to_arrow().cast(FAILURES), new])
+    write_parquet_atomic(new, path)
+    return len(rows)
+
+
+def llm_metadata(stats, failures: list[dict], offline: bool) -> dict:
+    """Calls, cache hits, tokens and failures of one stage, for the UI."""
+    meta = {
+        "llm_backend": "offline stand-in" if offline else "llm",
+        "llm_calls": stats.calls,
+        "llm_cache_hits": stats.cache_hits,
+        "llm_retries": stats.retries,
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "failures": len(failures),
+    }
+    if failures:
+        meta["failed_items"] = md([{"node_id": f["node_id"], "error": f["error"][:160],
+                                    "attempts": f["attempts"]} for f in failures])
+    return meta

@@ -21,12 +21,13 @@ class EmbedConfig(dg.Config):
     partitions_def=corpora_partitions,
     group_name="embed",
     kinds={"lancedb", "pytorch"},
-    deps=["nodes"],
-    code_version="1",
+    deps=["nodes", "summaries", "captions", "facts"],
+    code_version="2",
     retry_policy=dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL),
     description=(
-        "Vectors for every embedded node (files, sections or their chunks, code, tables, images), "
-        "one LanceDB table per kind with a full-text index. A node whose embedded text is unchanged "
+        "Vectors for every embedded node (files and code/tables by their summaries, sections or "
+        "their chunks, images by their captions, entities, and OpenIE facts), one LanceDB table "
+        "per kind with a full-text index. A node whose embedded text is unchanged "
         "reuses its previous vector: an unchanged corpus computes 0 embeddings."),
     check_specs=[dg.AssetCheckSpec(
         "one_vector_per_embedded_node", asset="embeddings",
@@ -39,12 +40,15 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     import lancedb
     import polars as pl
 
-    from stages.embed import build_vectors
+    from stages.embed import build_vectors, embedding_items
     from strata.embedding import EncoderSpec, canonical_model
     from strata.layout import write_json_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = read_build_table(layout, "nodes")
+    nodes = embedding_items(
+        read_build_table(layout, "nodes"),
+        *(read_build_table(layout, name, required=False)
+          for name in ("summaries", "captions", "entities", "facts")))
     enc_spec = embedder.spec_for(spec.embedding)
     encoder_json = layout.build / "encoder.json"
     previous = json.loads(encoder_json.read_text()) if encoder_json.exists() else {}

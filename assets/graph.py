@@ -10,25 +10,58 @@ from resources.corpora import CorpusRegistry
 from strata.layout import write_parquet_atomic
 from strata.stats import edges_by_type
 
-GRAPH_VERSION = "1"
+GRAPH_VERSION = "2"
+
+
+class GraphConfig(dg.Config):
+    synonymy_threshold: float = 0.8
+    """Entity pairs with embedding cosine similarity at or above this get a synonymy edge."""
+    synonymy_k: int = 10
+    """Neighbours examined per entity (kNN)."""
+
+
+def _entity_vectors(layout):
+    """(entity ids, normalized vectors) from the build's entity vector table."""
+    import numpy as np
+
+    from strata.schema import ENTITY, vector_table_name
+
+    path = layout.build_lance / f"{vector_table_name(ENTITY)}.lance"
+    if not path.exists():
+        return [], np.zeros((0, 0), np.float32)
+    import lancedb
+
+    t = lancedb.connect(str(layout.build_lance)).open_table(vector_table_name(ENTITY)).to_arrow()
+    ids = t.column("node_id").to_pylist()
+    vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(len(ids), -1)
+    return ids, np.ascontiguousarray(vecs, dtype=np.float32)
 
 
 @dg.asset(
     partitions_def=corpora_partitions,
     group_name="graph",
     kinds={"python", "parquet"},
-    deps=["nodes"],
+    deps=["nodes", "facts", "image_groups", "embeddings"],
     code_version=GRAPH_VERSION,
     description=(
         "The corpus graph: structural containment edges in both directions (contains/part_of), "
         "jump edges for document links (to the linked section when the anchor resolves) and "
-        "import edges between code modules and imported symbols. Writes edges.parquet."),
+        "import edges between code modules and imported symbols; from OpenIE, passage edges "
+        "(chunk↔entity), semantic edges (entity↔entity, weight = co-occurrence count) and synonymy "
+        "edges (entity kNN above a similarity threshold, via a faiss index: near-linear). Edges to "
+        "near-duplicate images are redirected to their representative. Writes edges.parquet."),
     check_specs=[dg.AssetCheckSpec("endpoints_exist", asset="edges",
                                    description="Both ends of every edge are nodes of the build.")],
 )
-def edges(context: dg.AssetExecutionContext, corpora: CorpusRegistry) -> dg.MaterializeResult:
+def edges(context: dg.AssetExecutionContext, config: GraphConfig,
+          corpora: CorpusRegistry) -> dg.MaterializeResult:
     import time
 
+    import pyarrow as pa
+
+    from assets.openie import SEMANTIC_EDGES
+    from stages.enrich.images import duplicate_mapping
+    from stages.enrich.semantic_graph import redirect_edges, synonymy_edges
     from stages.graph import build_edges
 
     t0 = time.perf_counter()
@@ -36,9 +69,22 @@ def edges(context: dg.AssetExecutionContext, corpora: CorpusRegistry) -> dg.Mate
     nodes = read_build_table(layout, "nodes")
     refs = read_build_table(layout, "references")
     result = build_edges(nodes, refs)
-    write_parquet_atomic(result.edges, layout.build_table("edges"))
-    df = pl.from_arrow(result.edges)
-    ids = nodes["node_id"]
+    parts = [result.edges]
+    if (layout.build / SEMANTIC_EDGES).exists():
+        parts.append(pl.read_parquet(layout.build / SEMANTIC_EDGES).to_arrow().cast(result.edges.schema))
+    entity_ids, vectors = _entity_vectors(layout)
+    if len(entity_ids):
+        parts.append(synonymy_edges(entity_ids, vectors, threshold=config.synonymy_threshold,
+                                    k=config.synonymy_k).cast(result.edges.schema))
+    all_edges = pa.concat_tables(parts)
+    images = read_build_table(layout, "images", required=False)
+    if images is not None and images.height:
+        all_edges = redirect_edges(all_edges, duplicate_mapping(images.to_arrow()))
+    write_parquet_atomic(all_edges, layout.build_table("edges"))
+    df = pl.from_arrow(all_edges)
+    entities = read_build_table(layout, "entities", required=False)
+    ids = nodes["node_id"] if entities is None else pl.concat([nodes["node_id"],
+                                                              entities["node_id"]])
     dangling = df.filter(~pl.col("src").is_in(ids) | ~pl.col("dst").is_in(ids)).height
     seconds = time.perf_counter() - t0
     record_stage(layout, "graph", seconds=seconds, edges=df.height)

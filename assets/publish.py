@@ -19,7 +19,7 @@ class PublishConfig(dg.Config):
     partitions_def=corpora_partitions,
     group_name="publish",
     kinds={"json"},
-    deps=["nodes", "edges", "embeddings"],
+    deps=["nodes", "edges", "embeddings", "summaries", "captions", "facts", "image_groups"],
     description=(
         "manifest.json of a new index version (format version, corpus, model and dimension, counts, "
         "source fingerprint, build time). The build is hard-linked into versions/vNNNNNN/ and the "
@@ -29,12 +29,17 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
     from datetime import datetime, timezone
 
+    import polars as pl
+
     from stages.parse.finalize import stable_hash
     from strata.schema import FORMAT_VERSION
     from strata.stats import index_stats
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = read_build_table(layout, "nodes")
+    entities = read_build_table(layout, "entities", required=False)
+    if entities is not None and entities.height:
+        nodes = pl.concat([nodes, entities.select(nodes.columns)], how="vertical_relaxed")
     edges = read_build_table(layout, "edges")
     documents = read_build_table(layout, "documents")
     skipped = read_build_table(layout, "skipped")

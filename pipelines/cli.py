@@ -77,15 +77,24 @@ def cmd_index(args: argparse.Namespace) -> int:
     instance = dg.DagsterInstance.get()
     if not instance.has_dynamic_partition(corpora_partitions.name, name):
         instance.add_dynamic_partitions(corpora_partitions.name, [name])
+    ops: dict = {"nodes": {"config": {"chunk_tokens": args.chunk_tokens}}}
+    if args.openie_import:
+        path = Path(args.openie_import).expanduser().resolve()
+        if not path.is_file():
+            _print(f"error: --openie-import {args.openie_import} is not a file", err=True)
+            return EXIT_USAGE
+        ops["facts"] = {"config": {"import_path": str(path)}}
+    llm = {"backend": args.llm_backend, "model": args.llm_model, "base_url": args.llm_base_url,
+           "callable_path": args.llm_callable}
+    if args.dry_run:
+        return _dry_run(all_assets, name, instance, llm, ops)
     run_config = {
-        "ops": {
-            "nodes": {"config": {"chunk_tokens": args.chunk_tokens}},
-        },
+        "ops": ops,
         "loggers": {"console": {"config": {"log_level": "ERROR" if args.quiet else "INFO"}}},
     }
     t0 = time.perf_counter()
     result = dg.materialize(all_assets, partition_key=name, instance=instance,
-                            resources=make_resources(), run_config=run_config,
+                            resources=make_resources(llm), run_config=run_config,
                             raise_on_error=False, tags={"strata/cli": "index"})
     wall = time.perf_counter() - t0
     if not result.success:
@@ -107,6 +116,53 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print_stats(idx, stats)
         _print(f"\nbuilt in {wall:.1f}s (run {result.run_id[:8]}); "
                f"open the UI with `make ui` to see it")
+    return EXIT_OK
+
+
+def _dry_run(all_assets, name: str, instance, llm: dict, ops: dict) -> int:
+    """Parse only (cheap, no LLM), then count the LLM calls a build would make
+    that the cache cannot answer."""
+    import dagster as dg
+    import polars as pl
+
+    from pipelines.definitions import make_resources
+    from stages.corpora import load_corpora
+    from stages.enrich.openie import openie_units, openie_request
+    from stages.enrich.summarize import planned_requests
+    from strata.layout import IndexLayout
+
+    nodes_asset = next(a for a in all_assets if a.key.to_user_string() == "nodes")
+    resources = make_resources(llm)
+    res = dg.materialize([nodes_asset], partition_key=name, instance=instance, resources=resources,
+                         run_config={"ops": {"nodes": ops["nodes"]},
+                                     "loggers": {"console": {"config": {"log_level": "ERROR"}}}},
+                         raise_on_error=False, tags={"strata/cli": "dry-run"})
+    if not res.success:
+        _print("dry run: parsing failed; see the run in the UI", err=True)
+        return EXIT_FAILED
+    spec = load_corpora(Path(os.environ.get("STRATA_CORPORA") or PROJECT_ROOT / "data" / "corpora.yaml"))[name]
+    layout = IndexLayout(spec.out)
+    nodes = pl.read_parquet(layout.build_table("nodes"))
+    client = resources["llm"].client(layout.cache / "llm.sqlite")
+    if client.offline:
+        _print("dry run: the LLM backend is 'offline' — a build makes 0 LLM calls "
+               "(extractive summaries, heuristic OpenIE, captions from alt text and context)")
+        return EXIT_OK
+    summary = client.estimate(planned_requests(nodes), "summarize")
+    files = nodes.filter(pl.col("kind") == "file").height
+    units = openie_units(nodes)
+    openie = {"requests": 0, "calls_needed": 0, "est_prompt_tokens": 0} if "facts" in ops else \
+        client.estimate([openie_request(u) for u in units.to_dicts()], "openie")
+    images = nodes.filter(pl.col("kind") == "image").height
+    _print(f"dry run for corpus '{name}' with {client.name}:")
+    _print(f"  summarize: {summary['calls_needed']} of {summary['requests']} section/code/table "
+           f"requests not cached (~{summary['est_prompt_tokens']} prompt tokens), "
+           f"plus up to {files} file summaries")
+    _print(f"  openie:    {openie['calls_needed']} of {openie['requests']} chunk requests not cached "
+           f"(~{openie['est_prompt_tokens']} prompt tokens)"
+           + (" — imported from file, 0 calls" if "facts" in ops else ""))
+    _print(f"  caption:   up to {images} image requests (one per duplicate group)")
+    client.close()
     return EXIT_OK
 
 
@@ -196,6 +252,15 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=["sentence-transformers", "openai"])
     ix.add_argument("--embed-base-url", default=None, help="OpenAI-compatible embeddings endpoint")
     ix.add_argument("--chunk-tokens", type=int, default=200, help="chunk budget (estimated tokens)")
+    ix.add_argument("--openie-import", default=None,
+                    help="HippoRAG openie_results JSON to use instead of LLM OpenIE calls")
+    ix.add_argument("--llm-backend", default=None, choices=["offline", "openai", "callable"],
+                    help="LLM for summaries/captions/OpenIE (default: $STRATA_LLM_BACKEND or offline)")
+    ix.add_argument("--llm-model", default=None)
+    ix.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama...)")
+    ix.add_argument("--llm-callable", default=None, help="'module:function' for --llm-backend callable")
+    ix.add_argument("--dry-run", action="store_true",
+                    help="parse only and print how many LLM calls a build would make")
     ix.add_argument("--json", action="store_true", help="print the resulting stats as JSON")
     ix.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     ix.set_defaults(func=cmd_index)

@@ -10,7 +10,7 @@ import dagster as dg
 
 from assets import all_assets, corpora_partitions
 from pipelines.sensors import corpora_partitions_sensor
-from resources import CorpusRegistry, EmbedderResource
+from resources import CorpusRegistry, EmbedderResource, LLMResource
 
 index_corpus_job = dg.define_asset_job(
     name="index_corpus",
@@ -20,8 +20,17 @@ index_corpus_job = dg.define_asset_job(
 )
 
 
-def make_resources() -> dict:
+def make_resources(llm: dict | None = None) -> dict:
+    """Resources from the environment; ``llm`` overrides LLM settings (the CLI's flags)."""
+    llm_settings = {
+        "backend": dg.EnvVar("STRATA_LLM_BACKEND").get_value("offline"),
+        "model": dg.EnvVar("STRATA_LLM_MODEL").get_value("gpt-4o-mini"),
+        "base_url": dg.EnvVar("STRATA_LLM_BASE_URL").get_value(None),
+        "callable_path": dg.EnvVar("STRATA_LLM_CALLABLE").get_value(None),
+        **{k: v for k, v in (llm or {}).items() if v is not None},
+    }
     return {
+        "llm": LLMResource(**llm_settings),
         "corpora": CorpusRegistry(
             config_path=dg.EnvVar("STRATA_CORPORA").get_value(""),
             index_dir=dg.EnvVar("STRATA_INDEX_DIR").get_value(""),

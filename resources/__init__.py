@@ -2,5 +2,6 @@
 
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
+from resources.llm import LLMResource
 
-__all__ = ["CorpusRegistry", "EmbedderResource"]
+__all__ = ["CorpusRegistry", "EmbedderResource", "LLMResource"]

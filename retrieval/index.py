@@ -59,12 +59,20 @@ class Index:
         return self.manifest["corpus"]
 
     # -- tables -----------------------------------------------------------------
-    def _table(self, name: str) -> pl.DataFrame:
-        return pl.read_parquet(self._vdir / TABLE_FILES[name])
+    def _table(self, name: str, optional: bool = False) -> pl.DataFrame | None:
+        path = self._vdir / TABLE_FILES[name]
+        if optional and not path.exists():
+            return None
+        return pl.read_parquet(path)
 
     @cached_property
     def _nodes(self) -> pl.DataFrame:
-        return self._table("nodes")
+        """Hierarchy nodes plus entity nodes (from OpenIE), one frame."""
+        nodes = self._table("nodes")
+        entities = self._table("entities", optional=True)
+        if entities is not None and entities.height:
+            nodes = pl.concat([nodes, entities.select(nodes.columns)], how="vertical_relaxed")
+        return nodes
 
     @cached_property
     def _edges(self) -> pl.DataFrame:
@@ -82,8 +90,20 @@ class Index:
     def skipped(self) -> pl.DataFrame:
         return self._table("skipped")
 
+    def facts(self) -> pl.DataFrame | None:
+        return self._table("facts", optional=True)
+
+    def table(self, name: str) -> pl.DataFrame | None:
+        """Any artifact table by name (summaries, captions, images, failures, ...)."""
+        return self._table(name, optional=True)
+
     def stats(self) -> dict:
         s = index_stats(self._nodes, self._edges, self.documents(), self.skipped())
+        facts = self.facts()
+        s["facts"] = facts.height if facts is not None else 0
+        s["entities"] = s["nodes_by_kind"].get("entity", 0)
+        failures = self.table("failures")
+        s["failures"] = failures.to_dicts() if failures is not None else []
         s["build_seconds"] = self.manifest.get("build_seconds")
         return s
 

@@ -20,11 +20,11 @@ import pyarrow as pa
 
 from stages.parse.finalize import stable_hash
 from strata.embedding import Encoder, EncoderSpec, canonical_model
-from strata.schema import (CODE, FILE, IMAGE, TABLE, VECTOR_COLUMNS, vector_schema,
-                           vector_table_name)
+from strata.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
+                           vector_schema, vector_table_name)
 
 # Bump when embedding_text() changes: every vector is recomputed.
-EMBED_TEXT_VERSION = "1"
+EMBED_TEXT_VERSION = "2"
 MAX_EMBED_CHARS = 2000
 Progress = Callable[[int, int], None]
 
@@ -39,26 +39,31 @@ class EmbedResult:
     seconds: float = 0.0
 
 
-def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str | None) -> str:
+def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str | None,
+                   summary: str | None = None) -> str:
     """What the encoder sees: the node's text with its place in the hierarchy.
 
     The breadcrumb disambiguates short texts ("Example", "Parameters") that
-    mean nothing without their section; code also gets its signature and
-    docstring first, since the body is often cut by the encoder's window.
+    mean nothing without their section. Files are represented by their
+    summary; code and tables put their summary (or signature and docstring)
+    first, since the encoder's window often cuts the body; images are their
+    caption plus the text around them. Entities and facts are embedded as-is.
     """
+    if kind in (ENTITY, FACT):
+        return text[:MAX_EMBED_CHARS]
     a = json.loads(attrs) if attrs else {}
-    head = breadcrumb
     if kind == CODE:
-        extra = [a.get("signature") or "", a.get("docstring") or "", a.get("context_before") or ""]
-        body = "\n".join(x for x in extra if x) + "\n" + text
+        extra = [summary or "", a.get("signature") or "", a.get("docstring") or "",
+                 a.get("context_before") or ""]
+        body = "\n".join(dict.fromkeys(x for x in extra if x)) + "\n" + text
     elif kind in (TABLE, IMAGE):
-        body = "\n".join(x for x in [title, a.get("context_before") or "", text,
+        body = "\n".join(x for x in [title, summary or "", a.get("context_before") or "", text,
                                       a.get("context_after") or ""] if x)
     elif kind == FILE:
-        body = f"{title}\n{text}"
+        body = f"{title}\n{summary}" if summary else f"{title}\n{text}"
     else:
         body = text
-    return f"{head}\n{body}"[:MAX_EMBED_CHARS]
+    return f"{breadcrumb}\n{body}"[:MAX_EMBED_CHARS]
 
 
 def _previous_vectors(lance_dir: Path) -> dict[str, np.ndarray]:
@@ -93,8 +98,10 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     t0 = time.perf_counter()
     model_key = f"{spec.backend}:{canonical_model(spec.model)}"
     todo = nodes.filter(pl.col("embedded"))
+    if "summary" not in todo.columns:
+        todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
     texts = [embedding_text(*r) for r in todo.select(
-        "kind", "title", "breadcrumb", "text", "attrs").iter_rows()]
+        "kind", "title", "breadcrumb", "text", "attrs", "summary").iter_rows()]
     hashes = [stable_hash(model_key, EMBED_TEXT_VERSION, t) for t in texts]
     previous = _previous_vectors(lance_dir)
     missing = [i for i, h in enumerate(hashes) if h not in previous]
@@ -143,3 +150,35 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     shutil.rmtree(old, ignore_errors=True)
     return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=len(missing), reused=len(texts) - len(missing),
                        by_kind=by_kind, seconds=time.perf_counter() - t0)
+
+
+def embedding_items(nodes: pl.DataFrame, summaries: pl.DataFrame | None = None,
+                    captions: pl.DataFrame | None = None, entities: pl.DataFrame | None = None,
+                    facts: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Everything that gets a vector, as one frame: hierarchy nodes with their
+    summary (or image caption) attached, entity nodes, and facts."""
+    cols = ["node_id", "kind", "subkind", "path", "language", "depth", "title", "breadcrumb",
+            "text", "attrs", "embedded"]
+    frame = nodes.select(cols)
+    extra = []
+    if summaries is not None and summaries.height:
+        extra.append(summaries.select("node_id", "summary"))
+    if captions is not None and captions.height:
+        extra.append(captions.select("node_id", pl.col("caption").alias("summary")))
+    if extra:
+        frame = frame.join(pl.concat(extra).unique("node_id", keep="first"), on="node_id",
+                           how="left")
+    else:
+        frame = frame.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
+    parts = [frame]
+    if entities is not None and entities.height:
+        parts.append(entities.select(cols).with_columns(pl.lit(None, pl.Utf8).alias("summary")))
+    if facts is not None and facts.height:
+        parts.append(facts.select(
+            pl.col("fact_id").alias("node_id"), pl.lit(FACT).alias("kind"), pl.lit("").alias("subkind"),
+            pl.lit("").alias("path"), pl.lit(None, pl.Utf8).alias("language"),
+            pl.lit(0, pl.Int32).alias("depth"), pl.lit("").alias("title"),
+            pl.lit("").alias("breadcrumb"), pl.col("text"), pl.lit("{}").alias("attrs"),
+            pl.lit(True).alias("embedded"), pl.lit(None, pl.Utf8).alias("summary"),
+        ).unique("node_id", keep="first"))
+    return pl.concat(parts, how="vertical_relaxed")

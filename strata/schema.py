@@ -20,6 +20,10 @@ NODE_KINDS = (FILE, SECTION, CHUNK, CODE, TABLE, IMAGE, ENTITY)
 # Kinds that get a vector table of their own, so long prose never drowns out
 # code, table or image signals (the DualGraph design's per-kind vector stores).
 EMBEDDED_KINDS = (FILE, SECTION, CHUNK, CODE, TABLE, IMAGE)
+# Facts (OpenIE triples) are vectors only, never graph nodes: they seed
+# diffusion through their entities (the DualGraph design).
+FACT = "fact"
+VECTOR_KINDS = EMBEDDED_KINDS + (ENTITY, FACT)
 
 # Edge types, with the relation names each one uses.
 STRUCTURAL, JUMP, IMPORT, PASSAGE, SEMANTIC, SYNONYMY = (
@@ -86,6 +90,29 @@ SKIPPED = pa.schema([
     ("reason", pa.string()),
 ])
 
+# Items an enrichment stage could not process this run (they are retried on
+# the next run: only successes are cached).
+FAILURES = pa.schema([
+    ("stage", pa.string()),
+    ("node_id", pa.string()),
+    ("error", pa.string()),
+    ("attempts", pa.int32()),
+])
+
+# OpenIE facts: one row per (triple, chunk it was extracted from). ``fact_id``
+# derives from the normalized triple, so it repeats when several chunks state
+# the same fact; head_id/tail_id are entity node ids.
+FACTS = pa.schema([
+    ("fact_id", pa.string()),
+    ("head", pa.string()),
+    ("relation", pa.string()),
+    ("tail", pa.string()),
+    ("head_id", pa.string()),
+    ("tail_id", pa.string()),
+    ("chunk_id", pa.string()),
+    ("text", pa.string()),  # "(head, relation, tail)": what gets embedded
+])
+
 # Columns of every LanceDB vector table besides ``vector``.
 VECTOR_COLUMNS = pa.schema([
     ("node_id", pa.string()),
@@ -113,6 +140,12 @@ TABLE_FILES = {
     "documents": "documents.parquet",
     "skipped": "skipped.parquet",
     "references": "references.parquet",
+    "entities": "entities.parquet",
+    "facts": "facts.parquet",
+    "summaries": "summaries.parquet",
+    "captions": "captions.parquet",
+    "images": "images.parquet",
+    "failures": "failures.parquet",
 }
 LANCE_DIR = "lance"
 BLOB_DIR = "blobs"  # images extracted from PDFs/DOCX, named <hash>.<ext>

@@ -42,19 +42,20 @@ class Builder:
         self.instance = instance
         self.config_path = config_path
 
-    def build(self, corpus: str, run_config: dict | None = None):
+    def build(self, corpus: str, run_config: dict | None = None, llm=None,
+              raise_on_error: bool = True):
         import dagster as dg
 
         from assets import all_assets, corpora_partitions
-        from resources import CorpusRegistry, EmbedderResource
+        from resources import CorpusRegistry, EmbedderResource, LLMResource
 
         if not self.instance.has_dynamic_partition(corpora_partitions.name, corpus):
             self.instance.add_dynamic_partitions(corpora_partitions.name, [corpus])
         return dg.materialize(
             all_assets, partition_key=corpus, instance=self.instance,
             resources={"corpora": CorpusRegistry(config_path=str(self.config_path)),
-                       "embedder": EmbedderResource()},
-            run_config=run_config or {}, raise_on_error=True)
+                       "embedder": EmbedderResource(), "llm": llm or LLMResource()},
+            run_config=run_config or {}, raise_on_error=raise_on_error)
 
 
 @pytest.fixture

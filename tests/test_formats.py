@@ -28,7 +28,8 @@ def test_every_format_is_parsed(idx):
     assert {"markdown", "python", "html", "json", "yaml", "toml", "pdf", "docx",
             "typescript", "go", "rust"} <= formats
     stats = idx.stats()
-    assert {"file", "section", "chunk", "code", "table", "image"} == set(stats["nodes_by_kind"])
+    assert {"file", "section", "chunk", "code", "table", "image", "entity"} == set(
+        stats["nodes_by_kind"])
 
 
 def test_unknown_format_is_plain_text_with_a_note(idx):

@@ -95,7 +95,7 @@ def test_jump_and_import_edges(idx):
     assert ("import", "tidewater.io.parquet", "tidewater.settings") in typed  # absolute
     assert ("import", "tidewater", "tidewater.calibration.Calibrator") in typed  # symbol
     kinds = edges.group_by("type").len()
-    assert set(kinds["type"]) == {"structural", "jump", "import"}
+    assert {"structural", "jump", "import"} <= set(kinds["type"])
 
 
 def test_skipped_and_notes_are_recorded(idx):

@@ -43,7 +43,8 @@ def test_first_build_passes_checks_and_reports(sample_build):
     emb = _meta(result, "embeddings")
     assert emb["embeddings_computed"] == idx.nodes().filter(pl.col("embedded")).height
     assert emb["embeddings_reused"] == 0
-    assert set(idx.stats()["nodes_by_kind"]) == {"file", "section", "chunk", "code", "table", "image"}
+    assert set(idx.stats()["nodes_by_kind"]) == {"file", "section", "chunk", "code", "table", "image",
+                                                 "entity"}
     assert idx.version == 1 and idx.manifest["dim"] == 384
 
 
@@ -115,8 +116,9 @@ def test_asset_groups_and_definitions_load():
 
     graph = defs.resolve_asset_graph()
     groups = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
-    assert groups == {"nodes": "parse", "edges": "graph", "embeddings": "embed",
-                      "index_manifest": "publish"}
+    assert groups == {"nodes": "parse", "summaries": "summarize", "captions": "caption",
+                      "facts": "openie", "image_groups": "dedup", "edges": "graph",
+                      "embeddings": "embed", "index_manifest": "publish"}
     for key in graph.get_all_asset_keys():
         assert graph.get(key).description
 

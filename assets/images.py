@@ -1,0 +1,110 @@
+"""Image stages: near-duplicate grouping, then captions for each group's representative."""
+
+import dagster as dg
+
+from assets.common import (corpus_and_layout, llm_metadata, md, path_metadata, progress_logger,
+                           read_build_table, record_stage, write_failures)
+from assets.partitions import corpora_partitions
+from resources.corpora import CorpusRegistry
+from resources.llm import LLMResource
+
+
+class DedupConfig(dg.Config):
+    method: str = "dhash"
+    """Perceptual hash: dhash or phash."""
+    hamming_threshold: int = 6
+    """Hashes at most this many bits apart are near-duplicates."""
+    use_ssim: bool = False
+    """Confirm each candidate pair with SSIM (scikit-image) before merging."""
+    ssim_threshold: float = 0.90
+
+
+@dg.asset(
+    partitions_def=corpora_partitions,
+    group_name="dedup",
+    kinds={"python", "parquet"},
+    deps=["nodes"],
+    code_version="1",
+    description=(
+        "images.parquet: every image node with its file (or extracted blob), status (ok, missing, "
+        "broken, outside the root...), perceptual hash and duplicate group. Near-duplicates (dHash/"
+        "pHash, LSH buckets, optional SSIM) merge into the highest-resolution representative; "
+        "edges to duplicates are redirected to it in the graph."),
+)
+def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
+                 corpora: CorpusRegistry) -> dg.MaterializeResult:
+    import time
+
+    import polars as pl
+
+    from stages.enrich.images import dedup_images, image_records
+    from strata.layout import write_parquet_atomic
+
+    t0 = time.perf_counter()
+    spec, layout = corpus_and_layout(context, corpora)
+    nodes = read_build_table(layout, "nodes")
+    records = image_records(nodes, spec.root, layout.build_blobs)
+    table = dedup_images(records, method=config.method, hamming_threshold=config.hamming_threshold,
+                         use_ssim=config.use_ssim, ssim_threshold=config.ssim_threshold)
+    write_parquet_atomic(table, layout.build_table("images"))
+    df = pl.from_arrow(table)
+    seconds = time.perf_counter() - t0
+    groups = df.filter(pl.col("status") == "ok").group_by("group_id").len().filter(pl.col("len") > 1)
+    record_stage(layout, "dedup", seconds=seconds, images=df.height, duplicate_groups=groups.height)
+    dup_rows = df.filter(pl.col("group_id").is_in(groups["group_id"])).select(
+        "group_id", "path", "width", "height", "is_representative").sort("group_id")
+    problems = df.filter(pl.col("status") != "ok").select("path", "status").to_dicts()
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": df.height,
+        "duplicate_groups": groups.height,
+        "merged_images": int(df.filter(~pl.col("is_representative")).height),
+        "groups": md(dup_rows.to_dicts(), ("group_id", "path")),
+        "unreadable_images": md(problems, ("path", "status")),
+        "seconds": round(seconds, 3),
+        "path": path_metadata(layout.build_table("images")),
+    })
+
+
+@dg.asset(
+    partitions_def=corpora_partitions,
+    group_name="caption",
+    kinds={"python", "parquet"},
+    deps=["nodes", "image_groups"],
+    code_version="1",
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL),
+    description=(
+        "captions.parquet: a caption per image from a vision-capable LLM, or offline from its alt "
+        "text, figure caption and surrounding text. Only each duplicate group's representative is "
+        "captioned; duplicates inherit it. Missing or broken image files are recorded as failures "
+        "and still get an offline caption."),
+)
+def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
+             llm: LLMResource) -> dg.MaterializeResult:
+    import polars as pl
+
+    from stages.enrich.captions import run_captions
+    from stages.enrich.images import duplicate_mapping, image_records
+    from strata.layout import write_parquet_atomic
+
+    spec, layout = corpus_and_layout(context, corpora)
+    nodes = read_build_table(layout, "nodes")
+    groups = read_build_table(layout, "images")
+    records = image_records(nodes, spec.root, layout.build_blobs)
+    client = llm.client(layout.cache / "llm.sqlite", vision=True)
+    try:
+        result = run_captions(records, client, mapping=duplicate_mapping(groups.to_arrow()),
+                              progress=progress_logger(context, "caption"))
+    finally:
+        client.close()
+    write_parquet_atomic(result.table, layout.build_table("captions"))
+    write_failures(layout, "caption", result.failures)
+    record_stage(layout, "caption", seconds=result.stats.seconds, calls=result.stats.calls,
+                 cache_hits=result.stats.cache_hits, failures=len(result.failures))
+    df = pl.from_arrow(result.table)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": df.height,
+        "by_source": md(dict(df.group_by("source").len().iter_rows()), ("source", "captions")),
+        "sample": md(df.head(5).select("node_id", "caption").to_dicts()),
+        **llm_metadata(result.stats, result.failures, client.offline),
+        "path": path_metadata(layout.build_table("captions")),
+    })

@@ -1,0 +1,84 @@
+"""OpenIE stage: entities and (head, relation, tail) facts from every prose chunk."""
+
+import dagster as dg
+
+from assets.common import (corpus_and_layout, llm_metadata, md, path_metadata, progress_logger,
+                           read_build_table, record_stage, write_failures)
+from assets.partitions import corpora_partitions
+from resources.corpora import CorpusRegistry
+from resources.llm import LLMResource
+
+SEMANTIC_EDGES = "semantic_edges.parquet"  # build-only: merged into edges.parquet
+
+
+class OpenIEConfig(dg.Config):
+    import_path: str = ""
+    """A HippoRAG `openie_results` JSON file (docs[i] with passage, extracted_entities,
+    extracted_triples): matched to chunks by text and used instead of LLM calls."""
+
+
+@dg.asset(
+    partitions_def=corpora_partitions,
+    group_name="openie",
+    kinds={"python", "parquet"},
+    deps=["nodes"],
+    code_version="1",
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL),
+    description=(
+        "facts.parquet and entities.parquet: entities (name + description, deduplicated by "
+        "normalized name) and validated (head, relation, tail) triples per chunk, extracted from "
+        "section text without code/table/image bodies. From the LLM (JSON mode, repaired and "
+        "validated: both ends must occur in the text), from an imported HippoRAG OpenIE file, or "
+        "offline from a heuristic stand-in. Cached: unchanged chunks cost nothing."),
+)
+def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: CorpusRegistry,
+          llm: LLMResource) -> dg.MaterializeResult:
+    from stages.enrich.openie import load_openie_import, match_import, openie_units, run_openie
+    import pyarrow as pa
+
+    from stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
+    from strata.layout import write_parquet_atomic
+
+    spec, layout = corpus_and_layout(context, corpora)
+    nodes = read_build_table(layout, "nodes")
+    units = openie_units(nodes)
+    imported, unmatched = None, []
+    if config.import_path:
+        records = load_openie_import(config.import_path)
+        imported, unmatched = match_import(records, units)
+        context.log.info(f"OpenIE import: {len(records)} passages, {len(imported)} chunks matched, "
+                         f"{len(unmatched)} unmatched")
+    client = llm.client(layout.cache / "llm.sqlite")
+    try:
+        result = run_openie(units, client, imported=imported,
+                            progress=progress_logger(context, "openie"))
+    finally:
+        client.close()
+    entities, fact_table = build_entities(spec.name, result.per_unit)
+    write_parquet_atomic(entities, layout.build_table("entities"))
+    write_parquet_atomic(fact_table, layout.build_table("facts"))
+    # chunk↔entity and entity↔entity edges need the per-chunk extractions, which
+    # only this stage holds; the graph stage merges them in.
+    semantic = pa.concat_tables([passage_edges(result.per_unit, entities),
+                                 semantic_edges(fact_table)])
+    write_parquet_atomic(semantic, layout.build / SEMANTIC_EDGES)
+    write_failures(layout, "openie", result.failures)
+    record_stage(layout, "openie", seconds=result.stats.seconds, calls=result.stats.calls,
+                 cache_hits=result.stats.cache_hits, failures=len(result.failures),
+                 entities=entities.num_rows, facts=fact_table.num_rows,
+                 imported_unmatched=len(unmatched))
+    sources: dict[str, int] = {}
+    for s in result.source.values():
+        sources[s] = sources.get(s, 0) + 1
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": fact_table.num_rows,
+        "units": units.height,
+        "entities": entities.num_rows,
+        "facts": fact_table.num_rows,
+        "dropped_triples": result.dropped_triples,
+        "units_by_source": md(sources, ("source", "units")),
+        "import_unmatched": len(unmatched),
+        "import_unmatched_passages": md(unmatched[:50], ("idx", "passage_head")),
+        **llm_metadata(result.stats, result.failures, client.offline),
+        "path": path_metadata(layout.build_table("facts")),
+    })

@@ -1,0 +1,51 @@
+"""Summarize stage: a summary for every file, section, code and table node."""
+
+import dagster as dg
+
+from assets.common import (corpus_and_layout, llm_metadata, md, path_metadata, progress_logger,
+                           read_build_table, record_stage, write_failures)
+from assets.partitions import corpora_partitions
+from resources.corpora import CorpusRegistry
+from resources.llm import LLMResource
+
+
+@dg.asset(
+    partitions_def=corpora_partitions,
+    group_name="summarize",
+    kinds={"python", "parquet"},
+    deps=["nodes"],
+    code_version="1",
+    retry_policy=dg.RetryPolicy(max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL),
+    description=(
+        "summaries.parquet: one summary per section, code block, table and file (a file's from its "
+        "parts' summaries). With an LLM configured each prompt carries the node's breadcrumb and, "
+        "for code and tables, the surrounding text; offline the summaries are extractive and marked "
+        "so. Responses are cached: an unchanged corpus makes 0 LLM calls. Summaries become the "
+        "embedded text of file, code and table nodes."),
+)
+def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
+              llm: LLMResource) -> dg.MaterializeResult:
+    import polars as pl
+
+    from stages.enrich.summarize import run_summaries
+    from strata.layout import write_parquet_atomic
+
+    spec, layout = corpus_and_layout(context, corpora)
+    nodes = read_build_table(layout, "nodes")
+    client = llm.client(layout.cache / "llm.sqlite")
+    try:
+        result = run_summaries(nodes, client, progress=progress_logger(context, "summarize"))
+    finally:
+        client.close()
+    write_parquet_atomic(result.table, layout.build_table("summaries"))
+    write_failures(layout, "summarize", result.failures)
+    record_stage(layout, "summarize", seconds=result.stats.seconds, calls=result.stats.calls,
+                 cache_hits=result.stats.cache_hits, failures=len(result.failures))
+    df = pl.from_arrow(result.table)
+    return dg.MaterializeResult(metadata={
+        "dagster/row_count": df.height,
+        "by_source": md(dict(df.group_by("source").len().iter_rows()), ("source", "summaries")),
+        "sample": md(df.head(5).select("kind", "summary").to_dicts()),
+        **llm_metadata(result.stats, result.failures, client.offline),
+        "path": path_metadata(layout.build_table("summaries")),
+    })

@@ -1,0 +1,1 @@
+"""Enrichment stages: summaries, captions, OpenIE, image dedup, the semantic graph."""

@@ -1,0 +1,273 @@
+"""The semantic layer of the graph, built from OpenIE output.
+
+- :func:`build_entities`: entity nodes (NODES schema, kind "entity"), one per
+  normalized name across the corpus, and the FACTS table (one row per triple
+  and the unit it came from).
+- :func:`passage_edges`: unit <-> entity ("mentions" / "mentioned_in").
+- :func:`semantic_edges`: entity <-> entity from facts, weighted by how many
+  facts link the pair.
+- :func:`synonymy_edges`: entity <-> entity when their embeddings are close
+  (cosine >= threshold), found with a kNN index (faiss; an exact inner-product
+  index up to 20k entities, an IVF index above), never an all-pairs loop.
+- :func:`redirect_edges`: rewrite edge endpoints through a mapping (image
+  dedup folds duplicates into one node).
+
+Plain functions on plain data: no Dagster here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter, defaultdict
+from typing import Mapping
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from stages.enrich.openie import OpenIEOut, normalize
+from stages.parse.finalize import stable_hash
+from strata.schema import EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY
+
+__all__ = ["build_entities", "entity_id", "entity_id_map", "fact_id", "passage_edges",
+           "semantic_edges", "synonymy_edges", "redirect_edges", "synonymy_benchmark"]
+
+FLAT_MAX = 20_000  # above this many entities, an IVF index instead of an exact one
+NPROBE = 8
+MAX_ALIASES = 20
+
+
+def entity_id(corpus: str, name: str) -> str:
+    return "entity-" + stable_hash(corpus, normalize(name))
+
+
+def fact_id(head: str, relation: str, tail: str) -> str:
+    return "fact-" + stable_hash(normalize(head), normalize(relation), normalize(tail))
+
+
+def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.Table, pa.Table]:
+    """Entity nodes and facts from validated OpenIE output.
+
+    Entities are the union of each unit's entities and its triples' heads and
+    tails, merged by normalized name. ``title`` is the most frequent surface
+    form, ``text`` "name: description" (the first non-empty description, units
+    taken in node-id order), ``attrs`` ``{"mentions": units mentioning it,
+    "aliases": other surface forms}``. Facts keep one row per (triple, unit),
+    so ``fact_id`` repeats when several units state the same fact."""
+    forms: dict[str, Counter[str]] = defaultdict(Counter)
+    desc: dict[str, str] = {}
+    mentions: Counter[str] = Counter()
+    facts: list[dict] = []
+    for unit_id in sorted(per_unit):
+        out = per_unit[unit_id]
+        seen_here: set[str] = set()
+
+        def see(name: str, description: str = "") -> str:
+            key = normalize(name)
+            if not key:
+                return ""
+            surface = " ".join(name.split())
+            forms[key][surface] += 1
+            if description and not desc.get(key):
+                desc[key] = " ".join(description.split())
+            if key not in seen_here:
+                seen_here.add(key)
+                mentions[key] += 1
+            return key
+
+        for name, description in out.entities:
+            see(name, description)
+        for h, r, t in out.triples:
+            kh, kt = see(h), see(t)
+            if not kh or not kt or kh == kt:
+                continue
+            h, r, t = (" ".join(x.split()) for x in (h, r, t))
+            facts.append({
+                "fact_id": fact_id(h, r, t), "head": h, "relation": r, "tail": t,
+                "head_id": "entity-" + stable_hash(corpus, kh),
+                "tail_id": "entity-" + stable_hash(corpus, kt),
+                "chunk_id": unit_id, "text": f"({h}, {r}, {t})",
+            })
+
+    rows = []
+    for i, key in enumerate(sorted(forms)):
+        counts = forms[key]
+        title = max(counts, key=counts.__getitem__)  # most frequent; ties: seen first
+        aliases = sorted(f for f in counts if f != title)[:MAX_ALIASES]
+        d = desc.get(key, "")
+        text = f"{title}: {d}" if d else title
+        rows.append({
+            "node_id": "entity-" + stable_hash(corpus, key), "corpus": corpus, "kind": ENTITY,
+            "subkind": "", "path": "", "node_path": f"entity:{key}", "parent_id": None,
+            "depth": 0, "ordinal": i, "title": title, "breadcrumb": title, "text": text,
+            "start_line": None, "end_line": None, "page": None, "language": None,
+            "content_hash": stable_hash(text), "embedded": True,
+            "attrs": json.dumps({"mentions": mentions[key], "aliases": aliases},
+                                ensure_ascii=False),
+        })
+    return (pa.Table.from_pylist(rows, schema=NODES),
+            pa.Table.from_pylist(facts, schema=FACTS))
+
+
+def entity_id_map(entities: pa.Table | pl.DataFrame) -> dict[str, str]:
+    """normalized name -> entity node id, from an entities table."""
+    df = entities if isinstance(entities, pl.DataFrame) else pl.from_arrow(entities)
+    if df.height == 0:
+        return {}
+    return {p.removeprefix("entity:"): i
+            for p, i in zip(df["node_path"].to_list(), df["node_id"].to_list())}
+
+
+def _edges(src: list[str], dst: list[str], etype: str, relation: list[str] | str,
+           weight: list[float] | np.ndarray | float) -> pa.Table:
+    n = len(src)
+    rel = [relation] * n if isinstance(relation, str) else relation
+    w = np.full(n, weight, dtype=np.float32) if np.isscalar(weight) else np.asarray(weight, np.float32)
+    return pa.table({"src": pa.array(src, pa.string()), "dst": pa.array(dst, pa.string()),
+                     "type": pa.array([etype] * n, pa.string()), "relation": pa.array(rel, pa.string()),
+                     "weight": pa.array(w, pa.float32())}, schema=EDGES)
+
+
+def passage_edges(per_unit: Mapping[str, OpenIEOut],
+                  entity_ids: Mapping[str, str] | pa.Table | pl.DataFrame) -> pa.Table:
+    """unit -> entity ("mentions") and entity -> unit ("mentioned_in"), weight 1,
+    for every entity a unit lists or uses in a triple. ``entity_ids`` maps
+    normalized names to entity ids (or is the entities table)."""
+    ids = entity_ids if isinstance(entity_ids, Mapping) else entity_id_map(entity_ids)
+    src: list[str] = []
+    dst: list[str] = []
+    for unit_id in sorted(per_unit):
+        out = per_unit[unit_id]
+        names = [e[0] for e in out.entities] + [x for h, _, t in out.triples for x in (h, t)]
+        linked: list[str] = []
+        for name in names:
+            eid = ids.get(normalize(name))
+            if eid and eid not in linked:
+                linked.append(eid)
+        for eid in linked:
+            src.append(unit_id)
+            dst.append(eid)
+    return pa.concat_tables([_edges(src, dst, PASSAGE, "mentions", 1.0),
+                             _edges(dst, src, PASSAGE, "mentioned_in", 1.0)])
+
+
+def semantic_edges(facts: pa.Table | pl.DataFrame) -> pa.Table:
+    """Entity <-> entity in both directions, one pair of edges per unordered
+    entity pair: relation = the pair's most frequent relation text (ties: the
+    alphabetically first), weight = the number of fact rows linking the pair."""
+    df = facts if isinstance(facts, pl.DataFrame) else pl.from_arrow(facts)
+    if df.height == 0:
+        return EDGES.empty_table()
+    df = (df.filter(pl.col("head_id") != pl.col("tail_id"))
+          .with_columns(a=pl.min_horizontal("head_id", "tail_id"),
+                        b=pl.max_horizontal("head_id", "tail_id")))
+    weights = df.group_by("a", "b").agg(pl.len().alias("weight"))
+    top_rel = (df.group_by("a", "b", "relation").agg(pl.len().alias("n"))
+               .sort(["a", "b", "n", "relation"], descending=[False, False, True, False])
+               .group_by("a", "b", maintain_order=True).first()
+               .select("a", "b", "relation"))
+    pairs = weights.join(top_rel, on=["a", "b"]).sort("a", "b")
+    a, b = pairs["a"].to_list(), pairs["b"].to_list()
+    rel, w = pairs["relation"].to_list(), pairs["weight"].to_numpy()
+    return pa.concat_tables([_edges(a, b, SEMANTIC, rel, w), _edges(b, a, SEMANTIC, rel, w)])
+
+
+def _knn_faiss(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    import faiss
+
+    n, dim = vectors.shape
+    if n <= FLAT_MAX:
+        index = faiss.IndexFlatIP(dim)
+    else:
+        # ~4·sqrt(n) lists, but no more than the training set supports (39 points each)
+        nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
+        quantizer = faiss.IndexFlatIP(dim)
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        index.train(vectors)
+        index.nprobe = NPROBE
+    index.add(vectors)
+    return index.search(vectors, k)
+
+
+def _knn_numpy(vectors: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+    """Exact kNN by blocked matrix products (the fallback without faiss)."""
+    n = vectors.shape[0]
+    k = min(k, n)
+    sims = np.empty((n, k), np.float32)
+    idx = np.empty((n, k), np.int64)
+    for s in range(0, n, block):
+        part = vectors[s:s + block] @ vectors.T
+        top = np.argpartition(-part, k - 1, axis=1)[:, :k]
+        vals = np.take_along_axis(part, top, axis=1)
+        order = np.argsort(-vals, axis=1)
+        idx[s:s + block] = np.take_along_axis(top, order, axis=1)
+        sims[s:s + block] = np.take_along_axis(vals, order, axis=1)
+    return sims, idx
+
+
+def synonymy_edges(entity_ids: list[str], vectors: np.ndarray, threshold: float = 0.8,
+                   k: int = 10, use_faiss: bool | None = None) -> pa.Table:
+    """Entity <-> entity ("similar_to") for each entity's k nearest neighbours
+    with cosine similarity >= ``threshold`` (vectors must be L2-normalized);
+    both directions, weight = the similarity, self matches skipped. faiss when
+    importable (``use_faiss=None``), else exact blocked numpy products."""
+    n = len(entity_ids)
+    if n < 2:
+        return EDGES.empty_table()
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    if vecs.shape[0] != n:
+        raise ValueError(f"{n} entity ids but {vecs.shape[0]} vectors")
+    kk = min(k + 1, n)  # +1: each vector finds itself
+    if use_faiss is None:
+        try:
+            import faiss  # noqa: F401
+            use_faiss = True
+        except ImportError:
+            use_faiss = False
+    sims, idx = _knn_faiss(vecs, kk) if use_faiss else _knn_numpy(vecs, kk)
+    rows = np.repeat(np.arange(n), idx.shape[1])
+    cols = idx.ravel()
+    vals = sims.ravel()
+    keep = (cols >= 0) & (cols != rows) & (vals >= threshold)
+    rows, cols, vals = rows[keep], cols[keep], vals[keep]
+    # one entry per unordered pair (the best similarity either side saw), then both directions
+    a, b = np.minimum(rows, cols), np.maximum(rows, cols)
+    order = np.lexsort((-vals, b, a))
+    a, b, vals = a[order], b[order], vals[order]
+    first = np.ones(len(a), bool)
+    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    a, b, vals = a[first], b[first], np.minimum(vals[first], 1.0)
+    ids = np.asarray(entity_ids, dtype=object)
+    src = ids[np.concatenate([a, b])].tolist()
+    dst = ids[np.concatenate([b, a])].tolist()
+    return _edges(src, dst, SYNONYMY, "similar_to", np.concatenate([vals, vals]))
+
+
+def redirect_edges(edges: pa.Table, mapping: Mapping[str, str]) -> pa.Table:
+    """Rewrite src/dst through ``mapping`` (ids not in it stay), then drop the
+    self-loops this creates and duplicate (src, dst, type, relation) edges,
+    keeping the first."""
+    if edges.num_rows == 0 or not mapping:
+        return edges
+    df = pl.from_arrow(edges)
+    if not isinstance(df, pl.DataFrame):  # pragma: no cover - a table always gives a frame
+        df = df.to_frame()
+    m = dict(mapping)
+    df = df.with_columns(pl.col("src").replace(m), pl.col("dst").replace(m))
+    df = (df.filter(pl.col("src") != pl.col("dst"))
+          .unique(subset=["src", "dst", "type", "relation"], keep="first", maintain_order=True))
+    return df.to_arrow().select(EDGES.names).cast(EDGES)
+
+
+def synonymy_benchmark(n: int, dim: int = 384, k: int = 10, seed: int = 0) -> dict:
+    """Time :func:`synonymy_edges` on ``n`` random unit vectors (benchmark only)."""
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal((n, dim), dtype=np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    ids = [f"e{i}" for i in range(n)]
+    t0 = time.perf_counter()
+    edges = synonymy_edges(ids, v, k=k)
+    return {"n": n, "seconds": time.perf_counter() - t0, "edges": edges.num_rows,
+            "index": "flat" if n <= FLAT_MAX else "ivf"}

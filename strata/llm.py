@@ -1,0 +1,581 @@
+"""The LLM every enrichment stage (and `ask`) shares: three backends, one cache.
+
+Backends:
+- ``openai``: the ``openai`` SDK against any OpenAI-compatible base URL
+  (OpenAI, vLLM, Ollama, ...). Key read from the environment variable named by
+  ``api_key_env``; never logged or written anywhere.
+- ``callable``: a user-injected ``fn(prompt: str) -> str`` (and optionally
+  ``vision_fn(prompt: str, image: bytes) -> str``).
+- ``offline`` (default): no model at all. ``LLM.offline`` is True and each
+  stage uses its own deterministic stand-in (extractive summaries, heuristic
+  OpenIE, captions from alt text and context) instead of calling ``run``.
+
+Everything goes through :meth:`LLM.run`: a bounded thread pool, a content-addressed
+SQLite cache (:mod:`strata.llm_cache`; only successes are stored, each committed at
+once, so rerunning an interrupted stage only calls the backend for what is missing),
+retries with jittered exponential backoff honouring ``Retry-After``, per-item
+failure isolation, and tolerant JSON parsing (:func:`parse_json`,
+:mod:`strata.llm_json`).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import dataclasses
+import email.utils
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strata.llm_cache import ResponseCache, cache_key
+from strata.llm_json import parse_json
+
+__all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "StageStats", "parse_json",
+           "image_mime"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One call. ``key`` names the item (a node id) for failure records."""
+
+    key: str
+    messages: tuple[dict[str, Any], ...]  # OpenAI chat messages; text content only
+    template: str  # prompt template name + version, e.g. "summarize/v1": part of the cache key
+    json_mode: bool = False
+    max_tokens: int | None = None
+    image: bytes | None = None  # sent as an image content part (vision)
+
+
+@dataclass
+class LLMResult:
+    key: str
+    text: str | None  # raw model output (None on failure)
+    value: Any = None  # parse(text) when a parser was given
+    error: str | None = None
+    attempts: int = 0
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class StageStats:
+    calls: int = 0  # requests that reached the backend (not cached)
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+    failed_keys: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- config
+
+BACKENDS = ("offline", "openai", "callable")
+JSON_MODES = ("auto", "on", "off")
+
+
+@dataclass
+class LLMConfig:
+    backend: str = "offline"  # offline | openai | callable
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"  # the *name* of the variable; the key is never stored
+    temperature: float = 0.0
+    max_tokens: int = 512
+    concurrency: int = 4  # bounded worker pool
+    timeout_s: float = 60.0  # per request (openai backend)
+    max_retries: int = 5  # our retries of transient failures (the SDK's own are off)
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    # auto | on | off: send response_format={"type": "json_object"} for json_mode requests;
+    # auto drops it for good once the server rejects it with a 400 naming response_format
+    json_mode: str = "auto"
+    parse_retries: int = 2  # extra calls when the output does not parse
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown LLM backend {self.backend!r} (expected one of {BACKENDS})")
+        if self.json_mode not in JSON_MODES:
+            raise ValueError(f"unknown json_mode {self.json_mode!r} (expected one of {JSON_MODES})")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+
+
+# --------------------------------------------------------------------------- helpers
+
+class _Transient(Exception):
+    """Worth retrying (429, 5xx, 408/409, timeouts, connection errors, callable errors)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class _Permanent(Exception):
+    """Not worth retrying (other 4xx, misconfiguration)."""
+
+
+class _FormatRejected(Exception):
+    """The server refused ``response_format``; retry at once without it."""
+
+
+def image_mime(data: bytes) -> str:
+    """MIME type of an image from its magic bytes (PNG when unknown)."""
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if len(data) >= 12 and data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return "image/png"
+
+
+def _content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, (list, tuple)):
+        return "\n".join(p.get("text", "") for p in content
+                         if isinstance(p, dict) and p.get("type", "text") == "text")
+    return str(content)
+
+
+def _prompt_text(messages: Sequence[dict[str, Any]]) -> str:
+    """Text contents joined with blank lines, system messages first."""
+    ordered = sorted(messages, key=lambda m: 0 if m.get("role") == "system" else 1)
+    return "\n\n".join(t for t in (_content_text(m.get("content")) for m in ordered) if t)
+
+
+def _est_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
+    if headers is None:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000.0)
+    except (TypeError, ValueError):
+        pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    raw = str(raw).strip()
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
+
+
+# --------------------------------------------------------------------------- the LLM
+
+class LLM:
+    """One configured model shared by the enrichment stages (see the module docstring)."""
+
+    def __init__(self, config: LLMConfig, cache_path: str | Path | None = None,
+                 fn: Callable[[str], str] | None = None,
+                 vision_fn: Callable[[str, bytes], str] | None = None):
+        self.config = config
+        if config.backend == "callable" and fn is None and vision_fn is None:
+            raise ValueError("callable backend needs fn (and/or vision_fn)")
+        self._fn = fn
+        self._vision_fn = vision_fn
+        self._cache = ResponseCache(cache_path)
+        self.cache_path = Path(cache_path) if cache_path is not None else None
+        self._stats: dict[str, StageStats] = {}
+        self._stats_lock = threading.Lock()
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._send_response_format = config.json_mode != "off"  # auto may turn it off
+        self._closed = threading.Event()
+
+    # ---- identity
+
+    @property
+    def offline(self) -> bool:
+        return self.config.backend == "offline"
+
+    @property
+    def name(self) -> str:
+        b = self.config.backend
+        if b == "openai":
+            return f"openai:{self.config.model}"
+        if b == "callable":
+            f = self._fn or self._vision_fn
+            return f"callable:{getattr(f, '__qualname__', type(f).__name__)}"
+        return "offline"
+
+    def __repr__(self) -> str:  # never shows the key: only the variable's name is known here
+        return f"LLM({self.name!r}, base_url={self.config.base_url!r})"
+
+    def __enter__(self) -> LLM:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- secrets
+
+    def _redact_key(self, text: str) -> str:
+        key = os.environ.get(self.config.api_key_env)
+        if text and key and len(key) >= 4 and key in text:
+            text = text.replace(key, "***")
+        return text
+
+    def _redact(self, text: str) -> str:
+        """For error and log text: the key's value and any bearer token become ``***``."""
+        if not text:
+            return text
+        return _BEARER.sub(r"\1***", self._redact_key(text))
+
+    # ---- stats
+
+    def _bump(self, stage: str, **deltas: float) -> None:
+        with self._stats_lock:
+            st = self._stats.setdefault(stage, StageStats())
+            for k, v in deltas.items():
+                setattr(st, k, getattr(st, k) + v)
+
+    def _fail_key(self, stage: str, key: str) -> None:
+        with self._stats_lock:
+            st = self._stats.setdefault(stage, StageStats())
+            st.failures += 1
+            st.failed_keys.append(key)
+
+    def stats(self, stage: str) -> StageStats:
+        """A snapshot of the cumulative counters of ``stage`` for this object."""
+        with self._stats_lock:
+            st = self._stats.get(stage) or StageStats()
+            return dataclasses.replace(st, failed_keys=list(st.failed_keys))
+
+    def all_stats(self) -> dict[str, StageStats]:
+        with self._stats_lock:
+            names = list(self._stats)
+        return {s: self.stats(s) for s in names}
+
+    # ---- keys
+
+    def _max_tokens(self, req: LLMRequest) -> int:
+        return req.max_tokens if req.max_tokens is not None else self.config.max_tokens
+
+    def _key(self, req: LLMRequest) -> str:
+        return cache_key(backend=self.name, model=self.config.model,
+                         messages=[dict(m) for m in req.messages], image=req.image,
+                         temperature=self.config.temperature, max_tokens=self._max_tokens(req),
+                         json_mode=req.json_mode, template=req.template)
+
+    # ---- public API
+
+    def estimate(self, requests: Sequence[LLMRequest], stage: str | None = None) -> dict:
+        """Dry run: how many requests the cache answers and roughly what the rest cost."""
+        reqs = list(requests)
+        keys = [self._key(r) for r in reqs]
+        hits = self._cache.contains(list(set(keys)))
+        uncached = [(r, k) for r, k in zip(reqs, keys) if k not in hits]
+        return {
+            "stage": stage,
+            "requests": len(reqs),
+            "cached": len(reqs) - len(uncached),
+            "calls_needed": len(uncached),
+            "unique_calls_needed": len({k for _, k in uncached}),
+            "est_prompt_tokens": sum(_est_tokens(_prompt_text(r.messages)) for r, _ in uncached),
+        }
+
+    def run(self, requests: Sequence[LLMRequest], *, stage: str,
+            parse: Callable[[str], Any] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> list[LLMResult]:
+        """Answer ``requests`` (results in the same order). Item failures never raise."""
+        if self.offline:
+            raise RuntimeError("offline backend: the stage must use its offline stand-in")
+        if self._closed.is_set():
+            raise RuntimeError("LLM is closed")
+        t0 = time.monotonic()
+        reqs = list(requests)
+        total = len(reqs)
+        results: list[LLMResult | None] = [None] * total
+        done = 0
+        self._bump(stage)  # the stage exists in stats even when everything is cached
+
+        pending: dict[str, list[int]] = {}  # cache key -> request indices (first one is called)
+        for i, req in enumerate(reqs):
+            k = self._key(req)
+            if k in pending:
+                pending[k].append(i)
+                continue
+            hit = self._cache.get(k)
+            if hit is not None:
+                try:
+                    value = parse(hit.text) if parse is not None else None
+                except Exception:  # noqa: BLE001 - the parser changed: treat as a miss
+                    hit = None
+                if hit is not None:
+                    results[i] = LLMResult(key=req.key, text=hit.text, value=value, attempts=0,
+                                           cached=True, prompt_tokens=hit.prompt_tokens,
+                                           completion_tokens=hit.completion_tokens)
+                    self._bump(stage, cache_hits=1)
+                    done += 1
+                    continue
+            pending[k] = [i]
+        if progress is not None and done:
+            progress(done, total)
+
+        try:
+            if pending:
+                workers = max(1, min(self.config.concurrency, len(pending)))
+                ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"llm-{stage}")
+                try:
+                    futs = {ex.submit(self._process, reqs[idx[0]], k, stage, parse): k
+                            for k, idx in pending.items()}
+                    for fut in as_completed(futs):
+                        idx = pending[futs[fut]]
+                        res = fut.result()  # _process never raises for item failures
+                        for n, i in enumerate(idx):
+                            if n == 0:
+                                r = res
+                            elif res.ok:  # a duplicate: answered by the first one's call
+                                r = dataclasses.replace(res, key=reqs[i].key, attempts=0,
+                                                        cached=True)
+                                self._bump(stage, cache_hits=1)
+                            else:
+                                r = dataclasses.replace(res, key=reqs[i].key)
+                            if not r.ok:
+                                self._fail_key(stage, r.key)
+                            results[i] = r
+                        done += len(idx)
+                        if progress is not None:
+                            progress(done, total)
+                except BaseException:
+                    # interrupted: drop what has not started; finished items are cached already
+                    ex.shutdown(wait=False, cancel_futures=True)
+                    raise
+                ex.shutdown(wait=True)
+        finally:
+            self._bump(stage, seconds=time.monotonic() - t0)
+        return results  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self._closed.set()
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001
+                pass
+        self._cache.close()
+
+    # ---- one item
+
+    def _backoff(self, retry: int, retry_after: float | None) -> float:
+        cfg = self.config
+        delay = random.uniform(0.0, min(cfg.backoff_max_s, cfg.backoff_base_s * (2 ** retry)))
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, cfg.backoff_max_s)
+
+    def _process(self, req: LLMRequest, key: str, stage: str,
+                 parse: Callable[[str], Any] | None) -> LLMResult:
+        cfg = self.config
+        attempts = transient = parse_failures = 0
+        spent_prompt = spent_completion = 0
+
+        def fail(msg: str) -> LLMResult:
+            msg = self._redact(msg)
+            log.warning("LLM %s: %s failed after %d attempt(s): %s", stage, req.key, attempts, msg)
+            return LLMResult(key=req.key, text=None, error=msg, attempts=attempts,
+                             prompt_tokens=spent_prompt, completion_tokens=spent_completion)
+
+        try:
+            while True:
+                if self._closed.is_set():
+                    return fail("LLM closed before the request finished")
+                attempts += 1
+                if attempts == 1:
+                    self._bump(stage, calls=1)
+                try:
+                    text, pt, ct = self._call(req)
+                except _FormatRejected as e:
+                    log.warning("LLM %s: server rejects response_format; not sending it again (%s)",
+                                stage, self._redact(str(e)))
+                    self._bump(stage, retries=1)
+                    continue
+                except _Transient as e:
+                    if transient >= cfg.max_retries:
+                        return fail(str(e))
+                    delay = self._backoff(transient, e.retry_after)
+                    transient += 1
+                    self._bump(stage, retries=1)
+                    log.info("LLM %s: %s: %s; retry %d/%d in %.2fs", stage, req.key,
+                             self._redact(str(e)), transient, cfg.max_retries, delay)
+                    if self._closed.wait(delay):
+                        return fail(f"{e} (LLM closed while waiting to retry)")
+                    continue
+                except _Permanent as e:
+                    return fail(str(e))
+                text = self._redact_key(text)  # a model echoing the key must not cache it
+                spent_prompt += pt
+                spent_completion += ct
+                self._bump(stage, prompt_tokens=pt, completion_tokens=ct)
+                value = None
+                if parse is not None:
+                    try:
+                        value = parse(text)
+                    except Exception as e:  # noqa: BLE001 - any parser failure
+                        if parse_failures >= cfg.parse_retries:
+                            return fail(f"parse error: {e}")
+                        parse_failures += 1
+                        self._bump(stage, retries=1)
+                        log.info("LLM %s: %s: unparsable output (%s); asking again", stage,
+                                 req.key, self._redact(str(e)))
+                        continue
+                try:
+                    self._cache.put(key, text, pt, ct, backend=self.name, template=req.template,
+                                    stage=stage)
+                except Exception as e:  # noqa: BLE001 - the answer is still good
+                    log.warning("LLM %s: could not cache %s: %s", stage, req.key, e)
+                return LLMResult(key=req.key, text=text, value=value, attempts=attempts,
+                                 prompt_tokens=pt, completion_tokens=ct)
+        except Exception as e:  # noqa: BLE001 - isolation: a bug for one item fails that item
+            return fail(f"{type(e).__name__}: {e}")
+
+    def _call(self, req: LLMRequest) -> tuple[str, int, int]:
+        if self.config.backend == "openai":
+            return self._call_openai(req)
+        if self.config.backend == "callable":
+            return self._call_callable(req)
+        raise RuntimeError("offline backend: the stage must use its offline stand-in")
+
+    # ---- callable backend
+
+    def _call_callable(self, req: LLMRequest) -> tuple[str, int, int]:
+        prompt = _prompt_text(req.messages)
+        if req.image is not None:
+            if self._vision_fn is None:
+                raise _Permanent("no vision_fn configured")
+            target: Callable[[], Any] = lambda: self._vision_fn(prompt, req.image)  # noqa: E731
+        else:
+            if self._fn is None:
+                raise _Permanent("no fn configured (only vision_fn)")
+            target = lambda: self._fn(prompt)  # noqa: E731
+        try:
+            out = target()
+        except Exception as e:  # noqa: BLE001 - user code: retried like a transient error
+            raise _Transient(self._redact(f"{type(e).__name__}: {e}")) from None
+        if not isinstance(out, str):
+            raise _Permanent(f"callable returned {type(out).__name__}, expected str")
+        return out, _est_tokens(prompt), _est_tokens(out)
+
+    # ---- openai backend
+
+    def _get_client(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                import openai  # lazy: only the openai backend needs it
+
+                self._client = openai.OpenAI(
+                    base_url=self.config.base_url,
+                    api_key=os.environ.get(self.config.api_key_env) or "not-needed",
+                    timeout=self.config.timeout_s,
+                    max_retries=0,
+                )
+            return self._client
+
+    @staticmethod
+    def _openai_messages(req: LLMRequest) -> list[dict[str, Any]]:
+        messages = [copy.deepcopy(dict(m)) for m in req.messages]
+        if req.image is None:
+            return messages
+        url = f"data:{image_mime(req.image)};base64,{base64.b64encode(req.image).decode('ascii')}"
+        part = {"type": "image_url", "image_url": {"url": url}}
+        for m in reversed(messages):
+            if m.get("role") == "user":
+                c = m.get("content")
+                if isinstance(c, list):
+                    m["content"] = [*c, part]
+                else:
+                    m["content"] = ([{"type": "text", "text": c}] if c else []) + [part]
+                break
+        else:
+            messages.append({"role": "user", "content": [part]})
+        return messages
+
+    def _call_openai(self, req: LLMRequest) -> tuple[str, int, int]:
+        import openai
+
+        cfg = self.config
+        client = self._get_client()
+        kwargs: dict[str, Any] = {
+            "model": cfg.model,
+            "messages": self._openai_messages(req),
+            "temperature": cfg.temperature,
+            "max_tokens": self._max_tokens(req),
+        }
+        send_format = req.json_mode and (cfg.json_mode == "on" or (
+            cfg.json_mode == "auto" and self._send_response_format))
+        if send_format:
+            kwargs["response_format"] = {"type": "json_object"}
+        try:
+            resp = client.chat.completions.create(**kwargs)
+        except openai.APIStatusError as e:
+            status = e.status_code
+            text = str(e.message)
+            msg = self._redact(text if str(status) in text else f"HTTP {status}: {text}")
+            if (status == 400 and send_format and cfg.json_mode == "auto"
+                    and "response_format" in f"{e.message} {e.body}"):
+                self._send_response_format = False
+                raise _FormatRejected(msg) from None
+            if status in (408, 409, 429) or status >= 500:
+                raise _Transient(msg, retry_after=_retry_after(e.response.headers)) from None
+            raise _Permanent(msg) from None
+        except openai.APITimeoutError:
+            raise _Transient(f"timeout: no answer within {cfg.timeout_s:g}s") from None
+        except openai.APIConnectionError as e:
+            cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if e.__cause__ else ""
+            raise _Transient(self._redact(f"connection error: {e}{cause}")) from None
+        except openai.APIError as e:
+            raise _Permanent(self._redact(f"{type(e).__name__}: {e}")) from None
+        choice = resp.choices[0] if resp.choices else None
+        text = choice.message.content if choice is not None and choice.message else None
+        if text is None:
+            raise _Transient("empty response (no message content)")
+        usage = getattr(resp, "usage", None)
+        pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
+        ct = getattr(usage, "completion_tokens", None) if usage is not None else None
+        if pt is None:
+            pt = _est_tokens(_prompt_text(req.messages))
+        if ct is None:
+            ct = _est_tokens(text)
+        return text, int(pt), int(ct)

@@ -1,0 +1,149 @@
+"""Enrichment stages in real Dagster runs: offline defaults, the OpenAI backend
+over real HTTP with injected faults, the cache, and resume after a crash."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from retrieval import Index
+from tests.conftest import write_corpora
+from tests.fake_openai import FakeOpenAI, prompt_of
+
+LLM_ASSETS = ("summaries", "captions", "facts")
+
+
+def _meta(result, asset: str) -> dict:
+    (mat,) = result.asset_materializations_for_node(asset)
+    return {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
+
+
+@pytest.fixture
+def corpus(builder, sample_copy, tmp_path):
+    write_corpora(builder.config_path,
+                  {"sample": {"root": str(sample_copy), "out": str(tmp_path / "index")}})
+    return tmp_path / "index"
+
+
+def test_offline_enrichment_builds_the_semantic_layer(builder, corpus):
+    result = builder.build("sample")
+    for asset in LLM_ASSETS:
+        meta = _meta(result, asset)
+        assert meta["llm_backend"] == "offline stand-in" and meta["llm_calls"] == 0
+    assert _meta(result, "image_groups")["duplicate_groups"] >= 1
+    idx = Index.open(corpus)
+    stats = idx.stats()
+    assert stats["entities"] > 20 and stats["facts"] > 10
+    assert {"passage", "semantic", "synonymy"} <= set(stats["edges_by_type"])
+    # the near-duplicate chart: one representative, the other redirected away
+    images = idx.table("images")
+    charts = images.filter(pl.col("path").str.contains("tide-chart"))
+    assert charts["group_id"].n_unique() == 1
+    rep = charts.filter(pl.col("is_representative"))["path"].unique().to_list()
+    assert rep == ["docs/images/tide-chart-large.png"]
+    dup_ids = set(charts.filter(~pl.col("is_representative"))["node_id"])
+    assert not dup_ids & set(idx.edges().filter(pl.col("type") != "structural")["dst"])
+    # the broken image path is recorded, not fatal
+    failures = idx.table("failures")
+    assert failures.filter(pl.col("stage") == "caption")["error"].str.contains(
+        "missing-diagram.png").any()
+    summaries = idx.table("summaries")
+    assert set(summaries["source"]) == {"offline"}
+    assert summaries.filter(pl.col("kind") == "file").height == stats["files"]
+
+
+def test_openai_backend_faults_are_isolated_and_the_cache_makes_reruns_free(builder, corpus):
+    from resources import LLMResource
+
+    with FakeOpenAI() as server:
+        server.reply = lambda body: _reply(prompt_of(body))
+        server.add_fault("429", 1)
+        server.add_fault("500")
+        # one OpenIE prompt answers garbage every time: it must fail alone
+        server.add_fault("malformed", match="Aligning barometer timestamps", times=None)
+        llm = LLMResource(backend="openai", base_url=server.base_url, model="fake-model",
+                          concurrency=4, max_retries=3, timeout_s=10)
+        first = builder.build("sample", llm=llm)
+        calls_first = len(server.chat_requests())
+        meta = {a: _meta(first, a) for a in LLM_ASSETS}
+        assert meta["summaries"]["llm_calls"] > 50 and meta["summaries"]["failures"] == 0
+        assert sum(m["llm_retries"] for m in meta.values()) >= 2  # the 429 and the 500
+        assert meta["facts"]["failures"] == 1
+        failures = Index.open(corpus).table("failures")
+        assert failures.filter(pl.col("stage") == "openie").height == 1
+
+        server.faults.clear()
+        second = builder.build("sample", llm=llm)
+        # only the item that failed is asked again
+        assert _meta(second, "facts")["llm_calls"] == 1
+        assert _meta(second, "summaries")["llm_calls"] == 0
+        assert len(server.chat_requests()) == calls_first + 1
+        third = builder.build("sample", llm=llm)
+        assert sum(_meta(third, a)["llm_calls"] for a in LLM_ASSETS) == 0
+        assert Index.open(corpus).table("failures").filter(pl.col("stage") == "openie").height == 0
+    # image content parts reached the endpoint for captions
+    assert any("image_url" in str(r.body) for r in server.chat_requests())
+
+
+def _reply(prompt: str) -> str:
+    if "triples" in prompt:
+        import re
+
+        words = re.findall(r"\b[A-Z][a-z]{3,}\b", prompt.split("```")[-2] if "```" in prompt else prompt)
+        pair = words[:2] if len(words) >= 2 else ["Tidewater", "Tidewater"]
+        return ('{"entities": [{"name": "%s", "description": "x"}, {"name": "%s", "description": "y"}],'
+                ' "triples": [["%s", "is near", "%s"]]}' % (pair[0], pair[1], pair[0], pair[1]))
+    return "A short factual summary of the material."
+
+
+def test_a_crash_mid_stage_resumes_without_repeating_finished_items(builder, corpus, tmp_path):
+    from resources import LLMResource
+    from tests import llm_callables
+    from tests.conftest import SAMPLE
+
+    llm = LLMResource(backend="callable", callable_path="tests.llm_callables:answer",
+                      max_retries=0, concurrency=1)
+    llm_callables.STATE.update(calls=0, answered=0, fail_after=40)
+    try:
+        crashed = builder.build("sample", llm=llm, raise_on_error=False)
+        assert not crashed.success
+    except llm_callables.Interrupted:
+        pass
+    answered = llm_callables.STATE["answered"]
+    assert answered == 40  # 40 answered (and cached) before the crash
+    llm_callables.STATE.update(calls=0, fail_after=None)
+    assert builder.build("sample", llm=llm).success
+    resumed = llm_callables.STATE["calls"]
+    # The same corpus from scratch (fresh index folder, empty cache) needs:
+    write_corpora(builder.config_path, {"fresh": {"root": str(SAMPLE), "out": str(tmp_path / "f")}})
+    llm_callables.STATE.update(calls=0)
+    assert builder.build("fresh", llm=llm).success
+    full = llm_callables.STATE["calls"]
+    assert full > 100
+    assert resumed == full - 40
+
+
+def test_dry_run_counts_calls_without_spending(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, SAMPLE
+
+    with FakeOpenAI() as server:
+        env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"),
+               "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "OPENAI_API_KEY": "sk-dry-run"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "pipelines.cli", "index", str(SAMPLE), "--corpus", "dry",
+             "--out", str(tmp_path / "idx"), "--dry-run", "--llm-backend", "openai",
+             "--llm-base-url", server.base_url, "--llm-model", "fake"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert server.chat_requests() == []  # nothing was spent
+    out = proc.stdout
+    assert "dry run for corpus 'dry'" in out and "summarize:" in out and "openie:" in out
+    import re
+
+    needed = int(re.search(r"summarize: (\d+) of (\d+)", out).group(1))
+    assert needed > 50
+    assert not (tmp_path / "idx" / "CURRENT").exists()  # nothing was published

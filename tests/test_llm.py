@@ -1,0 +1,415 @@
+"""strata.llm against a real HTTP server (tests/fake_openai.py) through the real
+openai SDK: ordering, caching and resume, retries, timeouts, JSON repair,
+response_format fallback, images, the callable backend and key redaction."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from strata.llm import LLM, LLMConfig, LLMRequest, image_mime, parse_json
+from tests.fake_openai import FakeOpenAI
+
+KEY = "sk-test-SECRET-123"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 32
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI() as s:
+        yield s
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("STRATA_TEST_KEY", KEY)
+
+
+def cfg(server, **kw) -> LLMConfig:
+    base = dict(backend="openai", model="fake-model", base_url=server.base_url,
+                api_key_env="STRATA_TEST_KEY", concurrency=4, timeout_s=5.0, max_retries=3,
+                backoff_base_s=0.01, backoff_max_s=0.05)
+    base.update(kw)
+    return LLMConfig(**base)
+
+
+def req(i, *, json_mode=True, image=None, template="summarize/v1") -> LLMRequest:
+    return LLMRequest(
+        key=f"node-{i}",
+        messages=({"role": "system", "content": "Reply with JSON."},
+                  {"role": "user", "content": f"Summarize item {i:03d}."}),
+        template=template, json_mode=json_mode, image=image)
+
+
+def test_happy_path_order_usage_cache_and_persistence(server, tmp_path):
+    cache = tmp_path / "cache" / "llm.sqlite"
+    reqs = [req(i) for i in range(12)]
+    seen = []
+    with LLM(cfg(server), cache_path=cache) as llm:
+        res = llm.run(reqs, stage="summarize", parse=parse_json,
+                      progress=lambda d, t: seen.append((d, t)))
+        assert [r.key for r in res] == [r.key for r in reqs]
+        assert all(r.ok and not r.cached and r.attempts == 1 for r in res)
+        for i, r in enumerate(res):
+            assert r.value["echo"].endswith(f"Summarize item {i:03d}.")
+        st = llm.stats("summarize")
+        assert st.calls == 12 and st.cache_hits == 0 and st.failures == 0
+        assert st.prompt_tokens == sum(r.prompt_tokens for r in res) > 0
+        assert st.completion_tokens > 0
+        assert seen[-1] == (12, 12)
+        n = len(server.chat_requests())
+        assert n == 12
+        # response_format was sent for json requests
+        assert all(r.body.get("response_format") == {"type": "json_object"}
+                   for r in server.chat_requests())
+
+        again = llm.run(reqs, stage="summarize", parse=parse_json)
+        assert all(r.ok and r.cached and r.attempts == 0 for r in again)
+        assert [r.value for r in again] == [r.value for r in res]
+        assert len(server.chat_requests()) == n
+        st = llm.stats("summarize")
+        assert st.calls == 12 and st.cache_hits == 12
+        assert llm.estimate(reqs, "summarize")["calls_needed"] == 0
+
+    with LLM(cfg(server), cache_path=cache) as llm2:
+        est = llm2.estimate(reqs + [req(99)], "summarize")
+        assert est["requests"] == 13 and est["cached"] == 12 and est["calls_needed"] == 1
+        assert est["est_prompt_tokens"] > 0
+        res2 = llm2.run(reqs, stage="summarize", parse=parse_json)
+        assert all(r.cached for r in res2)
+        assert len(server.chat_requests()) == n
+        assert llm2.stats("summarize").cache_hits == 12
+
+
+def test_duplicates_call_once_and_key_covers_template(server):
+    with LLM(cfg(server)) as llm:
+        res = llm.run([req(1), req(1), req(2), req(1, template="summarize/v2")], stage="s")
+        assert all(r.ok for r in res)
+        assert len(server.chat_requests()) == 3
+        assert res[0].text == res[1].text and res[1].cached
+        assert llm.stats("s").calls == 3
+
+
+def test_429_retry_after_is_honoured(server):
+    server.add_fault("429", 2)
+    with LLM(cfg(server, backoff_max_s=5.0)) as llm:
+        (r,) = llm.run([req(1)], stage="s", parse=parse_json)
+    assert r.ok and r.attempts == 2
+    first, second = server.chat_requests()
+    assert first.fault == "429"
+    assert second.time - first.time >= 1.9
+    assert llm.stats("s").retries >= 1
+
+
+def test_retry_after_capped_by_backoff_max(server):
+    server.add_fault("429", 30)
+    with LLM(cfg(server, backoff_max_s=0.2)) as llm:
+        (r,) = llm.run([req(1)], stage="s")
+    first, second = server.chat_requests()
+    assert r.ok and second.time - first.time < 2
+
+
+def test_500_twice_then_ok(server):
+    server.add_fault("500", times=2)
+    with LLM(cfg(server)) as llm:
+        (r,) = llm.run([req(1)], stage="s", parse=parse_json)
+        assert r.ok and r.attempts == 3
+        assert llm.stats("s").retries == 2 and llm.stats("s").calls == 1
+
+
+def test_dropped_connection_is_retried(server):
+    server.add_fault("drop")
+    with LLM(cfg(server)) as llm:
+        (r,) = llm.run([req(1)], stage="s")
+    assert r.ok and r.attempts == 2
+
+
+def test_timeout_retried_and_isolated(server):
+    server.add_fault("slow", 2, match="item 001")  # once: the retry succeeds
+    server.add_fault("slow", 2, match="item 002", times=None)  # always
+    with LLM(cfg(server, timeout_s=0.5, max_retries=2)) as llm:
+        res = llm.run([req(i) for i in range(5)], stage="s", parse=parse_json)
+        st = llm.stats("s")
+    assert res[1].ok and res[1].attempts == 2
+    bad = res[2]
+    assert not bad.ok and bad.attempts == 3 and "timeout" in bad.error.lower()
+    assert bad.text is None
+    assert all(res[i].ok for i in (0, 1, 3, 4))
+    assert st.failures == 1 and st.failed_keys == ["node-2"]
+    assert st.retries >= 3
+
+
+def test_truncated_json_is_repaired(server):
+    server.add_fault("truncated")
+    with LLM(cfg(server)) as llm:
+        (r,) = llm.run([req(1)], stage="s", parse=parse_json)
+    assert r.ok and r.value == {"summary": "abc"} and r.attempts == 1
+
+
+def test_malformed_retried_then_failed_and_not_cached(server, tmp_path):
+    cache = tmp_path / "llm.sqlite"
+    server.add_fault("malformed", match="item 003", times=None)
+    reqs = [req(i) for i in range(5)]
+    with LLM(cfg(server), cache_path=cache) as llm:
+        res = llm.run(reqs, stage="s", parse=parse_json)
+        bad = res[3]
+        assert not bad.ok and bad.attempts == 3 and "parse error" in bad.error
+        assert llm.stats("s").failed_keys == ["node-3"]
+        assert sum(r.ok for r in res) == 4
+    assert len(server.chat_requests()) == 4 + 3
+    server.faults.clear()
+    before = len(server.chat_requests())
+    with LLM(cfg(server), cache_path=cache) as llm:
+        res = llm.run(reqs, stage="s", parse=parse_json)
+        assert all(r.ok for r in res)
+        assert [r.cached for r in res] == [True, True, True, False, True]
+        assert llm.stats("s").calls == 1
+    new = server.chat_requests()[before:]
+    assert len(new) == 1 and "item 003" in new[0].prompt
+
+
+def test_interrupted_run_resumes_with_only_missing_calls(server, tmp_path):
+    cache = tmp_path / "llm.sqlite"
+    reqs = [req(i) for i in range(20)]
+    for i in range(15, 20):
+        server.add_fault("400", match=f"item {i:03d}", times=None)
+    with LLM(cfg(server), cache_path=cache) as llm:
+        res = llm.run(reqs, stage="s", parse=parse_json)
+        assert [r.ok for r in res] == [True] * 15 + [False] * 5
+        assert all(r.attempts == 1 and "400" in r.error for r in res[15:])  # not retried
+    assert len(server.chat_requests()) == 20
+    server.faults.clear()
+    with LLM(cfg(server), cache_path=cache) as llm:
+        res = llm.run(reqs, stage="s", parse=parse_json)
+        assert all(r.ok for r in res)
+        assert llm.stats("s").calls == 5 and llm.stats("s").cache_hits == 15
+    assert len(server.chat_requests()) == 25
+
+
+def test_response_format_rejected_in_auto_mode(server):
+    server.reject_response_format = True
+    with LLM(cfg(server, concurrency=1)) as llm:
+        res = llm.run([req(i) for i in range(3)], stage="s", parse=parse_json)
+    assert all(r.ok for r in res)
+    assert res[0].attempts == 2 and res[1].attempts == 1
+    sent = [("response_format" in r.body) for r in server.chat_requests()]
+    assert sent == [True, False, False, False]
+
+
+def test_response_format_fault_once_and_off_mode(server):
+    server.add_fault("400_response_format")
+    with LLM(cfg(server, concurrency=1)) as llm:
+        (r,) = llm.run([req(1)], stage="s")
+    assert r.ok
+    server.requests.clear()
+    with LLM(cfg(server, json_mode="off")) as llm:
+        llm.run([req(2)], stage="s")
+    with LLM(cfg(server, json_mode="on")) as llm:
+        llm.run([req(3, json_mode=False)], stage="s")
+    assert not any("response_format" in r.body for r in server.chat_requests())
+
+
+def test_image_request_sends_data_url(server):
+    with LLM(cfg(server)) as llm:
+        res = llm.run([req(1, image=PNG, json_mode=False), req(2, image=JPEG, json_mode=False)],
+                      stage="caption")
+    assert all(r.ok for r in res)
+    by_prompt = {r.prompt: r.body for r in server.chat_requests()}
+    for i, (img, mime) in enumerate([(PNG, "image/png"), (JPEG, "image/jpeg")], start=1):
+        body = next(b for p, b in by_prompt.items() if f"item {i:03d}" in p)
+        parts = body["messages"][-1]["content"]
+        assert parts[0] == {"type": "text", "text": f"Summarize item {i:03d}."}
+        url = parts[1]["image_url"]["url"]
+        assert parts[1]["type"] == "image_url"
+        assert url == f"data:{mime};base64," + base64.b64encode(img).decode()
+
+
+def test_image_mime_detection():
+    assert image_mime(PNG) == "image/png"
+    assert image_mime(JPEG) == "image/jpeg"
+    assert image_mime(b"GIF89a....") == "image/gif"
+    assert image_mime(b"RIFF\x00\x00\x00\x00WEBPVP8 ") == "image/webp"
+
+
+def test_callable_backend():
+    prompts, vision = [], []
+
+    def fn(prompt):
+        prompts.append(prompt)
+        return json.dumps({"n": len(prompt)})
+
+    def see(prompt, image):
+        vision.append((prompt, image))
+        return "a caption"
+
+    with LLM(LLMConfig(backend="callable"), fn=fn, vision_fn=see) as llm:
+        assert llm.name.startswith("callable:") and "fn" in llm.name
+        res = llm.run([req(1), req(2, image=PNG, json_mode=False)], stage="s")
+    assert all(r.ok for r in res)
+    assert "Reply with JSON.\n\nSummarize item 001." in prompts
+    assert vision == [("Reply with JSON.\n\nSummarize item 002.", PNG)]
+    assert res[1].text == "a caption"
+
+
+def test_callable_system_first_and_missing_vision_fn():
+    got = []
+    msgs = ({"role": "user", "content": "question"}, {"role": "system", "content": "rules"})
+    with LLM(LLMConfig(backend="callable"), fn=lambda p: got.append(p) or "ok") as llm:
+        res = llm.run([LLMRequest("a", msgs, "t/v1"), req(2, image=PNG)], stage="s")
+    assert got == ["rules\n\nquestion"]
+    assert res[0].ok and not res[1].ok and res[1].error == "no vision_fn configured"
+
+
+def test_callable_retries_exceptions():
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def flaky(prompt):
+        with lock:
+            calls["n"] += 1
+            if calls["n"] <= 2:
+                raise ConnectionError("backend hiccup")
+        return "fine"
+
+    c = LLMConfig(backend="callable", backoff_base_s=0.01, backoff_max_s=0.02, max_retries=3)
+    with LLM(c, fn=flaky) as llm:
+        (r,) = llm.run([req(1)], stage="s")
+        assert r.ok and r.text == "fine" and r.attempts == 3
+        assert llm.stats("s").retries == 2
+
+    def broken(prompt):
+        raise RuntimeError("always")
+
+    c = LLMConfig(backend="callable", backoff_base_s=0.001, backoff_max_s=0.002, max_retries=2)
+    with LLM(c, fn=broken) as llm:
+        (r,) = llm.run([req(1)], stage="s")
+        assert not r.ok and r.attempts == 3 and "always" in r.error
+
+
+def test_parse_value_error_retried_then_ok():
+    outputs = iter(["nope", "nope", '{"ok": 1}'])
+    c = LLMConfig(backend="callable", backoff_base_s=0.001)
+    with LLM(c, fn=lambda p: next(outputs)) as llm:
+        (r,) = llm.run([req(1)], stage="s", parse=parse_json)
+    assert r.ok and r.value == {"ok": 1} and r.attempts == 3
+
+
+def test_key_is_redacted_from_errors_and_cache(server, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    cache = tmp_path / "llm.sqlite"
+    server.add_fault("401", match="item 000", times=None)
+    with LLM(cfg(server), cache_path=cache) as llm:
+        assert KEY not in repr(llm) and KEY not in repr(llm.config)
+        res = llm.run([req(0), req(1)], stage="s", parse=parse_json)
+    bad = res[0]
+    assert not bad.ok and bad.attempts == 1  # 401 is not retried
+    assert "401" in bad.error and "***" in bad.error
+    assert KEY not in bad.error
+    # the server did receive the key, and echoed it
+    (echoed,) = [r for r in server.chat_requests() if r.fault == "401"]
+    assert KEY in echoed.headers["authorization"]
+    assert KEY not in caplog.text
+    assert res[1].ok
+    for p in tmp_path.iterdir():
+        assert KEY.encode() not in p.read_bytes(), p
+
+
+def test_offline_backend():
+    llm = LLM(LLMConfig())
+    assert llm.offline and llm.name == "offline"
+    with pytest.raises(RuntimeError, match="offline stand-in"):
+        llm.run([req(1)], stage="s")
+    assert llm.estimate([req(1)], "s")["calls_needed"] == 1
+    llm.close()
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        LLMConfig(backend="nope")
+    with pytest.raises(ValueError):
+        LLM(LLMConfig(backend="callable"))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"a": 1}', {"a": 1}),
+    ('```json\n{"a": [1, 2]}\n```', {"a": [1, 2]}),
+    ('Here you go: {"a": {"b": "}"}} hope that helps', {"a": {"b": "}"}}),
+    ('[{"s": "x", "p": "y", "o": "z"}]', [{"s": "x", "p": "y", "o": "z"}]),
+    ('{"summary": "abc', {"summary": "abc"}),
+    ('{"a": 1,}', {"a": 1}),
+    ("{}", {}),
+])
+def test_parse_json(text, expected):
+    assert parse_json(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "   ", "Sure! Here is the summary: ...", "42"])
+def test_parse_json_rejects(text):
+    with pytest.raises(ValueError):
+        parse_json(text)
+
+
+def test_fake_embeddings(server):
+    import openai
+
+    client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
+    a = client.embeddings.create(model="m", input=["alpha", "beta"])
+    b = client.embeddings.create(model="m", input=["beta"])
+    assert [d.index for d in a.data] == [0, 1] and len(a.data[0].embedding) == 8
+    assert a.data[1].embedding == pytest.approx(b.data[0].embedding)
+    assert a.usage.prompt_tokens > 0
+    client.close()
+
+
+def test_cache_file_is_sqlite_wal(server, tmp_path):
+    cache = tmp_path / "deep" / "dir" / "llm.sqlite"
+    with LLM(cfg(server), cache_path=cache) as llm:
+        llm.run([req(1)], stage="s")
+        # committed at once: visible to another connection before close
+        n = sqlite3.connect(cache).execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        assert n == 1
+        mode = sqlite3.connect(cache).execute("PRAGMA journal_mode").fetchone()[0]
+        assert mode == "wal"
+
+
+def test_bounded_concurrency(server):
+    state = {"now": 0, "max": 0}
+    lock = threading.Lock()
+
+    def reply(body):
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.15)
+        with lock:
+            state["now"] -= 1
+        return '{"ok": true}'
+
+    server.reply = reply
+    t0 = time.monotonic()
+    with LLM(cfg(server, concurrency=4)) as llm:
+        res = llm.run([req(i) for i in range(12)], stage="s", parse=parse_json)
+    elapsed = time.monotonic() - t0
+    assert all(r.ok for r in res)
+    assert state["max"] == 4
+    assert elapsed < 12 * 0.15 * 0.6  # in parallel, not one by one
+
+
+def test_retry_after_parsing():
+    from email.utils import formatdate
+
+    from strata.llm import _retry_after
+
+    assert _retry_after({"retry-after": "3"}) == 3.0
+    assert _retry_after({"retry-after-ms": "250"}) == 0.25
+    assert _retry_after({}) is None
+    assert _retry_after({"retry-after": "garbage"}) is None
+    when = _retry_after({"retry-after": formatdate(time.time() + 10, usegmt=True)})
+    assert 8 <= when <= 11
