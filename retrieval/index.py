@@ -7,10 +7,11 @@ from pathlib import Path
 
 import polars as pl
 
-from retrieval.results import Result
+from retrieval.results import Result, SearchResults
 from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
 from strata.layout import IndexLayout, read_manifest
-from strata.schema import EMBEDDED_KINDS, FORMAT_VERSION, LANCE_DIR, TABLE_FILES, vector_table_name
+from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, TABLE_FILES,
+                           VECTOR_KINDS, vector_table_name)
 from strata.stats import index_stats
 
 _NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "title",
@@ -143,25 +144,86 @@ class Index:
 
         return lancedb.connect(str(self._vdir / LANCE_DIR))
 
-    @cached_property
-    def _vector_tables(self) -> dict:
-        names = set(getattr(r := self._lance.list_tables(), "tables", r))
-        return {k: self._lance.open_table(vector_table_name(k)) for k in EMBEDDED_KINDS
-                if vector_table_name(k) in names}
-
     def _result(self, node_id: str, score: float, relation: str = "seed",
                 via: str | None = None) -> Result:
         return Result(**self.node(node_id), score=float(score), relation=relation, via=via)
 
-    def search(self, query: str, k: int = 10, kinds: list[str] | None = None) -> list[Result]:
-        """Dense kNN over every embedded kind (or ``kinds``), merged by cosine similarity."""
-        vec = self.embed_query(query)
-        hits: list[tuple[float, str]] = []
-        for kind, table in self._vector_tables.items():
-            if kinds and kind not in kinds:
+    # -- shared building blocks of the modes ------------------------------------
+    @cached_property
+    def graph(self):
+        """The graph as CSR arrays (built on first use, then kept)."""
+        from retrieval.graph import Graph
+
+        return Graph.build(self._nodes, self._edges)
+
+    @cached_property
+    def node_vectors(self):
+        """Vectors aligned with ``graph`` dense ids (zeros for nodes without one)."""
+        import numpy as np
+
+        g = self.graph
+        mat = np.zeros((len(g.ids), int(self.manifest["dim"])), dtype=np.float32)
+        for kind, table in self._all_vector_tables.items():
+            if kind == FACT:
+                continue
+            t = table.to_arrow().select(["node_id", "vector"])
+            vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
+            for nid, v in zip(t.column("node_id").to_pylist(), vecs):
+                j = g.index.get(nid)
+                if j is not None:
+                    mat[j] = v
+        return mat
+
+    @cached_property
+    def _all_vector_tables(self) -> dict:
+        names = set(getattr(r := self._lance.list_tables(), "tables", r))
+        return {k: self._lance.open_table(vector_table_name(k)) for k in VECTOR_KINDS
+                if vector_table_name(k) in names}
+
+    def dense(self, vec, k: int, kinds=None) -> list[tuple[str, float]]:
+        """(node_id, cosine similarity) of the k nearest vectors, over ``kinds``
+        (default: the hierarchy kinds; entity and fact tables are opt-in)."""
+        hits: list[tuple[str, float]] = []
+        for kind in (kinds or EMBEDDED_KINDS):
+            table = self._all_vector_tables.get(kind)
+            if table is None:
                 continue
             rows = (table.search(vec).distance_type("cosine").limit(k)
                     .select(["node_id", "_distance"]).to_list())
-            hits += [(1.0 - r["_distance"], r["node_id"]) for r in rows]
-        hits.sort(key=lambda h: -h[0])
-        return [self._result(nid, s) for s, nid in hits[:k]]
+            hits += [(r["node_id"], 1.0 - r["_distance"]) for r in rows]
+        hits.sort(key=lambda h: -h[1])
+        return hits[:k]
+
+    def keyword(self, query: str, k: int, kinds=None) -> list[tuple[str, float]]:
+        """(node_id, BM25 score) from the full-text indexes."""
+        hits: list[tuple[str, float]] = []
+        for kind in (kinds or EMBEDDED_KINDS):
+            table = self._all_vector_tables.get(kind)
+            if table is None:
+                continue
+            try:
+                rows = (table.search(query, query_type="fts").limit(k)
+                        .select(["node_id", "_score"]).to_list())
+            except Exception:  # noqa: BLE001 - a table without an FTS index, or an empty query
+                continue
+            hits += [(r["node_id"], float(r["_score"])) for r in rows]
+        hits.sort(key=lambda h: -h[1])
+        return hits[:k]
+
+    def result(self, node_id: str, score: float, relation: str = "seed",
+               via: str | None = None) -> Result:
+        return self._result(node_id, score, relation, via)
+
+    def search(self, query: str, mode: str = "flat", k: int = 10, **params) -> "SearchResults":
+        """Search in one of the modes: ``flat`` (dense kNN), ``keyword``, ``hybrid``,
+        ``hierarchical``, ``diffusion`` or ``routed``. Extra keyword arguments are
+        that mode's parameters (see :mod:`retrieval.modes`)."""
+        from retrieval.modes import run_mode
+
+        return run_mode(self, query, mode=mode, k=k, **params)
+
+    def ask(self, question: str, mode: str = "hierarchical", llm=None, k: int = 8, **params):
+        """Retrieve, assemble the context and answer (see :mod:`retrieval.answer`)."""
+        from retrieval.answer import ask
+
+        return ask(self, question, mode=mode, llm=llm, k=k, **params)

@@ -81,6 +81,14 @@ def test_openai_backend_faults_are_isolated_and_the_cache_makes_reruns_free(buil
         third = builder.build("sample", llm=llm)
         assert sum(_meta(third, a)["llm_calls"] for a in LLM_ASSETS) == 0
         assert Index.open(corpus).table("failures").filter(pl.col("stage") == "openie").height == 0
+        # Editing one document calls the LLM only for that document's items.
+        doc = corpus.parent / "sample" / "docs" / "exporting.md"
+        doc.write_text(doc.read_text() + "\n## Compression\n\nParquet files use Zstandard.\n")
+        fourth = builder.build("sample", llm=llm)
+        new_prompts = [r.prompt for r in server.chat_requests()[calls_first + 1:]]
+        assert 1 <= _meta(fourth, "summaries")["llm_calls"] <= 3  # the new section + its file
+        assert _meta(fourth, "facts")["llm_calls"] == 1
+        assert all("xporting" in p or "Compression" in p or "Zstandard" in p for p in new_prompts)
     # image content parts reached the endpoint for captions
     assert any("image_url" in str(r.body) for r in server.chat_requests())
 
@@ -147,3 +155,18 @@ def test_dry_run_counts_calls_without_spending(tmp_path):
     needed = int(re.search(r"summarize: (\d+) of (\d+)", out).group(1))
     assert needed > 50
     assert not (tmp_path / "idx" / "CURRENT").exists()  # nothing was published
+
+
+def test_openai_compatible_embeddings_end_to_end(builder, sample_copy, tmp_path):
+    """A corpus can embed through an OpenAI-compatible /embeddings endpoint; the
+    index records it and queries go to the same endpoint."""
+    with FakeOpenAI(embedding_dim=16) as server:
+        write_corpora(builder.config_path, {"remote": {
+            "root": str(sample_copy), "out": str(tmp_path / "remote"),
+            "embedding": {"backend": "openai", "model": "fake-embed", "base_url": server.base_url}}})
+        builder.build("remote")
+        idx = Index.open(tmp_path / "remote")
+        assert idx.manifest["embedding"]["backend"] == "openai" and idx.manifest["dim"] == 16
+        hits = idx.search("barometric drift", k=3)
+        assert len(hits) == 3
+        assert any(r.path == "/v1/embeddings" for r in server.requests)

@@ -41,7 +41,8 @@ def test_first_build_passes_checks_and_reports(sample_build):
     assert "NUL" in nodes_meta["skipped_files"]
     assert "scripts/legacy_import.py" in nodes_meta["parser_notes"]
     emb = _meta(result, "embeddings")
-    assert emb["embeddings_computed"] == idx.nodes().filter(pl.col("embedded")).height
+    facts = idx.facts()["fact_id"].n_unique()
+    assert emb["embeddings_computed"] == idx.nodes().filter(pl.col("embedded")).height + facts
     assert emb["embeddings_reused"] == 0
     assert set(idx.stats()["nodes_by_kind"]) == {"file", "section", "chunk", "code", "table", "image",
                                                  "entity"}
@@ -102,8 +103,8 @@ def test_ids_are_stable_across_independent_builds(builder, tmp_path):
     # Ids include the corpus name; with that fixed, everything else is equal.
     strip = lambda s: s.str.replace(r"^(\w+)-.*$", "$1")  # noqa: E731
     assert a.nodes().height == b.nodes().height
-    assert a.nodes().select("node_path", "kind", "content_hash").sort("node_path", "kind").equals(
-        b.nodes().select("node_path", "kind", "content_hash").sort("node_path", "kind"))
+    cols = ["node_path", "kind", "content_hash"]
+    assert a.nodes().select(cols).sort(cols).equals(b.nodes().select(cols).sort(cols))
     assert strip(a.nodes()["node_id"]).sort().equals(strip(b.nodes()["node_id"]).sort())
     # Rebuilding corpus "a" from scratch into a new folder reproduces its ids exactly.
     write_corpora(builder.config_path, {"a": {"root": str(SAMPLE), "out": str(tmp_path / "a2")}})

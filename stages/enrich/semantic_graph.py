@@ -52,12 +52,12 @@ def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.T
 
     Entities are the union of each unit's entities and its triples' heads and
     tails, merged by normalized name. ``title`` is the most frequent surface
-    form, ``text`` "name: description" (the first non-empty description, units
-    taken in node-id order), ``attrs`` ``{"mentions": units mentioning it,
+    form, ``text`` "name: description" (the most frequent description; ties
+    broken alphabetically, so ids and arrival order do not matter), ``attrs`` ``{"mentions": units mentioning it,
     "aliases": other surface forms}``. Facts keep one row per (triple, unit),
     so ``fact_id`` repeats when several units state the same fact."""
     forms: dict[str, Counter[str]] = defaultdict(Counter)
-    desc: dict[str, str] = {}
+    desc: dict[str, Counter[str]] = defaultdict(Counter)
     mentions: Counter[str] = Counter()
     facts: list[dict] = []
     for unit_id in sorted(per_unit):
@@ -70,8 +70,8 @@ def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.T
                 return ""
             surface = " ".join(name.split())
             forms[key][surface] += 1
-            if description and not desc.get(key):
-                desc[key] = " ".join(description.split())
+            if description:
+                desc[key][" ".join(description.split())] += 1
             if key not in seen_here:
                 seen_here.add(key)
                 mentions[key] += 1
@@ -94,9 +94,11 @@ def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.T
     rows = []
     for i, key in enumerate(sorted(forms)):
         counts = forms[key]
-        title = max(counts, key=counts.__getitem__)  # most frequent; ties: seen first
+        # Most frequent form and description; ties broken by the text itself, so
+        # the result does not depend on node ids or on the order units arrive in.
+        title = min(counts, key=lambda f: (-counts[f], f))
         aliases = sorted(f for f in counts if f != title)[:MAX_ALIASES]
-        d = desc.get(key, "")
+        d = min(desc[key], key=lambda x: (-desc[key][x], x)) if desc.get(key) else ""
         text = f"{title}: {d}" if d else title
         rows.append({
             "node_id": "entity-" + stable_hash(corpus, key), "corpus": corpus, "kind": ENTITY,

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from stages.parse.markdown import github_slug
+from stages.parse.common import pipe_table
 from stages.parse.model import Draft, ParsedFile
 
 __all__ = ["parse_docx"]
@@ -423,7 +424,7 @@ class _Builder:
             kind="table",
             subkind="docx",
             title="",
-            text=_pipe_table(header, body),
+            text=pipe_table(header, body),
             start_line=n,
             end_line=n,
             attrs={"header": header, "rows": len(body),
@@ -557,16 +558,3 @@ def _pixel_size(data: bytes) -> tuple[int, int] | None:
         return int(im.px_width), int(im.px_height)
     except Exception:  # noqa: BLE001
         return None
-
-
-def _pipe_table(header: list[str], body: list[list[str]]) -> str:
-    """A GitHub pipe table; ``|`` in cells is escaped, short rows are padded."""
-    width = max([len(header)] + [len(r) for r in body] + [1])
-
-    def row(cells: list[str]) -> str:
-        cells = [c.replace("|", "\\|") for c in cells] + [""] * (width - len(cells))
-        return "| " + " | ".join(cells) + " |"
-
-    lines = [row(header), "| " + " | ".join(["---"] * width) + " |"]
-    lines.extend(row(r) for r in body)
-    return "\n".join(lines)

@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from stages.parse.markdown import github_slug, resolve_src
+from stages.parse.common import fallback_file
 from stages.parse.model import Draft, ParsedFile, Reference
 
 __all__ = ["parse_html"]
@@ -100,26 +101,7 @@ def parse_html(text: str, path: str, *, context_lines: int = 5) -> ParsedFile:
         text = "" if text is None else str(text)
         return _Builder(text, str(path or ""), max(0, int(context_lines))).build()
     except Exception as exc:  # noqa: BLE001 - the contract is "never raise"
-        return _fallback(text, path, exc)
-
-
-def _fallback(text: Any, path: Any, exc: BaseException) -> ParsedFile:
-    try:
-        content = text if isinstance(text, str) else str(text)
-    except Exception:  # noqa: BLE001
-        content = ""
-    content = content.lstrip("\ufeff")
-    title = _stem(str(path or ""))
-    nlines = len(_normalise(content).split("\n")) if content else 1
-    root = Draft(
-        kind="file",
-        subkind="html",
-        title=title,
-        text=content if content.strip() else title,
-        start_line=1,
-        end_line=max(1, nlines),
-    )
-    return ParsedFile(root=root, notes=[f"html parse failed: {type(exc).__name__}: {exc}"])
+        return fallback_file(text, path, exc, "html")
 
 
 # --------------------------------------------------------------------------

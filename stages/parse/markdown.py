@@ -30,6 +30,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
+from stages.parse.common import fallback_file
 from stages.parse.model import Draft, ParsedFile, Reference
 
 __all__ = ["parse_markdown"]
@@ -84,27 +85,7 @@ def parse_markdown(text: str, path: str, *, context_lines: int = 5) -> ParsedFil
         text = "" if text is None else str(text)
         return _Builder(text, str(path or ""), max(0, int(context_lines))).build()
     except Exception as exc:  # noqa: BLE001 - the contract is "never raise"
-        return _fallback(text, path, exc)
-
-
-def _fallback(text: Any, path: Any, exc: BaseException) -> ParsedFile:
-    """Whole content as one file node; used only when the real parse failed."""
-    try:
-        content = text if isinstance(text, str) else str(text)
-    except Exception:  # noqa: BLE001
-        content = ""
-    content = content.lstrip("\ufeff")
-    lines = _split_lines(content)
-    title = _stem(str(path or ""))
-    root = Draft(
-        kind="file",
-        subkind="markdown",
-        title=title,
-        text=content if content.strip() else title,
-        start_line=1,
-        end_line=max(1, len(lines)),
-    )
-    return ParsedFile(root=root, notes=[f"markdown parse failed: {type(exc).__name__}: {exc}"])
+        return fallback_file(text, path, exc, "markdown")
 
 
 # --------------------------------------------------------------------------

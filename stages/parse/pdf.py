@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stages.parse.markdown import github_slug
+from stages.parse.common import pipe_table
 from stages.parse.model import Draft, ParsedFile
 
 __all__ = ["parse_pdf"]
@@ -473,7 +474,7 @@ class _Builder:
             kind="table",
             subkind="pdf",
             title="",  # from the line above it, once sections are known
-            text=_pipe_table(header, body),
+            text=pipe_table(header, body),
             page=pno + 1,
             attrs={"header": header, "rows": len(body), "columns": max([len(header)] + [len(r) for r in body]),
                    "bbox": [round(v, 1) for v in grid.bbox]},
@@ -843,16 +844,3 @@ def _prefix_after_numbering(got: str, want: str) -> bool:
         if _NUMBERING.fullmatch(got[:cut]) and want.startswith(got[cut:]) and got[cut:]:
             return True
     return False
-
-
-def _pipe_table(header: list[str], body: list[list[str]]) -> str:
-    """A GitHub pipe table; ``|`` in cells is escaped, short rows are padded."""
-    width = max([len(header)] + [len(r) for r in body] + [1])
-
-    def row(cells: list[str]) -> str:
-        cells = [c.replace("|", "\\|") for c in cells] + [""] * (width - len(cells))
-        return "| " + " | ".join(cells) + " |"
-
-    lines = [row(header), "| " + " | ".join(["---"] * width) + " |"]
-    lines.extend(row(r) for r in body)
-    return "\n".join(lines)

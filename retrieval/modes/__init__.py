@@ -1,0 +1,35 @@
+"""Retrieval modes. Each module exposes ``search(index, query, k, trace, **params)``
+returning a list of :class:`retrieval.results.Result`; ``run_mode`` adds the
+trace and the common plumbing."""
+
+from __future__ import annotations
+
+import importlib
+
+from retrieval.results import SearchResults, Trace
+
+MODES = {
+    "flat": ("retrieval.modes.flat", "dense"),
+    "dense": ("retrieval.modes.flat", "dense"),
+    "keyword": ("retrieval.modes.flat", "keyword"),
+    "hybrid": ("retrieval.modes.flat", "hybrid"),
+    "hierarchical": ("retrieval.modes.hierarchical", "search"),
+    "diffusion": ("retrieval.modes.diffusion", "search"),
+    "routed": ("retrieval.modes.routed", "search"),
+}
+
+
+class UnknownMode(ValueError):
+    pass
+
+
+def run_mode(index, query: str, mode: str = "flat", k: int = 10, **params) -> SearchResults:
+    if mode not in MODES:
+        raise UnknownMode(f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODES))}")
+    if not query or not query.strip():
+        raise ValueError("empty query")
+    module, fn = MODES[mode]
+    trace = Trace(mode=mode)
+    results = getattr(importlib.import_module(module), fn)(index, query, k=k, trace=trace, **params)
+    trace.counts["results"] = len(results)
+    return SearchResults(results, trace=trace, query=query)

@@ -1,0 +1,35 @@
+"""Helpers several document parsers share."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from stages.parse.model import Draft, ParsedFile
+
+
+def pipe_table(header: list[str], body: list[list[str]]) -> str:
+    """A GitHub pipe table; ``|`` in cells is escaped, short rows are padded."""
+    width = max([len(header)] + [len(r) for r in body] + [1])
+
+    def row(cells: list[str]) -> str:
+        cells = [c.replace("|", "\\|") for c in cells] + [""] * (width - len(cells))
+        return "| " + " | ".join(cells) + " |"
+
+    lines = [row(header), "| " + " | ".join(["---"] * width) + " |"]
+    lines.extend(row(r) for r in body)
+    return "\n".join(lines)
+
+
+def fallback_file(text: Any, path: Any, exc: BaseException, subkind: str) -> ParsedFile:
+    """Whole content as one file node, used only when a structured parse failed."""
+    try:
+        content = text if isinstance(text, str) else str(text)
+    except Exception:  # noqa: BLE001
+        content = ""
+    content = content.lstrip("\ufeff")
+    title = posixpath.splitext(posixpath.basename(str(path or "")))[0] or str(path or "")
+    n_lines = len(content.replace("\r\n", "\n").replace("\r", "\n").split("\n")) if content else 1
+    root = Draft(kind="file", subkind=subkind, title=title,
+                 text=content if content.strip() else title, start_line=1, end_line=max(1, n_lines))
+    return ParsedFile(root=root, notes=[f"{subkind} parse failed: {type(exc).__name__}: {exc}"])
