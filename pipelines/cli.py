@@ -223,18 +223,171 @@ def cmd_map(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _query_llm(args: argparse.Namespace):
+    """The LLM of a query command from its flags, else $STRATA_LLM_*; None when offline.
+    Built directly (no Dagster resources: query commands never import dagster)."""
+    import importlib
+
+    from strata.llm import LLM, LLMConfig
+
+    path = getattr(args, "llm_callable", None) or os.environ.get("STRATA_LLM_CALLABLE")
+    backend = (getattr(args, "llm_backend", None)
+               or ("callable" if getattr(args, "llm_callable", None) else None)
+               or os.environ.get("STRATA_LLM_BACKEND") or "offline")
+    if backend == "offline":
+        return None
+    fn = None
+    if backend == "callable":
+        module, _, name = (path or "").partition(":")
+        if not module or not name:
+            raise ValueError("--llm-backend callable needs --llm-callable 'package.module:function'")
+        fn = getattr(importlib.import_module(module), name)
+    config = LLMConfig(backend=backend,
+                       model=getattr(args, "llm_model", None) or os.environ.get("STRATA_LLM_MODEL")
+                       or "gpt-4o-mini",
+                       base_url=getattr(args, "llm_base_url", None)
+                       or os.environ.get("STRATA_LLM_BASE_URL"),
+                       max_tokens=1024)
+    return LLM(config, fn=fn)
+
+
+def _check_mode(mode: str) -> bool:
+    from retrieval.modes import MODES
+
+    if mode in MODES:
+        return True
+    _print(f"error: unknown mode {mode!r}; choose one of: {', '.join(sorted(MODES))}", err=True)
+    return False
+
+
+def _mode_params(args: argparse.Namespace) -> dict:
+    if args.mode != "routed":
+        return {}
+    params = {"connections": not args.no_connections}
+    for name in ("max_files", "sections_per_file", "max_connections"):
+        if getattr(args, name, None) is not None:
+            params[name] = getattr(args, name)
+    return params
+
+
+def _trace_dict(results) -> dict:
+    trace = results.trace.to_dict()
+    for attr in ("route", "router", "connections"):
+        if hasattr(results.trace, attr):
+            trace[attr] = getattr(results.trace, attr)
+    return trace
+
+
+def _run_query(fn, what: str):
+    """(value, exit code): usage errors exit 2, a missing mode or a failure 1."""
+    from retrieval.modes import UnknownMode
+
+    try:
+        return fn(), EXIT_OK
+    except UnknownMode as e:
+        _print(f"error: {e}", err=True)
+        return None, EXIT_USAGE
+    except ModuleNotFoundError as e:
+        if (e.name or "").startswith("retrieval.modes"):
+            _print(f"error: this mode is not available in this installation ({e.name})", err=True)
+            return None, EXIT_FAILED
+        raise
+    except ValueError as e:
+        _print(f"error: {what}: {e}", err=True)
+        return None, EXIT_USAGE
+
+
 def cmd_search(args: argparse.Namespace) -> int:
+    if not _check_mode(args.mode):
+        return EXIT_USAGE
     idx = _open_index(args.index)
     if idx is None:
         return EXIT_USAGE
-    results = idx.search(args.query, k=args.k)
-    if args.json:
-        _print(json.dumps([r.to_dict() for r in results], indent=2))
-        return EXIT_OK
+    params = _mode_params(args)
+    llm = None
+    if args.mode == "routed":
+        try:
+            llm = _query_llm(args)
+        except (ValueError, ImportError, AttributeError) as e:
+            _print(f"error: {e}", err=True)
+            return EXIT_USAGE
+        if llm is not None:
+            params["llm"] = llm
+    try:
+        results, rc = _run_query(lambda: idx.search(args.query, mode=args.mode, k=args.k,
+                                                    **params), "search")
+    finally:
+        if llm is not None:
+            llm.close()
+    if rc != EXIT_OK:
+        return rc
     from pipelines.console import print_results
 
+    if args.json:
+        _print(json.dumps([r.to_dict() for r in results], indent=2))
+        if args.trace:
+            _print(json.dumps(_trace_dict(results), indent=2), err=True)
+        return EXIT_OK
     print_results(results)
+    if args.trace:
+        from pipelines.console import print_trace
+
+        print_trace(_trace_dict(results))
     return EXIT_OK
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    if not _check_mode(args.mode):
+        return EXIT_USAGE
+    idx = _open_index(args.index)
+    if idx is None:
+        return EXIT_USAGE
+    try:
+        llm = _query_llm(args)
+    except (ValueError, ImportError, AttributeError) as e:
+        _print(f"error: {e}", err=True)
+        return EXIT_USAGE
+    try:
+        answer, rc = _run_query(lambda: idx.ask(args.question, mode=args.mode, llm=llm, k=args.k,
+                                                **_mode_params(args)), "ask")
+    finally:
+        if llm is not None:
+            llm.close()
+    if rc != EXIT_OK:
+        return rc
+    if args.json:
+        _print(json.dumps(answer.to_dict(), indent=2))
+        return EXIT_OK
+    from pipelines.console import print_answer
+
+    print_answer(answer)
+    if args.trace:
+        from pipelines.console import print_trace
+
+        print_trace(answer.trace)
+    return EXIT_OK
+
+
+def _add_query_args(p: argparse.ArgumentParser, default_mode: str, default_k: int) -> None:
+    from retrieval.modes import MODES
+
+    p.add_argument("--index", required=True, help="index folder")
+    p.add_argument("--mode", default=default_mode,
+                   help=f"retrieval mode: {', '.join(sorted(MODES))} (default {default_mode})")
+    p.add_argument("-k", type=int, default=default_k, help=f"results (default {default_k})")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--trace", action="store_true", help="print the query trace (to stderr for search)")
+    g = p.add_argument_group("routed mode")
+    g.add_argument("--max-files", type=int, default=None, help="files the router picks (default 3)")
+    g.add_argument("--sections-per-file", type=int, default=None, help="nodes read per file (default 2)")
+    g.add_argument("--max-connections", type=int, default=None,
+                   help="direct connections read (default 6)")
+    g.add_argument("--no-connections", action="store_true", help="do not read connected files")
+    llm = p.add_argument_group("LLM (routed router / answer; default: $STRATA_LLM_BACKEND or offline)")
+    llm.add_argument("--llm-backend", default=None, choices=["offline", "openai", "callable"])
+    llm.add_argument("--llm-model", default=None)
+    llm.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama...)")
+    llm.add_argument("--llm-callable", default=None, help="'module:function' (implies --llm-backend callable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,10 +427,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("search", help="search an index")
     se.add_argument("query")
-    se.add_argument("--index", required=True)
-    se.add_argument("-k", type=int, default=5)
-    se.add_argument("--json", action="store_true")
+    _add_query_args(se, default_mode="flat", default_k=10)
     se.set_defaults(func=cmd_search)
+
+    ak = sub.add_parser("ask", help="answer a question from an index (extractive without an LLM)")
+    ak.add_argument("question")
+    _add_query_args(ak, default_mode="hierarchical", default_k=8)
+    ak.set_defaults(func=cmd_ask)
     return p
 
 

@@ -1,4 +1,5 @@
-"""Terminal output: tables and results, plain when not on a terminal."""
+"""Terminal output: tables and results, coloured (with ``rich`` when it is
+importable) on a terminal, plain text otherwise."""
 
 from __future__ import annotations
 
@@ -19,14 +20,128 @@ def _lines(r) -> str:
     return f":{r.start_line}" + (f"-{r.end_line}" if r.end_line and r.end_line != r.start_line else "")
 
 
+def _rich_console(file):
+    """A rich Console for ``file`` when it is a terminal and rich is importable, else None."""
+    try:
+        if not file.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console(file=file, highlight=False, soft_wrap=False)
+
+
+def _snippet(text: str, n: int = 240) -> str:
+    s = " ".join((text or "").split())
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _relation(r) -> str:
+    return r.relation + (f" via {r.via}" if r.via else "")
+
+
 def print_results(results, file=None) -> None:
     file = file or sys.stdout
-    color = file.isatty()
-    bold, dim, reset = ("\033[1m", "\033[2m", "\033[0m") if color else ("", "", "")
+    console = _rich_console(file)
+    if console is not None:
+        return _rich_results(console, results)
     if not results:
         print("no results", file=file)
     for i, r in enumerate(results, 1):
-        print(f"{bold}{i}. [{r.kind}] {r.breadcrumb}{reset}  {dim}score {r.score:.3f}{reset}", file=file)
-        print(f"   {dim}{r.path}{_lines(r)}  {r.node_path}{reset}", file=file)
-        snippet = " ".join(r.text.split())[:240]
-        print(f"   {snippet}", file=file)
+        rel = f"  {_relation(r)}" if r.relation != "seed" else ""
+        print(f"{i}. [{r.kind}] {r.breadcrumb}  score {r.score:.3f}{rel}", file=file)
+        print(f"   {r.path}{_lines(r)}  {r.node_path}", file=file)
+        print(f"   {_snippet(r.text)}", file=file)
+
+
+def _rich_results(console, results) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    if not results:
+        console.print("[dim]no results[/dim]")
+        return
+    table = Table(show_lines=True, expand=True)
+    table.add_column("#", justify="right", style="bold", no_wrap=True)
+    table.add_column("result", ratio=3)
+    table.add_column("kind", style="cyan", no_wrap=True)
+    table.add_column("relation", style="magenta")
+    table.add_column("score", justify="right", no_wrap=True)
+    for i, r in enumerate(results, 1):
+        cell = (f"[bold]{escape(r.breadcrumb)}[/bold]\n[dim]{escape(r.path + _lines(r))}[/dim]\n"
+                f"{escape(_snippet(r.text, 300))}")
+        rel = r.relation if r.relation == "seed" else f"[yellow]{escape(_relation(r))}[/yellow]"
+        table.add_row(str(i), cell, r.kind, rel, f"{r.score:.3f}")
+    console.print(table)
+
+
+def format_trace(trace: dict) -> str:
+    """A trace dict (``Trace.to_dict()`` plus the routed extras) as plain text."""
+    lines = [f"trace ({trace.get('mode', '')}): {trace.get('total_ms', 0)} ms total"]
+    for k, v in (trace.get("timings_ms") or {}).items():
+        lines.append(f"  {k}: {v} ms")
+    if trace.get("counts"):
+        lines.append("  counts: " + ", ".join(f"{k}={v}" for k, v in trace["counts"].items()))
+    for n in trace.get("notes") or []:
+        lines.append(f"  note: {n}")
+    return "\n".join(lines)
+
+
+def print_trace(trace: dict, file=None) -> None:
+    file = file or sys.stderr
+    console = _rich_console(file)
+    text = format_trace(trace)
+    if console is None:
+        print(text, file=file, flush=True)
+        return
+    from rich.markup import escape
+
+    head, *rest = text.split("\n")
+    console.print(f"[bold]{escape(head)}[/bold]")
+    for line in rest:
+        console.print(f"[dim]{escape(line)}[/dim]")
+
+
+def _source_line(s: dict) -> str:
+    loc = s["path"] + (f":{s['lines']}" if s.get("lines") and not str(s["lines"]).startswith("page")
+                       else f" ({s['lines']})" if s.get("lines") else "")
+    via = f"  (via {s['via']})" if s.get("via") else ""
+    return f"[{s.get('n', '?')}] {loc} — {s['breadcrumb']}{via}"
+
+
+def print_answer(answer, file=None) -> None:
+    """An :class:`retrieval.answer.Answer`: text, sources, connections, reasoning."""
+    file = file or sys.stdout
+    console = _rich_console(file)
+    if console is not None:
+        from rich.markup import escape
+        from rich.panel import Panel
+
+        title = "answer (extractive)" if answer.extractive else "answer"
+        console.print(Panel(escape(answer.text), title=title, border_style="green"))
+        console.print("[bold]Sources consulted:[/bold]")
+        for s in answer.sources or []:
+            console.print(f"  {escape(_source_line(s))}")
+        if not answer.sources:
+            console.print("  [dim](none)[/dim]")
+        if answer.connections:
+            console.print("[bold]Connected files read (single-hop):[/bold]")
+            for s in answer.connections:
+                console.print(f"  [yellow]{escape(_source_line(s))}[/yellow]")
+        console.print(f"[bold]Reasoning:[/bold] [dim]{escape(answer.reasoning)}[/dim]")
+        return
+    print(answer.text, file=file)
+    print("", file=file)
+    print("Sources consulted:", file=file)
+    for s in answer.sources or []:
+        print(f"  {_source_line(s)}", file=file)
+    if not answer.sources:
+        print("  (none)", file=file)
+    if answer.connections:
+        print("Connected files read (single-hop):", file=file)
+        for s in answer.connections:
+            print(f"  {_source_line(s)}", file=file)
+    print(f"Reasoning: {answer.reasoning}", file=file)

@@ -84,3 +84,22 @@ def sample_index(tmp_path_factory) -> Path:
     with dg.instance_for_test() as instance:
         Builder(instance, cfg).build("sample")
     return base / "index"
+
+
+@pytest.fixture(scope="session")
+def oh_build(tmp_path_factory, openharmony):
+    """The 51 OpenHarmony pages indexed once through the CLI (a subprocess, as a
+    user runs it), shared by every test that needs a real documentation corpus.
+    Returns (base folder, env used, the JSON stats `strata index --json` printed)."""
+    import json
+    import subprocess
+    import sys
+
+    base = tmp_path_factory.mktemp("oh")
+    env = {**os.environ, "DAGSTER_HOME": str(base / "dagster_home"),
+           "STRATA_CORPORA": str(base / "corpora.yaml")}
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "index", str(openharmony),
+                           "--corpus", "oh", "--out", str(base / "index"), "--json"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return base, env, json.loads(proc.stdout)

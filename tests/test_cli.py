@@ -22,13 +22,9 @@ def strata(*args, env_extra=None, check=True):
 
 
 @pytest.fixture(scope="module")
-def oh_index(tmp_path_factory, openharmony):
-    base = tmp_path_factory.mktemp("oh")
-    env = {"DAGSTER_HOME": str(base / "dagster_home"),
-           "STRATA_CORPORA": str(base / "corpora.yaml")}
-    proc = strata("index", str(openharmony), "--corpus", "oh", "--out", str(base / "index"),
-                  "--json", env_extra=env)
-    return base, env, json.loads(proc.stdout)
+def oh_index(oh_build):
+    base, env, stats = oh_build
+    return base, env, {k: v for k, v in stats.items()}
 
 
 def test_index_openharmony_structure(oh_index):
