@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
+from strata.llm import as_llm
+
 ANSWER_TEMPLATE = "answer/v1"
 CTX_BEGIN, CTX_END = "<<<CONTEXT", "CONTEXT>>>"
 Q_BEGIN, Q_END = "<<<QUESTION", "QUESTION>>>"
@@ -71,19 +73,6 @@ def _source(n: int, r) -> dict:
     if r.via:
         d["via"] = r.via
     return d
-
-
-def _as_llm(llm):
-    """(LLM or None, whether we created it); an offline LLM counts as none."""
-    if llm is None:
-        return None, False
-    from strata.llm import LLM, LLMConfig
-
-    if isinstance(llm, LLM):
-        return (None, False) if llm.offline else (llm, False)
-    if callable(llm):
-        return LLM(LLMConfig(backend="callable", max_tokens=1024), fn=llm), True
-    raise TypeError(f"llm must be a strata.llm.LLM or a str -> str callable, not {type(llm).__name__}")
 
 
 def _defang(text: str) -> str:
@@ -191,7 +180,7 @@ def _reasoning(results, mode: str) -> str:
 def ask(index, question: str, mode: str = "hierarchical", llm=None, k: int = 8,
         **params) -> Answer:
     """Retrieve with ``mode``, then answer with ``llm`` (or extractively without one)."""
-    client, owned = _as_llm(llm)
+    client, owned = as_llm(llm, max_tokens=1024)
     try:
         if mode == "routed" and client is not None:
             params.setdefault("llm", client)

@@ -579,3 +579,18 @@ class LLM:
         if ct is None:
             ct = _est_tokens(text)
         return text, int(pt), int(ct)
+
+
+def as_llm(llm: Any, **config: Any) -> tuple["LLM | None", bool]:
+    """Accept what callers pass as ``llm=``: an :class:`LLM`, a plain
+    ``str -> str`` callable (wrapped in a callable-backend LLM), or None.
+    Returns (usable LLM or None, whether this call created it and must close
+    it); an offline LLM counts as none."""
+    if llm is None:
+        return None, False
+    if isinstance(llm, LLM):
+        return (None, False) if llm.offline else (llm, False)
+    if callable(llm):
+        return LLM(LLMConfig(backend="callable", **config), fn=llm), True
+    raise TypeError(f"llm must be a strata.llm.LLM or a str -> str callable, "
+                    f"not {type(llm).__name__}")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from strata.llm import as_llm
 from retrieval.graph import EDGE_CODE, KIND_CODE
 from retrieval.results import Result, Trace
 
@@ -207,19 +208,6 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
-def _as_llm(llm):
-    """(LLM or None, whether we created it). Offline LLMs count as none."""
-    if llm is None:
-        return None, False
-    from strata.llm import LLM, LLMConfig
-
-    if isinstance(llm, LLM):
-        return (None, False) if llm.offline else (llm, False)
-    if callable(llm):
-        return LLM(LLMConfig(backend="callable"), fn=llm), True
-    raise TypeError(f"llm must be a strata.llm.LLM or a str -> str callable, not {type(llm).__name__}")
-
-
 def _defang(text: str) -> str:
     """Data must not be able to close its own delimiters."""
     for marker in (MAP_BEGIN, MAP_END, Q_BEGIN, Q_END):
@@ -363,7 +351,7 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, llm=None,
     q = _unit(qvec)
 
     with trace.stage("route"):
-        client, owned = _as_llm(llm)
+        client, owned = as_llm(llm)
         route = None
         router = "offline"
         try:
