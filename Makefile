@@ -33,6 +33,7 @@ test: install
 	$(PY) -m pytest -m "not slow" -q
 
 bench: install
+	$(PY) -m benchmarks.musique_recall
 	$(PY) -m benchmarks.build_stdlib
 	$(PY) -m pytest -m slow -q -s || test $$? -eq 5  # 5: no slow tests collected
 
