@@ -8,6 +8,27 @@ from typing import Any
 from stages.parse.model import Draft, ParsedFile
 
 
+def file_stem(path: str) -> str:
+    """A file's name without extension: the title of last resort."""
+    base = posixpath.basename(path.replace("\\", "/"))
+    return posixpath.splitext(base)[0] or base or "document"
+
+
+def squash(text: str) -> str:
+    """Collapse all runs of whitespace to single spaces."""
+    return " ".join(text.split())
+
+
+def unique_slug(slug: str, seen: dict[str, int]) -> str:
+    """github-slugger's de-duplication: ``x``, ``x-1``, ``x-2`` …"""
+    original = slug
+    while slug in seen:
+        seen[original] += 1
+        slug = f"{original}-{seen[original]}"
+    seen[slug] = 0
+    return slug
+
+
 def pipe_table(header: list[str], body: list[list[str]]) -> str:
     """A GitHub pipe table; ``|`` in cells is escaped, short rows are padded."""
     width = max([len(header)] + [len(r) for r in body] + [1])
@@ -28,7 +49,7 @@ def fallback_file(text: Any, path: Any, exc: BaseException, subkind: str) -> Par
     except Exception:  # noqa: BLE001
         content = ""
     content = content.lstrip("\ufeff")
-    title = posixpath.splitext(posixpath.basename(str(path or "")))[0] or str(path or "")
+    title = file_stem(str(path or ""))
     n_lines = len(content.replace("\r\n", "\n").replace("\r", "\n").split("\n")) if content else 1
     root = Draft(kind="file", subkind=subkind, title=title,
                  text=content if content.strip() else title, start_line=1, end_line=max(1, n_lines))

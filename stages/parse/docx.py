@@ -29,13 +29,15 @@ from __future__ import annotations
 import bisect
 import hashlib
 import io
-import posixpath
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from stages.parse.markdown import github_slug
-from stages.parse.common import pipe_table
+from stages.parse.common import (
+    file_stem as _stem, squash as _squash,
+    unique_slug as _unique, pipe_table,
+)
 from stages.parse.model import Draft, ParsedFile
 
 __all__ = ["parse_docx"]
@@ -96,25 +98,6 @@ def parse_docx(data: bytes, path: str, *, context_lines: int = 5) -> ParsedFile:
 def _describe(exc: BaseException) -> str:
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
-
-
-def _stem(path: str) -> str:
-    base = posixpath.basename(path.replace("\\", "/"))
-    return posixpath.splitext(base)[0] or base or "document"
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _unique(slug: str, seen: dict[str, int]) -> str:
-    """github-slugger's de-duplication: ``x``, ``x-1``, ``x-2`` …"""
-    original = slug
-    while slug in seen:
-        seen[original] += 1
-        slug = f"{original}-{seen[original]}"
-    seen[slug] = 0
-    return slug
 
 
 def _bare(path: str, note: str) -> ParsedFile:

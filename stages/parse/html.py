@@ -34,7 +34,10 @@ from typing import Any
 from urllib.parse import unquote
 
 from stages.parse.markdown import github_slug, resolve_src
-from stages.parse.common import fallback_file
+from stages.parse.common import (
+    file_stem as _stem, squash as _squash,
+    unique_slug as _unique, fallback_file,
+)
 from stages.parse.model import Draft, ParsedFile, Reference
 
 __all__ = ["parse_html"]
@@ -112,15 +115,6 @@ def _normalise(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _stem(path: str) -> str:
-    base = posixpath.basename(path.replace("\\", "/"))
-    return posixpath.splitext(base)[0] or base or "document"
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _shorten(text: str, limit: int = _SHORT_TITLE) -> str:
     text = _squash(text)
     if len(text) <= limit:
@@ -130,15 +124,6 @@ def _shorten(text: str, limit: int = _SHORT_TITLE) -> str:
 
 def _is_external(target: str) -> bool:
     return bool(_SCHEME.match(target)) or target.startswith("//")
-
-
-def _unique(slug: str, seen: dict[str, int]) -> str:
-    original = slug
-    while slug in seen:
-        seen[original] += 1
-        slug = f"{original}-{seen[original]}"
-    seen[slug] = 0
-    return slug
 
 
 def _language(*elements: "_El | None") -> str | None:

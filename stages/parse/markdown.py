@@ -30,7 +30,10 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from stages.parse.common import fallback_file
+from stages.parse.common import (
+    file_stem as _stem, squash as _squash,
+    unique_slug as _unique, fallback_file,
+)
 from stages.parse.model import Draft, ParsedFile, Reference
 
 __all__ = ["parse_markdown"]
@@ -100,11 +103,6 @@ def _split_lines(text: str) -> list[str]:
     return lines
 
 
-def _stem(path: str) -> str:
-    base = posixpath.basename(path.replace("\\", "/"))
-    return posixpath.splitext(base)[0] or base or "document"
-
-
 def github_slug(text: str) -> str:
     """GitHub's heading-anchor slug (github-slugger): lowercase, drop
     punctuation/symbols except ``-`` and ``_``, each space becomes ``-``,
@@ -116,16 +114,6 @@ def github_slug(text: str) -> str:
         elif ch in "-_" or ch.isalnum() or unicodedata.category(ch).startswith("M"):
             out.append(ch)
     return "".join(out)
-
-
-def _unique(slug: str, seen: dict[str, int]) -> str:
-    """github-slugger's de-duplication: ``x``, ``x-1``, ``x-2`` …"""
-    original = slug
-    while slug in seen:
-        seen[original] += 1
-        slug = f"{original}-{seen[original]}"
-    seen[slug] = 0
-    return slug
 
 
 def _plain_text(children: Iterable[Token] | None, *, images: bool = True) -> str:
@@ -142,10 +130,6 @@ def _plain_text(children: Iterable[Token] | None, *, images: bool = True) -> str
         elif tok.type == "image" and images:
             stack.extend(reversed(tok.children or []))
     return "".join(parts)
-
-
-def _squash(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _is_external(target: str) -> bool:

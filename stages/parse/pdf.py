@@ -38,14 +38,16 @@ import bisect
 import hashlib
 import inspect
 import math
-import posixpath
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from stages.parse.markdown import github_slug
-from stages.parse.common import pipe_table
+from stages.parse.common import (
+    file_stem as _stem, squash as _squash,
+    unique_slug as _unique, pipe_table,
+)
 from stages.parse.model import Draft, ParsedFile
 
 __all__ = ["parse_pdf"]
@@ -143,11 +145,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
-def _stem(path: str) -> str:
-    base = posixpath.basename(path.replace("\\", "/"))
-    return posixpath.splitext(base)[0] or base or "document"
-
-
 def _bare(path: str, note: str, *, title: str = "", attrs: dict[str, Any] | None = None) -> ParsedFile:
     """A lone file draft: the title stands in for the text nobody could read."""
     title = title or _stem(path)
@@ -176,24 +173,10 @@ def _fallback(doc: Any, path: str, exc: BaseException) -> ParsedFile:
     return ParsedFile(root=root, notes=[f"PDF parse failed: {_describe(exc)}; kept plain page text"])
 
 
-def _squash(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _norm(text: str) -> str:
     """Letters and digits only, casefolded: compares titles across spacing,
     punctuation and line wrapping."""
     return "".join(ch for ch in text.casefold() if ch.isalnum())
-
-
-def _unique(slug: str, seen: dict[str, int]) -> str:
-    """github-slugger's de-duplication: ``x``, ``x-1``, ``x-2`` …"""
-    original = slug
-    while slug in seen:
-        seen[original] += 1
-        slug = f"{original}-{seen[original]}"
-    seen[slug] = 0
-    return slug
 
 
 # --------------------------------------------------------------------------
