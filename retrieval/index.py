@@ -174,6 +174,21 @@ class Index:
                     mat[j] = v
         return mat
 
+    def fact_vectors(self):
+        """(fact ids, row-normalised fact vectors): the fact store held in memory
+        for exact kNN (``([], empty)`` when the index has no facts)."""
+        import numpy as np
+
+        table = self._all_vector_tables.get(FACT)
+        dim = int(self.manifest["dim"])
+        if table is None:
+            return [], np.zeros((0, dim), dtype=np.float32)
+        t = table.to_arrow().select(["node_id", "vector"])
+        vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
+        vecs = np.asarray(vecs, dtype=np.float32)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        return t.column("node_id").to_pylist(), vecs / np.where(norms > 0, norms, 1.0)
+
     @cached_property
     def _all_vector_tables(self) -> dict:
         names = set(getattr(r := self._lance.list_tables(), "tables", r))

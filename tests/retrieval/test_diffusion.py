@@ -43,7 +43,13 @@ def assert_path_is_real(index, trace: Trace, r: Result) -> list[str]:
     result through its ``via``."""
     g = index.graph
     path = trace.diffusion["paths"][r.node_id]
-    assert path[-1] == r.node_id and path[0] in trace.diffusion["seeds"]
+    assert path[-1] == r.node_id
+    if r.relation == "walk":  # ranked by the entity walk: explained by its strongest neighbour
+        assert len(path) == 2 and r.via == path[0]
+        nbrs, *_ = g.neighbours(g.index[path[0]])
+        assert g.index[r.node_id] in nbrs
+        return path
+    assert path[0] in trace.diffusion["seeds"]
     for a, b in zip(path, path[1:]):
         nbrs, *_ = g.neighbours(g.index[a])
         assert g.index[b] in nbrs, (a, b)
@@ -335,8 +341,8 @@ def test_llm_final_rerank(idx):
     from strata.llm import LLM, LLMConfig
 
     q = "tide chart"
-    base = idx.search(q, mode="diffusion")
-    res = idx.search(q, mode="diffusion", final_rerank="llm")
+    base = idx.search(q, mode="diffusion", walk=False)
+    res = idx.search(q, mode="diffusion", final_rerank="llm", walk=False)
     assert any("no LLM" in n for n in res.trace.notes)
     assert [r.node_id for r in res] == [r.node_id for r in base]
 
@@ -345,10 +351,10 @@ def test_llm_final_rerank(idx):
         return '{"ranking": %s}' % str(ids[::-1]).replace("'", '"')
 
     with LLM(LLMConfig(backend="callable"), fn=reverse) as llm:
-        res = idx.search(q, mode="diffusion", final_rerank="llm", llm=llm, k=100)
+        res = idx.search(q, mode="diffusion", final_rerank="llm", llm=llm, k=100, walk=False)
     assert res.trace.counts["final_llm_reranked"] == 4
     # the LLM chose among the 3 × final_chunk_k best chunks: reversed, the last 10 win
-    _, run = retrieve(idx, q, k=100)
+    _, run = retrieve(idx, q, k=100, walk=False)
     pool = sorted(run.buckets[0], key=lambda i: (-run.score(i), i))[:30]
     chunks_after = [r.node_id for r in res if modality(r) == "chunk"]
     assert chunks_after == [idx.graph.ids[i] for i in pool[::-1][:10]]
@@ -356,7 +362,7 @@ def test_llm_final_rerank(idx):
     top_scores = sorted((run.score(i) for i in pool), reverse=True)[:10]
     assert [r.score for r in res if modality(r) == "chunk"] == pytest.approx(top_scores)
     # a plain str -> str callable works too
-    again = idx.search(q, mode="diffusion", final_rerank="llm", llm=reverse, k=100)
+    again = idx.search(q, mode="diffusion", final_rerank="llm", llm=reverse, k=100, walk=False)
     assert [r.node_id for r in again] == [r.node_id for r in res]
 
 
@@ -368,7 +374,7 @@ def test_bad_parameters_are_clear_errors(idx):
 
 
 def test_retrieve_returns_the_run(idx):
-    res, run = retrieve(idx, "tide chart", k=5)
+    res, run = retrieve(idx, "tide chart", k=5, walk=False)  # chunk scores from the walk otherwise
     assert len(res) == 5 and run.stop_reason in diffusion.STOP_REASONS
     for r in res:
         i = idx.graph.index[r.node_id]
