@@ -63,13 +63,15 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
                                  semantic_edges(fact_table)])
     write_parquet_atomic(semantic, layout.build / SEMANTIC_EDGES)
     write_failures(layout, "openie", result.failures)
-    record_stage(layout, "openie", seconds=result.stats.seconds, calls=result.stats.calls,
-                 cache_hits=result.stats.cache_hits, failures=len(result.failures),
-                 entities=entities.num_rows, facts=fact_table.num_rows,
-                 imported_unmatched=len(unmatched))
     sources: dict[str, int] = {}
     for s in result.source.values():
         sources[s] = sources.get(s, 0) + 1
+    # units_by_source tells the query side whether the facts came from a model
+    # (import, llm, cache) or from the offline heuristic (diffusion's walk="auto")
+    record_stage(layout, "openie", seconds=result.stats.seconds, calls=result.stats.calls,
+                 cache_hits=result.stats.cache_hits, failures=len(result.failures),
+                 entities=entities.num_rows, facts=fact_table.num_rows,
+                 imported_unmatched=len(unmatched), units_by_source=sources)
     return dg.MaterializeResult(metadata={
         "dagster/row_count": fact_table.num_rows,
         "units": units.height,

@@ -1,46 +1,36 @@
-"""MuSiQue-100 retrieval recall and latency, per mode, through the real pipeline.
+"""MuSiQue-100: retrieval recall and latency of every mode and baseline, and the
+cost of building, rebuilding and editing, through the real pipeline.
 
 Writes the 1,890 passages as one Markdown file each, builds the index with
-`strata index --openie-import` (the GPT-3.5 triples of ../shared/data), then
-runs every mode on the 100 questions in one process and reports Recall@2/5/10
-(HippoRAG's protocol: gold = supporting passages; a node counts for the
-passage file it belongs to, by first occurrence) and warm p50/p95 latency with
-the query embedding included.
+``strata index --openie-import`` (the GPT-3.5 triples of ../shared/data) under
+:mod:`benchmarks.measure` (wall time, peak RSS), rebuilds it with nothing
+changed, edits one passage and rebuilds, restores it and rebuilds; then runs the
+baselines (BM25 from bm25s, dense kNN, their RRF) and Strata's modes on the 100
+questions in one warm process. Recall@k follows HippoRAG's protocol: gold = the
+supporting passages; a result counts for the passage file it belongs to, by
+first occurrence; Recall@k = |gold ∩ top-k| / |gold|, averaged, in percent.
+Latency includes the query embedding.
 
-Usage: python -m benchmarks.musique_recall [--work DIR] [--index DIR] [--modes flat,diffusion]
+Usage: ``python -m benchmarks.musique_recall [--reuse-build] [--modes ...]``
+(``--reuse-build`` keeps an index already in the scratch folder and the build
+figures of the last results file: for iterating on retrieval only).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
-import time
+import shutil
 from pathlib import Path
 
+from benchmarks.common import (BUILD_HEADER, RESULTS, SCRATCH, build_stats_row, build_with_cli,
+                               latency, machine, mean_pct, recall_at, run_systems, write_result)
 from benchmarks.musique_corpus import MUSIQUE_DIR, OPENIE_FILE, passage_file, write_corpus
 
-MODES = ("flat", "keyword", "hybrid", "hierarchical", "diffusion")
+MODES = ("keyword", "hybrid", "hierarchical", "diffusion")
 KS = (2, 5, 10)
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def build(work: Path) -> Path:
-    docs, out = work / "docs", work / "index"
-    if not (out / "CURRENT").exists():
-        write_corpus(docs)
-        env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
-               "STRATA_CORPORA": str(work / "corpora.yaml")}
-        (work / "dagster_home").mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pipelines.cli", "index", str(docs), "--corpus",
-                        "musique", "--out", str(out), "--openie-import", str(OPENIE_FILE), "-q"],
-                       env=env, check=True)
-        print(f"built in {time.perf_counter() - t0:.0f}s", flush=True)
-    return out
+EDITED = passage_file(7)
+EDIT_TEXT = "\nThis sentence was added by the benchmark to measure an incremental rebuild.\n"
 
 
 def gold_sets() -> tuple[list[str], list[set[str]]]:
@@ -52,55 +42,108 @@ def gold_sets() -> tuple[list[str], list[set[str]]]:
              for q in questions])
 
 
+def builds(work: Path) -> dict:
+    """First build, unchanged rebuild, one passage edited, and restored."""
+    if work.exists():
+        shutil.rmtree(work)
+    docs, out = work / "docs", work / "index"
+    write_corpus(docs)
+    extra = ["--openie-import", str(OPENIE_FILE)]
+    stats = {}
+    print("building MuSiQue-100 (first build: embeds every node, entity and fact)...", flush=True)
+    stats["first build"] = build_with_cli(docs, out, "musique", work, extra)
+    stats["rebuild, nothing changed"] = build_with_cli(docs, out, "musique", work, extra)
+    original = (docs / EDITED).read_text()
+    (docs / EDITED).write_text(original + EDIT_TEXT)
+    stats["rebuild, one passage edited"] = build_with_cli(docs, out, "musique", work, extra)
+    (docs / EDITED).write_text(original)
+    stats["rebuild, edit reverted"] = build_with_cli(docs, out, "musique", work, extra)
+    for name, b in stats.items():
+        print(f"  {name}: {b['wall_s']:.1f} s, {b['peak_rss_mb']:.0f} MB, "
+              f"{b['embeddings_computed']} embeddings, {b['llm_calls']} LLM calls", flush=True)
+    return stats
+
+
 def evaluate(index_dir: Path, modes) -> dict:
     from retrieval import Index
 
     idx = Index.open(index_dir)
+    path_of = dict(zip(idx.nodes()["node_id"].to_list(), idx.nodes()["path"].to_list()))
     questions, gold = gold_sets()
-    idx.search(questions[0], mode="diffusion")  # warm: tables, graph, vectors, model
+    runs = run_systems(idx, questions, list(modes), k=30, to_unit=lambda n: path_of.get(n) or None)
     report = {}
-    for mode in modes:
-        idx._query_cache.clear()  # include the query embedding in every timing
-        recall = {k: [] for k in KS}
-        times = []
-        for q, g in zip(questions, gold):
-            t0 = time.perf_counter()
-            res = idx.search(q, mode=mode, k=30)
-            times.append((time.perf_counter() - t0) * 1000)
-            ranked: list[str] = []
-            for r in res:
-                if r.path and r.path not in ranked:
-                    ranked.append(r.path)
-            for k in KS:
-                recall[k].append(len(g & set(ranked[:k])) / len(g))
-        times.sort()
-        report[mode] = {f"R@{k}": round(100 * statistics.mean(v), 1) for k, v in recall.items()}
-        report[mode].update(p50_ms=round(statistics.median(times), 1),
-                            p95_ms=round(times[int(0.95 * len(times)) - 1], 1))
-        print(mode, report[mode], flush=True)
+    for name, r in runs.items():
+        row = {f"R@{k}": mean_pct([recall_at(rk, g, k) for rk, g in zip(r["ranked"], gold)])
+               for k in KS}
+        row.update(latency(r["ms"]))
+        if r.get("stages_ms"):
+            row["max_diffusion_stage_ms"] = round(max(t.get("diffusion", 0.0) + t.get("walk", 0.0)
+                                                      for t in r["stages_ms"]), 1)
+        report[name] = row
     return report
 
 
+def targets(retrieval: dict, build: dict) -> list[dict]:
+    d, dense = retrieval.get("strata diffusion", {}), retrieval.get("dense kNN", {})
+    h = retrieval.get("strata hierarchical", {})
+    out = [("diffusion R@5 ≥ 70", d.get("R@5"), d.get("R@5", 0) >= 70),
+           ("diffusion R@2 ≥ 53", d.get("R@2"), d.get("R@2", 0) >= 53),
+           ("diffusion R@5 ≥ dense R@5 − 1", f"{d.get('R@5')} vs {dense.get('R@5')}",
+            d.get("R@5", 0) >= dense.get("R@5", 0) - 1),
+           ("hierarchical p50 ≤ 15 ms", h.get("p50_ms"), h.get("p50_ms", 1e9) <= 15),
+           ("diffusion p50 ≤ 50 ms", d.get("p50_ms"), d.get("p50_ms", 1e9) <= 50),
+           ("diffusion p95 ≤ 120 ms", d.get("p95_ms"), d.get("p95_ms", 1e9) <= 120),
+           ("diffusion stage ≤ time budget (2 s) + 20 ms", d.get("max_diffusion_stage_ms"),
+            d.get("max_diffusion_stage_ms", 1e9) <= 2020)]
+    if build:
+        first, same = build["first build"], build["rebuild, nothing changed"]
+        edit = build["rebuild, one passage edited"]
+        speedup = first["wall_s"] / max(same["wall_s"], 1e-9)
+        out += [("unchanged rebuild ≥ 20× faster", f"{speedup:.0f}×", speedup >= 20),
+                ("unchanged rebuild: 0 embeddings, 0 LLM calls",
+                 f"{same['embeddings_computed']}, {same['llm_calls']}",
+                 same["embeddings_computed"] == 0 and same["llm_calls"] == 0),
+                ("one passage edited: 1 file parsed", edit["files_parsed"],
+                 edit["files_parsed"] == 1),
+                ("peak RSS of the build ≤ 3 GB", f"{first['peak_rss_mb']:.0f} MB",
+                 first["peak_rss_mb"] <= 3072)]
+    return [{"target": t, "measured": m, "met": bool(ok)} for t, m, ok in out]
+
+
 def markdown(report: dict) -> str:
-    lines = ["| mode | R@2 | R@5 | R@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
-    for mode, r in report.items():
-        lines.append(f"| {mode} | {r['R@2']} | {r['R@5']} | {r['R@10']} | {r['p50_ms']} | {r['p95_ms']} |")
+    lines = ["| system | R@2 | R@5 | R@10 | p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
+    for name, r in report["retrieval"].items():
+        lines.append(f"| {name} | {r['R@2']} | {r['R@5']} | {r['R@10']} | {r['p50_ms']} | "
+                     f"{r['p95_ms']} |")
+    if report.get("build"):
+        lines += ["", BUILD_HEADER] + [build_stats_row(n, b) for n, b in report["build"].items()]
+    lines += ["", "| target | measured | met |", "|---|---|---|"]
+    lines += [f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |"
+              for t in report["targets"]]
     return "\n".join(lines)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--work", default="benchmarks/scratch/musique")
-    ap.add_argument("--index", default=None, help="use an existing index instead of building")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", default=str(SCRATCH / "musique"))
+    ap.add_argument("--reuse-build", action="store_true",
+                    help="keep the index in --work and the last build figures")
     ap.add_argument("--modes", default=",".join(MODES))
     args = ap.parse_args()
-    index_dir = Path(args.index) if args.index else build(Path(args.work).resolve())
-    report = evaluate(index_dir, args.modes.split(","))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "musique.json").write_text(json.dumps(report, indent=2) + "\n")
-    table = markdown(report)
-    (RESULTS / "musique.md").write_text(table + "\n")
-    print(table)
+    work = Path(args.work).resolve()
+    previous = RESULTS / "musique.json"
+    if args.reuse_build and (work / "index" / "CURRENT").exists():
+        old = json.loads(previous.read_text()) if previous.exists() else {}
+        build, stages = old.get("build", {}), old.get("build_stages", {})
+    else:
+        build = builds(work)
+        stages = {n: b.pop("stages", {}) for n, b in build.items()}
+    retrieval = evaluate(work / "index", args.modes.split(","))
+    report = {"benchmark": "MuSiQue-100 (1,890 passages, 100 questions; GPT-3.5 OpenIE import; "
+                           "all-MiniLM-L6-v2)", "machine": machine(), "retrieval": retrieval,
+              "build": build, "build_stages": stages}
+    report["targets"] = targets(retrieval, report["build"])
+    write_result("musique", report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 
 1. **Multi-vector recall** (trace stages ``embed_query``, ``recall``): exact dense
    kNN, on the vectors the prepared index holds in memory (one matrix product,
-   no table scan), over three stores at once: facts (OpenIE triples), files, and chunks
-   (kinds ``chunk`` and ``section``: a short section is its own chunk).
+   no table scan), over three stores at once: facts (OpenIE triples), files, and
+   content nodes — chunks and sections (a short section is its own chunk), code,
+   tables, images — each of which seeds its own modality (a table the query
+   names is found directly, not only by diffusing into it; OpenHarmony dev set:
+   section R@5 82.1 → 85.7).
 2. **Rerank** (``rerank``): a sentence-transformers ``CrossEncoder`` loaded from a
    *local* path (``cross_encoder_path``) or passed in as ``cross_encoder=``
    (anything with ``predict(pairs)``); without one the dense order is kept (with a
@@ -39,7 +42,8 @@
    frontier is trimmed back to its best ``max_frontier_size`` entries whenever it
    grows a quarter past it (amortised: trimming after every push would cost more
    than the expansions themselves).
-3b. **Entity walk** (``walk``; indexes with OpenIE passage edges, ``walk=True``):
+3b. **Entity walk** (``walk``; indexes whose OpenIE facts came from a model — an LLM
+   or an import — by default, ``walk="on"`` forces it):
    a personalised PageRank (:mod:`retrieval.walk`) seeded by the entities of the
    ``walk_fact_k`` best facts, the entities the query names and every chunk's
    dense similarity ranks the chunk modality by mass: a passage connected to
@@ -110,13 +114,13 @@ class DiffusionConfig:
     # stage 1: dense recall sizes of the three vector stores
     fact_candidate_k: int = 100  # facts (OpenIE triples): they seed entities and source chunks
     file_candidate_k: int = 100  # files
-    chunk_candidate_k: int = 100  # chunks and sections
+    chunk_candidate_k: int = 100  # content nodes: chunks and sections, code, tables, images
     # stage 2
     rerank: str = "none"  # "none" | "cross-encoder"
     cross_encoder_path: str | None = None  # a LOCAL sentence-transformers CrossEncoder
     fact_top_k: int = 50  # facts kept after stage 2
     file_top_k: int = 50  # files kept (file seeds)
-    chunk_top_k: int = 50  # chunks kept (mandatory chunk seeds)
+    chunk_top_k: int = 50  # kept: mandatory seeds, each in its own modality
     # stage 3: seed init weights
     fact_seed_weight: float = 0.8  # × the fact's relevance, for its head/tail entities
     file_seed_weight: float = 0.9
@@ -138,8 +142,11 @@ class DiffusionConfig:
     final_table_k: int = 2
     final_image_k: int = 2
     final_rerank: str = "none"  # "none" | "cross-encoder" | "llm" (needs llm=, a strata.llm.LLM)
-    # stage 3b: the entity walk ranks chunks where the index has OpenIE passage edges
-    walk: bool = True
+    # stage 3b: the entity walk ranks chunks where the index has OpenIE passage edges.
+    # "auto": only when most facts came from a model (an LLM or an import): the
+    # offline heuristic's entities are too noisy to walk on (OpenHarmony dev set:
+    # section R@5 70 with the walk, 82 without). True/"on" forces it, False/"off" skips it.
+    walk: bool | str = "auto"
     walk_fact_k: int = 5  # the best facts whose head/tail entities seed the walk
     query_entity_weight: float = 1.0  # an entity named in the query (÷ its passages)
     walk_passage_weight: float = 0.2  # × the chunk's min-max normalised dense similarity
@@ -150,6 +157,8 @@ class DiffusionConfig:
     def __post_init__(self) -> None:
         if self.rerank not in ("none", "cross-encoder"):
             raise ValueError(f"rerank must be 'none' or 'cross-encoder', not {self.rerank!r}")
+        if self.walk not in (True, False, "auto", "on", "off"):
+            raise ValueError(f"walk must be 'auto', 'on' or 'off' (or a bool), not {self.walk!r}")
         if self.final_rerank not in ("none", "cross-encoder", "llm"):
             raise ValueError("final_rerank must be 'none', 'cross-encoder' or 'llm', "
                              f"not {self.final_rerank!r}")
@@ -176,6 +185,7 @@ class _Prepared:
     facts: dict[str, list[tuple[int, int, int]]]  # fact_id → [(head, tail, chunk) dense ids]
     fact_text: dict[str, str]
     walk: EntityWalk | None = None  # None: no passage edges (no OpenIE), no walk
+    model_facts: bool = False  # most OpenIE units came from a model (import/LLM), not heuristics
     own: np.ndarray | None = None  # bool: the node has its own vector (a recall candidate)
     fact_ids: list[str] = dataclasses.field(default_factory=list)  # rows of fact_unit
     fact_unit: np.ndarray | None = None  # row-normalised fact vectors
@@ -226,10 +236,7 @@ def _prepare(index) -> _Prepared:
 def _build_prepared(index) -> _Prepared:
     g = index.graph
     n = len(g.ids)
-    vecs = np.asarray(index.node_vectors, dtype=np.float32)
-    norms = np.linalg.norm(vecs, axis=1)
-    has = norms > 0
-    unit = vecs / np.where(has, norms, 1.0)[:, None]
+    unit, has, _ = index._unit_vectors  # shared with Index.dense: held once per index
 
     # A vector-less node borrows its nearest ancestor's vector (a few vectorised hops).
     src = np.arange(n, dtype=np.int32)
@@ -266,11 +273,25 @@ def _build_prepared(index) -> _Prepared:
             fact_text.setdefault(fid, text or "")
     title_of = dict(zip(index.nodes()["node_id"].to_list(), index.nodes()["title"].to_list()))
     walk = build_walk(g, [title_of.get(i) for i in g.ids]) if facts else None
-    fact_ids, fact_unit = index.fact_vectors() if facts else ([], np.zeros((0, unit.shape[1]),
+    fact_ids, fact_unit = index._fact_unit if facts else ([], np.zeros((0, unit.shape[1]),
                                                                             dtype=np.float32))
     return _Prepared(n=n, unit=unit, sim_src=src, bucket=bucket, bucket_size=bucket_size,
                      indptr=g.indptr, nbr=g.indices[order], cost=cost[order], edge_pos=order, facts=facts,
-                     fact_text=fact_text, walk=walk, own=has, fact_ids=fact_ids, fact_unit=fact_unit)
+                     fact_text=fact_text, walk=walk, model_facts=_model_facts(index.manifest),
+                     own=has, fact_ids=fact_ids, fact_unit=fact_unit)
+
+
+MODEL_SOURCES = ("import", "llm", "cache")
+
+
+def _model_facts(manifest: dict) -> bool:
+    """Whether at least half of the OpenIE units were extracted by a model."""
+    openie = (manifest.get("stages") or {}).get("openie") or {}
+    sources = openie.get("units_by_source")
+    if not isinstance(sources, dict):  # an index built before sources were recorded
+        return int(openie.get("calls", 0) or 0) > 0
+    total = sum(int(v) for v in sources.values())
+    return total > 0 and 2 * sum(int(sources.get(s, 0)) for s in MODEL_SOURCES) >= total
 
 
 def query_sims(prep: _Prepared, qvec, raw_out: list | None = None) -> np.ndarray:
@@ -635,7 +656,7 @@ def retrieve(index, query: str, k: int = 10, trace: Trace | None = None, llm=Non
         sims = query_sims(prep, qvec, raw)
         cos = raw[0]
         file_mask = prep.own & (g.kind == KIND_CODE["file"])
-        chunk_mask = prep.own & (prep.bucket == 0)
+        chunk_mask = prep.own & (prep.bucket >= 0)
         files = [(g.ids[i], float(cos[i])) for i in prep.top(cos, file_mask, cfg.file_candidate_k)]
         chunks = [(g.ids[i], float(cos[i])) for i in prep.top(cos, chunk_mask, cfg.chunk_candidate_k)]
         facts = []
@@ -718,7 +739,11 @@ def retrieve(index, query: str, k: int = 10, trace: Trace | None = None, llm=Non
 
     # ---- stage 3b: the entity walk (chunks connected to several seeds at once)
     walk = None
-    if cfg.walk and prep.walk is not None:
+    use_walk = cfg.walk in (True, "on") or (cfg.walk == "auto" and prep.model_facts)
+    if cfg.walk == "auto" and prep.walk is not None and not prep.model_facts:
+        trace.notes.append("walk: off (the facts come from the offline heuristic; walk='on' "
+                           "forces it)")
+    if use_walk and prep.walk is not None:
         with trace.stage("walk"):
             walk = _entity_walk(prep, sims, query, facts, fact_strength, cfg)
         trace.counts.update(walk_iterations=walk.iterations, walk_entity_seeds=walk.entity_seeds,

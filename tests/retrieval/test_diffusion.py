@@ -216,7 +216,7 @@ def test_high_min_enqueue_score_leaves_only_seeds(idx):
     res = idx.search("tide chart", mode="diffusion", min_enqueue_score=10)
     assert res.trace.counts["enqueued"] == 0
     assert res and {r.relation for r in res} == {"seed"}
-    assert {r.kind for r in res} <= {"chunk", "section"}
+    assert {r.kind for r in res} <= {"chunk", "section", "code", "table", "image"}
     seeds = res.trace.diffusion["seeds"]
     assert all(r.node_id in seeds for r in res)
 
@@ -240,8 +240,10 @@ def test_spread_buckets_full_stops_early(idx):
     assert stop_reason(res.trace) == "buckets_full"
     c = res.trace.counts
     assert c["collected_code"] == c["collected_table"] == c["collected_image"] == 1
-    # mandatory chunks (the dense top chunk, the top facts' sources) are kept past the cap
-    assert c["collected_chunk"] == c["mandatory_chunks"] >= 1
+    # mandatory seeds (the dense top content node, the top facts' sources) are kept past
+    # the cap: all of them are collected, in their own modality
+    assert c["collected_chunk"] >= 1
+    assert sum(c[f"collected_{b}"] for b in diffusion.BUCKETS) - c["mandatory_chunks"] <= 3
 
 
 def _random_prepared(n: int, degree: int, seed: int = 0):
@@ -326,7 +328,7 @@ def test_cross_encoder_rerank_and_missing_configuration(idx):
                       final_rerank="cross-encoder", cross_encoder=ce)
     assert ce.calls >= 3 and not any("no cross-encoder" in n for n in res2.trace.notes)
     # stage 2 kept the 5 shortest of the 100 recalled chunks: they are the dense seeds
-    recalled = idx.dense(idx.embed_query(q), 100, ["chunk", "section"])
+    recalled = idx.dense(idx.embed_query(q), 100, ["chunk", "section", "code", "table", "image"])
     shortest = sorted(recalled, key=lambda h: len(idx.node(h[0])["text"]))[:5]
     seeds = res2.trace.diffusion["seeds"]
     assert all(seeds.get(nid) == 1.0 for nid, _ in shortest)

@@ -1,0 +1,182 @@
+"""What every benchmark shares: building a corpus through the real CLI (with
+wall time and peak RSS of the build process), the baselines (BM25 from bm25s,
+dense kNN, their RRF) on the index's own units and encoder, ranking metrics
+and latency statistics, and the Markdown tables.
+
+Benchmarks import :mod:`retrieval` (the query side) and drive the pipeline only
+through ``python -m pipelines.cli`` in a subprocess — as a user would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).resolve().parent / "results"
+SCRATCH = Path(__file__).resolve().parent / "scratch"
+RRF_K = 60  # the usual reciprocal-rank-fusion constant
+
+
+# --------------------------------------------------------------------------- builds
+
+def build_with_cli(docs: Path, out: Path, corpus: str, work: Path,
+                   extra: list[str] = ()) -> dict:
+    """``strata index docs --corpus corpus --out out`` in a child process under
+    :mod:`benchmarks.measure`; returns wall seconds, the build's peak RSS, and
+    what the stages recorded (embeddings computed/reused, LLM calls, ...)."""
+    env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
+           "STRATA_CORPORA": str(work / "corpora.yaml")}
+    (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "benchmarks.measure", "--", sys.executable, "-m",
+           "pipelines.cli", "index", str(docs), "--corpus", corpus, "--out", str(out), "-q",
+           *extra]
+    proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"build of {corpus} failed:\n{proc.stderr[-4000:]}")
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = json.loads((out / "build" / "build_report.json").read_text())
+    llm_calls = sum(int(v.get("calls", 0)) for v in report.values() if isinstance(v, dict))
+    return {"wall_s": measured["wall_s"], "peak_rss_mb": measured["peak_rss_mb"],
+            "embeddings_computed": int(report.get("embed", {}).get("computed", 0)),
+            "embeddings_reused": int(report.get("embed", {}).get("reused", 0)),
+            "files_parsed": int(report.get("parse", {}).get("parsed", 0)),
+            "llm_calls": llm_calls, "stages": report}
+
+
+def build_stats_row(name: str, b: dict) -> str:
+    return (f"| {name} | {b['wall_s']:.1f} | {b['peak_rss_mb']:.0f} | {b['files_parsed']} | "
+            f"{b['embeddings_computed']} | {b['embeddings_reused']} | {b['llm_calls']} |")
+
+
+BUILD_HEADER = ("| build | wall s | peak RSS MB | files parsed | embeddings computed | "
+                "embeddings reused | LLM calls |\n|---|---|---|---|---|---|---|")
+
+
+# --------------------------------------------------------------------------- metrics
+
+def first_occurrence(items) -> list:
+    """Distinct items in order of first appearance (None dropped)."""
+    out, seen = [], set()
+    for x in items:
+        if x is not None and x not in seen:
+            seen.add(x)
+            out.append(x)
+    return out
+
+
+def recall_at(ranked: list, gold: set, k: int) -> float:
+    return len(gold & set(ranked[:k])) / len(gold) if gold else 0.0
+
+
+def latency(ms: list[float]) -> dict:
+    s = sorted(ms)
+    return {"p50_ms": round(statistics.median(s), 1),
+            "p95_ms": round(s[max(0, int(round(0.95 * len(s))) - 1)], 1),
+            "max_ms": round(s[-1], 1)}
+
+
+def mean_pct(values: list[float]) -> float:
+    return round(100 * statistics.mean(values), 1) if values else 0.0
+
+
+# --------------------------------------------------------------------------- baselines
+
+@dataclass
+class Baselines:
+    """BM25 (bm25s), dense kNN and their RRF over one index's text units (the
+    nodes the index embeds: files, sections, chunks, code, tables), with the
+    index's own encoder; each returns node ids, best first."""
+
+    index: object
+    units: list[str] = field(default_factory=list)
+    _bm25: object = None
+
+    def __post_init__(self):
+        import bm25s
+        import polars as pl
+
+        nodes = self.index.nodes().filter(pl.col("embedded") & (pl.col("kind") != "entity"))
+        self.units = nodes["node_id"].to_list()
+        texts = [f"{b or ''}\n{t or ''}" for b, t in zip(nodes["breadcrumb"].to_list(),
+                                                        nodes["text"].to_list())]
+        self._bm25 = bm25s.BM25()
+        self._bm25.index(bm25s.tokenize(texts, stopwords="en", show_progress=False),
+                         show_progress=False)
+
+    def bm25(self, query: str, k: int) -> list[str]:
+        import bm25s
+
+        k = min(k, len(self.units))
+        ids, _ = self._bm25.retrieve(bm25s.tokenize([query], stopwords="en", show_progress=False),
+                                     k=k, show_progress=False)
+        return [self.units[i] for i in ids[0]]
+
+    def dense(self, query: str, k: int) -> list[str]:
+        return [nid for nid, _ in self.index.dense(self.index.embed_query(query), k)]
+
+    def rrf(self, query: str, k: int, depth: int = 100) -> list[str]:
+        score: dict[str, float] = {}
+        for ranked in (self.dense(query, depth), self.bm25(query, depth)):
+            for r, nid in enumerate(ranked):
+                score[nid] = score.get(nid, 0.0) + 1.0 / (RRF_K + r + 1)
+        return sorted(score, key=lambda n: -score[n])[:k]
+
+
+def run_systems(index, questions: list[str], modes: list[str], k: int, to_unit,
+                baselines: bool = True, mode_params: dict | None = None) -> dict:
+    """Every baseline and mode on every question, in one process, warm: returns
+    ``{system: {"ranked": [[unit, ...] per question], "ms": [...]}}`` where a
+    unit is what ``to_unit(node_id)`` maps a result to (a passage, a file, a
+    section; None drops it), deduplicated by first occurrence."""
+    systems: dict[str, callable] = {}
+    if baselines:
+        base = Baselines(index)
+        systems.update({"BM25 (bm25s)": lambda q: base.bm25(q, k),
+                        "dense kNN": lambda q: base.dense(q, k),
+                        "dense+BM25 RRF": lambda q: base.rrf(q, k)})
+    params = mode_params or {}
+    stage_ms: dict[str, list[dict]] = {}
+
+    def run_mode(mode: str, q: str) -> list[str]:
+        res = index.search(q, mode=mode, k=k, **params.get(mode, {}))
+        stage_ms.setdefault(mode, []).append(dict(res.trace.timings_ms))
+        return [r.node_id for r in res]
+
+    for mode in modes:
+        systems[f"strata {mode}"] = (lambda m: lambda q: run_mode(m, q))(mode)
+    index.search(questions[0], mode="diffusion")  # warm: tables, graph, vectors, model
+    out = {}
+    for name, fn in systems.items():
+        index._query_cache.clear()  # the query embedding is part of every timing
+        ranked, ms = [], []
+        for q in questions:
+            t0 = time.perf_counter()
+            ids = fn(q)
+            ms.append((time.perf_counter() - t0) * 1000)
+            ranked.append(first_occurrence(to_unit(i) for i in ids))
+        out[name] = {"ranked": ranked, "ms": ms}
+        if name.startswith("strata "):
+            out[name]["stages_ms"] = stage_ms.get(name.removeprefix("strata "), [])
+        print(f"  {name}: {statistics.median(ms):.1f} ms p50", flush=True)
+    return out
+
+
+def write_result(name: str, report: dict, table: str) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(table + "\n")
+    print(table, flush=True)
+
+
+def machine() -> dict:
+    import platform
+
+    return {"cpus": os.cpu_count(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d")}
