@@ -36,6 +36,8 @@ def parent_of(idx) -> dict:
 
 
 def _hier(idx, query, k=10, **params):
+    """Seeds and their context only (``fill`` off): what these tests pin down."""
+    params.setdefault("fill", False)
     return idx.search(query, mode="hierarchical", k=k, **params)
 
 
@@ -341,3 +343,39 @@ def test_openharmony_hits_come_with_their_sections(oh_index):
     # warm, the walk costs a fraction of a millisecond-scale budget
     res = _hier(idx, query, k=20)
     assert res.trace.timings_ms["expand"] < 50
+
+
+def test_fill_tops_a_short_list_up_with_the_next_dense_hits(oh_index):
+    idx = oh_index
+    query = "how do I share state between a parent and child component?"
+    short = _hier(idx, query, k=20)
+    full = idx.search(query, mode="hierarchical", k=20)
+    assert len(short) < 20 and len(full) == 20
+    assert full.trace.counts["filled"] == 20 - len(short)
+    assert {r.node_id for r in short} <= {r.node_id for r in full}
+    scores = [r.score for r in full]
+    assert scores == sorted(scores, reverse=True)
+    added = [r for r in full if r.node_id not in {x.node_id for x in short}]
+    dense = [nid for nid, _ in idx.dense(idx.embed_query(query), 40)]
+    # the additions are the next dense hits, in order, beyond the 5 expanded seeds
+    assert all(r.relation == "seed" and r.via is None for r in added)
+    assert [r.node_id for r in added] == [n for n in dense[5:] if n in {r.node_id for r in added}]
+
+
+def test_similarity_order_picks_the_siblings_closest_to_the_query(idx):
+    res = _hier(idx, BAROMETER, seeds=1, parents=False, children=False, max_siblings=1,
+                context_order="similarity")
+    sib = [r for r in res if r.relation == "sibling"]
+    assert len(sib) == 1
+    g = idx.graph
+    seed = g.index[res[0].node_id]
+    q = idx.embed_query(BAROMETER)
+    vecs = idx.node_vectors
+    def cos(j):
+        v = vecs[j]
+        n = float(np.linalg.norm(v))
+        return float(v @ q) / (n * float(np.linalg.norm(q))) if n else -1.0
+    best = max(g.siblings(seed).tolist(), key=cos)
+    assert sib[0].node_id == g.ids[best]
+    with pytest.raises(ValueError, match="context_order"):
+        _hier(idx, BAROMETER, context_order="random")
