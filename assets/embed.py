@@ -64,7 +64,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     write_json_atomic(encoder_json, {**enc_spec.to_manifest(result.dim),
                                      "model": canonical_model(enc_spec.model)})
     record_stage(layout, "embed", seconds=result.seconds, computed=result.computed,
-                 reused=result.reused, dim=result.dim)
+                 reused=result.reused, dim=result.dim, tables_rewritten=not result.unchanged)
 
     # Check against what was written, read back from disk.
     db = lancedb.connect(str(layout.build_lance))
@@ -81,6 +81,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
             "dagster/row_count": len(ids),
             "embeddings_computed": result.computed,
             "embeddings_reused": result.reused,
+            "tables_rewritten": not result.unchanged,
             "vectors_by_kind": md(result.by_kind, ("kind", "vectors")),
             "model": f"{enc_spec.backend}:{canonical_model(enc_spec.model)}",
             "encoder_loaded": result.loaded_encoder,

@@ -61,7 +61,7 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
 
     from assets.openie import SEMANTIC_EDGES
     from stages.enrich.images import duplicate_mapping
-    from stages.enrich.semantic_graph import redirect_edges, synonymy_edges
+    from stages.enrich.semantic_graph import redirect_edges, synonymy_edges_cached
     from stages.graph import build_edges
 
     t0 = time.perf_counter()
@@ -74,8 +74,10 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
         parts.append(pl.read_parquet(layout.build / SEMANTIC_EDGES).to_arrow().cast(result.edges.schema))
     entity_ids, vectors = _entity_vectors(layout)
     if len(entity_ids):
-        parts.append(synonymy_edges(entity_ids, vectors, threshold=config.synonymy_threshold,
-                                    k=config.synonymy_k).cast(result.edges.schema))
+        synonymy, _ = synonymy_edges_cached(entity_ids, vectors, layout.cache,
+                                            threshold=config.synonymy_threshold,
+                                            k=config.synonymy_k)
+        parts.append(synonymy.cast(result.edges.schema))
     all_edges = pa.concat_tables(parts)
     images = read_build_table(layout, "images", required=False)
     if images is not None and images.height:

@@ -33,7 +33,7 @@ class OpenIEConfig(dg.Config):
 )
 def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: CorpusRegistry,
           llm: LLMResource) -> dg.MaterializeResult:
-    from stages.enrich.openie import load_openie_import, match_import, openie_units, run_openie
+    from stages.enrich.openie import match_import_cached, openie_units, run_openie
     import pyarrow as pa
 
     from stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
@@ -44,10 +44,9 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
     units = openie_units(nodes)
     imported, unmatched = None, []
     if config.import_path:
-        records = load_openie_import(config.import_path)
-        imported, unmatched = match_import(records, units)
-        context.log.info(f"OpenIE import: {len(records)} passages, {len(imported)} chunks matched, "
-                         f"{len(unmatched)} unmatched")
+        imported, unmatched, cached = match_import_cached(config.import_path, units, layout.cache)
+        context.log.info(f"OpenIE import: {len(imported)} chunks matched, {len(unmatched)} "
+                         f"unmatched{' (cached match)' if cached else ''}")
     client = llm.client(layout.cache / "llm.sqlite")
     try:
         result = run_openie(units, client, imported=imported,

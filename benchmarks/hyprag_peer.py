@@ -203,7 +203,9 @@ def run_strata(idx, questions: list[dict], seeds: list[int], reps: int) -> dict:
             timing = {st: statistics.median(r.trace.timings_ms.get(st, 0.0) for r, _ in runs)
                       for st in ("embed_query", "seeds", "expand", "rescore", "assemble")}
             timing["query_total"] = statistics.median(t for _, t in runs)
+            dense = idx.dense(idx.embed_query(q["question"]), s)  # the expanded seeds
             out[q["id"]][str(s)] = {
+                "seeds": [idx.node(nid)["node_path"] for nid, _ in dense],
                 "expanded": [r.node_path for r in res],
                 "relations": [r.relation for r in res],
                 "scores": [round(r.score, 4) for r in res],
@@ -360,7 +362,7 @@ def evaluate(strata: dict, hyp: dict, hyp_raw: dict | None, questions: list[dict
             "strata_mean_returned": round(statistics.mean(len(sq[i][key]["expanded"]) for i in ids), 1),
             "hyprag_mean_returned": round(statistics.mean(len(hq[i][key]["expanded"]) for i in ids), 1),
             "same_seed_set": sum(
-                set(p for p, r in zip(sq[i][key]["expanded"], sq[i][key]["relations"]) if r == "seed")
+                set(sq[i][key]["seeds"])
                 == set(p for p, r in zip(hq[i][key]["expanded"], hq[i][key]["relations"]) if r == "seed")
                 for i in ids),
         }

@@ -37,6 +37,7 @@ class EmbedResult:
     reused: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    unchanged: bool = False  # the tables on disk already held exactly these rows: not rewritten
 
 
 def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str | None,
@@ -97,7 +98,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
 
     t0 = time.perf_counter()
     model_key = f"{spec.backend}:{canonical_model(spec.model)}"
-    todo = nodes.filter(pl.col("embedded"))
+    todo = nodes.filter(pl.col("embedded")).sort("node_id")  # a deterministic table order
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
     texts = [embedding_text(*r) for r in todo.select(
@@ -130,26 +131,54 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     table = table.append_column("vector", pa.FixedSizeListArray.from_arrays(flat, dim))
     table = table.select(vector_schema(dim).names)
 
+    kinds = table.column("kind").to_pylist()
+    by_kind = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
+    stamp = lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX)
+    fingerprint = _fingerprint(table, dim, fts)
+    if not missing and lance_dir.exists() and stamp.exists() \
+            and stamp.read_text().strip() == fingerprint:
+        # The tables on disk hold exactly these rows: rewriting them (and their
+        # full-text indexes) would be most of an unchanged rebuild's time.
+        return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=0,
+                           reused=len(texts), by_kind=by_kind, unchanged=True,
+                           seconds=time.perf_counter() - t0)
+    stamp.unlink(missing_ok=True)  # never left claiming tables that are being replaced
     tmp = lance_dir.with_name(lance_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     db = lancedb.connect(str(tmp))
-    by_kind: dict[str, int] = {}
-    kinds = table.column("kind").to_pylist()
-    for kind in sorted(set(kinds)):
+    for kind in by_kind:
         mask = pa.array([k == kind for k in kinds])
         part = table.filter(mask)
         t = db.create_table(vector_table_name(kind), data=part, mode="overwrite")
         if fts and part.num_rows:
             t.create_fts_index("text", replace=True)
-        by_kind[kind] = part.num_rows
     old = lance_dir.with_name(lance_dir.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if lance_dir.exists():
         lance_dir.rename(old)
     tmp.rename(lance_dir)
     shutil.rmtree(old, ignore_errors=True)
-    return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=len(missing), reused=len(texts) - len(missing),
-                       by_kind=by_kind, seconds=time.perf_counter() - t0)
+    stamp.write_text(fingerprint + "\n")
+    return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=len(missing),
+                       reused=len(texts) - len(missing), by_kind=by_kind,
+                       seconds=time.perf_counter() - t0)
+
+
+FINGERPRINT_SUFFIX = ".fingerprint"  # beside the Lance folder: what its tables hold
+
+
+def _fingerprint(table: pa.Table, dim: int, fts: bool) -> str:
+    """A digest of every column but the vectors (whose text hashes stand for
+    them), the dimension and the full-text setting."""
+    import hashlib
+
+    h = hashlib.sha256(f"{dim}:{fts}:".encode())
+    sink = pa.BufferOutputStream()
+    rows = table.drop_columns(["vector"])
+    with pa.ipc.new_stream(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    h.update(sink.getvalue().to_pybytes())
+    return h.hexdigest()
 
 
 def embedding_items(nodes: pl.DataFrame, summaries: pl.DataFrame | None = None,

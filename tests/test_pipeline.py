@@ -60,10 +60,13 @@ def test_unchanged_rebuild_reuses_everything(sample_build):
         pl.col("status") == "indexed").height
     assert emb["embeddings_computed"] == 0
     assert emb["encoder_loaded"] is False  # nothing to encode: the model is not even loaded
+    assert emb["tables_rewritten"] is False  # the vector tables on disk already hold these rows
     second = Index.open(out)
     assert second.version == 2
     assert first.nodes().equals(second.nodes())
     assert first.edges().equals(second.edges())
+    q = first.embed_query("barometric drift")
+    assert first.dense(q, 5) == second.dense(q, 5)  # version 2 serves the same vectors
 
 
 def test_editing_one_document_recomputes_only_its_items(sample_build):
@@ -83,6 +86,7 @@ def test_editing_one_document_recomputes_only_its_items(sample_build):
     # Only nodes whose embedded text changed are encoded: the new section, the
     # file node and sections whose end moved do not exceed a handful.
     assert 1 <= emb["embeddings_computed"] <= changed.height + 2
+    assert emb["tables_rewritten"] is True
     new = after.filter(pl.col("title") == "Compression")
     assert new.height == 1 and new["kind"][0] == "section"
     # Ids of untouched documents are unchanged.

@@ -552,6 +552,40 @@ def _exact_form(text: str) -> str:
     return " ".join(_HEADING_MARK.sub("", unicodedata.normalize("NFC", text or "")).split())
 
 
+def match_import_cached(import_path: str | Path, units: pl.DataFrame, cache_dir: Path
+                        ) -> tuple[dict[str, OpenIEOut], list[dict], bool]:
+    """:func:`match_import` of the file at ``import_path``, kept as JSON in
+    ``cache_dir`` under a key of the file's bytes and the units' ids and texts:
+    an unchanged rebuild reads the match back instead of redoing it (on
+    MuSiQue, 1.3 s of a 7.5 s rebuild). Returns (imported, unmatched, cached)."""
+    import hashlib
+
+    h = hashlib.sha256(Path(import_path).read_bytes())
+    for nid, text in zip(units["node_id"].to_list(), units["text"].to_list()):
+        h.update(f"\x00{nid}\x01{text or ''}".encode())
+    path = Path(cache_dir) / f"openie-import-{h.hexdigest()[:32]}.json"
+    if path.exists():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            imported = {nid: OpenIEOut(entities=[tuple(e) for e in o["entities"]],
+                                       triples=[tuple(t) for t in o["triples"]], ref=o["ref"])
+                        for nid, o in data["imported"].items()}
+            return imported, data["unmatched"], True
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged cache entry is recomputed and rewritten
+    imported, unmatched = match_import(load_openie_import(import_path), units)
+    from strata.layout import write_json_atomic
+
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    for old in Path(cache_dir).glob("openie-import-*.json"):  # one entry: the latest
+        old.unlink(missing_ok=True)
+    write_json_atomic(path, {"imported": {nid: {"entities": [list(e) for e in o.entities],
+                                                "triples": [list(t) for t in o.triples],
+                                                "ref": o.ref} for nid, o in imported.items()},
+                             "unmatched": unmatched})
+    return imported, unmatched, False
+
+
 def match_import(records: list[dict], units: pl.DataFrame
                  ) -> tuple[dict[str, OpenIEOut], list[dict]]:
     """Attach imported passages to units by text.

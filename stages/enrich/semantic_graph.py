@@ -21,6 +21,7 @@ import json
 import math
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -207,6 +208,36 @@ def _knn_numpy(vectors: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarr
         idx[s:s + block] = np.take_along_axis(top, order, axis=1)
         sims[s:s + block] = np.take_along_axis(vals, order, axis=1)
     return sims, idx
+
+
+def synonymy_edges_cached(entity_ids: list[str], vectors: np.ndarray, cache_dir: Path,
+                          threshold: float = 0.8, k: int = 10) -> tuple[pa.Table, bool]:
+    """:func:`synonymy_edges`, kept as Parquet in ``cache_dir`` under a key of
+    the entity ids, their vectors and the parameters: the all-pairs kNN is the
+    largest cost of an unchanged rebuild's graph stage (1.1 s of 1.3 s on
+    MuSiQue's 17.6k entities). Returns (edges, from_cache)."""
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    h = hashlib.sha256(f"{threshold}:{k}:{len(entity_ids)}:".encode())
+    h.update("\x00".join(entity_ids).encode())
+    h.update(vecs.tobytes())
+    path = Path(cache_dir) / f"synonymy-{h.hexdigest()[:32]}.parquet"
+    if path.exists():
+        try:
+            return pq.read_table(path), True
+        except (OSError, ValueError):
+            pass  # a damaged entry is recomputed
+    table = synonymy_edges(entity_ids, vecs, threshold=threshold, k=k)
+    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    for old in Path(cache_dir).glob("synonymy-*.parquet"):  # one entry: the latest
+        old.unlink(missing_ok=True)
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    return table, False
 
 
 def synonymy_edges(entity_ids: list[str], vectors: np.ndarray, threshold: float = 0.8,

@@ -131,3 +131,20 @@ def test_the_walk_finds_the_second_hop(multihop_index):
     t = with_walk.trace
     assert "green" in t.diffusion["query_entities"]
     assert t.counts["walk_iterations"] > 0 and "walk" in t.timings_ms
+
+
+def test_walk_is_off_by_default_on_heuristic_facts_and_can_be_forced(sample_index):
+    """The sample corpus's facts come from the offline heuristic: "auto" skips the
+    walk and says so; "on" runs it; a bad value is a clear error."""
+    idx = Index.open(sample_index)
+    sources = idx.manifest["stages"]["openie"]["units_by_source"]
+    assert set(sources) == {"offline"}
+    q = "How do I correct pressure readings for barometric drift?"
+    auto = idx.search(q, mode="diffusion")
+    assert "walk" not in auto.trace.timings_ms
+    assert any(n.startswith("walk: off") for n in auto.trace.notes)
+    forced = idx.search(q, mode="diffusion", walk="on")
+    assert "walk" in forced.trace.timings_ms and forced.trace.counts["walk_iterations"] > 0
+    with pytest.raises(ValueError, match="walk must be"):
+        idx.search(q, mode="diffusion", walk="sometimes")
+

@@ -13,7 +13,8 @@ import pytest
 
 from benchmarks.musique_corpus import write_corpus
 from stages.enrich.openie import (
-    OpenIEOut, load_openie_import, match_import, normalize, offline_openie, openie_request,
+    OpenIEOut, load_openie_import, match_import, match_import_cached, normalize, offline_openie,
+    openie_request,
     openie_units, parse_openie, run_openie, unit_context, validate,
 )
 from strata.llm import LLMResult
@@ -353,6 +354,28 @@ def test_match_import_prefers_the_tightest_unit():
     assert list(matches) == ["sec"] and matches["sec"].ref == "7"
     assert matches["sec"].entities == [("Rome", ""), ("Italy", "")]
     assert unmatched == [{"idx": 8, "passage_head": recs[1]["passage"][:80]}]
+
+
+def test_match_import_is_cached_by_file_and_units(tmp_path):
+    passage = "Rome\nRome is the capital of Italy and a large city."
+    units = pl.DataFrame({"node_id": ["sec"], "path": ["r.md"], "title": ["Rome"],
+                          "breadcrumb": [""],
+                          "text": ["# Rome\n\nRome is the capital of Italy and a large city."]})
+    f = tmp_path / "openie.json"
+    f.write_text(json.dumps({"docs": [{"idx": 7, "passage": passage,
+                                       "extracted_entities": ["Rome", "Italy"],
+                                       "extracted_triples": [["Rome", "capital of", "Italy"]]}]}))
+    cache = tmp_path / "cache"
+    first, un1, hit1 = match_import_cached(f, units, cache)
+    again, un2, hit2 = match_import_cached(f, units, cache)
+    assert (hit1, hit2) == (False, True)
+    assert again == first and un1 == un2 == [] and first["sec"].triples == [("Rome", "capital of", "Italy")]
+    # an edited unit (or import file) is matched again, and only the latest entry is kept
+    edited = units.with_columns(pl.lit("# Rome\n\nSomething else now.").alias("text"))
+    _, unmatched, hit3 = match_import_cached(f, edited, cache)
+    assert hit3 is False and unmatched and len(list(cache.glob("openie-import-*.json"))) == 1
+    next(cache.glob("openie-import-*.json")).write_text("{not json")
+    assert match_import_cached(f, edited, cache)[2] is False  # a damaged entry is recomputed
 
 
 def test_load_openie_import_fills_idx_and_passage(tmp_path):

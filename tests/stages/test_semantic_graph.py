@@ -159,3 +159,21 @@ def test_synonymy_scaling_benchmark():
         r = synonymy_benchmark(n)
         print(f"synonymy kNN n={n:>7,} index={r['index']}: {r['seconds']:.2f}s, {r['edges']} edges")
         assert r["edges"] == 0  # random vectors are never near-synonyms
+
+
+def test_synonymy_edges_are_cached_by_entities_and_vectors(tmp_path):
+    rng = np.random.default_rng(3)
+    base = rng.normal(size=(6, 16)).astype(np.float32)
+    vecs = np.concatenate([base, base + 0.01 * rng.normal(size=base.shape).astype(np.float32)])
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ids = [f"entity-{i}" for i in range(len(vecs))]
+    first, hit1 = sg.synonymy_edges_cached(ids, vecs, tmp_path, threshold=0.9, k=3)
+    again, hit2 = sg.synonymy_edges_cached(ids, vecs, tmp_path, threshold=0.9, k=3)
+    assert (hit1, hit2) == (False, True) and first.num_rows == 12 and again.equals(first)
+    assert again.equals(sg.synonymy_edges(ids, vecs, threshold=0.9, k=3))
+    moved = vecs.copy()
+    moved[0] = -moved[0]  # entity 0 no longer has a near-synonym
+    fresh, hit3 = sg.synonymy_edges_cached(ids, moved, tmp_path, threshold=0.9, k=3)
+    assert hit3 is False and fresh.num_rows == 10
+    _, hit4 = sg.synonymy_edges_cached(ids, vecs, tmp_path, threshold=0.8, k=3)
+    assert hit4 is False  # parameters are part of the key
