@@ -216,6 +216,11 @@ def run_strata(idx, questions: list[dict], seeds: list[int], reps: int) -> dict:
         res = idx.search(q["question"], mode="flat", k=kmax)
         out[q["id"]]["flat"] = {"paths": [r.node_path for r in res],
                                 "ms": (time.perf_counter() - t0) * 1000}
+        idx._query_cache.clear()
+        t0 = time.perf_counter()
+        res = idx.search(q["question"], mode="diffusion", k=kmax)
+        out[q["id"]]["diffusion"] = {"paths": [r.node_path for r in res],
+                                     "ms": (time.perf_counter() - t0) * 1000}
     return out
 
 
@@ -328,6 +333,8 @@ def evaluate(strata: dict, hyp: dict, hyp_raw: dict | None, questions: list[dict
     sq, hq = strata, hyp["questions"]
     add("strata flat", {i: sq[i]["flat"]["paths"] for i in ids},
         [sq[i]["flat"]["ms"] for i in ids], note="dense kNN, k=20")
+    add("strata diffusion", {i: sq[i]["diffusion"]["paths"] for i in ids},
+        [sq[i]["diffusion"]["ms"] for i in ids], note="defaults (no OpenIE model facts: no walk), k=20")
     add("hyprag flat", {i: hq[i]["flat"]["paths"] for i in ids},
         [hq[i]["flat"]["ms"] for i in ids], note="query(expand_subtree=False), k=20")
     for s in seeds:

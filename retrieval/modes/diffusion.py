@@ -142,6 +142,10 @@ class DiffusionConfig:
     final_table_k: int = 2
     final_image_k: int = 2
     final_rerank: str = "none"  # "none" | "cross-encoder" | "llm" (needs llm=, a strata.llm.LLM)
+    # quotas are per-modality shares, not a ceiling on k: a list they leave short of k is
+    # topped up with the best remaining collected nodes of any modality (a code corpus
+    # asked for 20 results gets 20 code nodes, not final_code_k = 2)
+    final_fill: bool = True
     # stage 3b: the entity walk ranks chunks where the index has OpenIE passage edges.
     # "auto": only when most facts came from a model (an LLM or an import): the
     # offline heuristic's entities are too noisy to walk on (OpenHarmony dev set:
@@ -755,12 +759,16 @@ def retrieve(index, query: str, k: int = 10, trace: Trace | None = None, llm=Non
         finals = [max(0, int(fk)) for fk in finals]
         pool = RERANK_POOL_PER_K if cfg.final_rerank != "none" else 1
         picked: list[list[tuple[float, int]]] = []
+        spare: list[tuple[float, int]] = []  # beyond the quotas, for final_fill
         for bk, fk in zip(run.buckets, finals):
             ranked = sorted(((run.score(i), i) for i in bk), key=lambda t: (-t[0], t[1]))
             picked.append(ranked[:fk * pool])
+            spare += ranked[fk:]
         if walk is not None and walk.ranked:
             lead = [g.index[c] for c, _ in chunks[:max(0, int(cfg.dense_lead))] if c in g.index]
-            picked[0] = walk.chunk_list(lead, finals[0] * pool)
+            walked = walk.chunk_list(lead, max(finals[0] * pool, int(k)))
+            picked[0] = walked[:finals[0] * pool]
+            spare = [t for t in spare if prep.bucket[t[1]] != 0] + walked[finals[0]:]
         if cfg.final_rerank != "none" and any(picked):
             picked = _final_rerank(index, query, cfg, picked, ce, llm, trace)
         picked = [p[:fk] for p, fk in zip(picked, finals)]
@@ -768,6 +776,16 @@ def retrieve(index, query: str, k: int = 10, trace: Trace | None = None, llm=Non
         avail = [len(p) for p in picked]
         quota = _quotas(avail, int(k), [p[0][0] if p else -1.0 for p in picked])
         chosen = [(s, i) for p, qk in zip(picked, quota) for s, i in p[:qk]]
+        filled = 0
+        if cfg.final_fill and len(chosen) < k:  # quotas left room: the best of the rest
+            taken = {i for _, i in chosen}
+            for s_, i in sorted(spare, key=lambda t: (-t[0], t[1])):
+                if len(chosen) >= k:
+                    break
+                if i not in taken:
+                    chosen.append((s_, i))
+                    taken.add(i)
+                    filled += 1
         chosen.sort(key=lambda t: (-t[0], t[1]))
         results = []
         paths: dict[str, list[str]] = {}
@@ -784,7 +802,8 @@ def retrieve(index, query: str, k: int = 10, trace: Trace | None = None, llm=Non
                 path = [j, i] if j >= 0 else [i]
             results.append(index.result(g.ids[i], s, relation=rel, via=via))
             paths[g.ids[i]] = [g.ids[j] for j in path]
-    trace.counts.update(**{f"final_{name}": q for name, q in zip(BUCKETS, quota)})
+    trace.counts.update(final_filled=filled,
+                        **{f"final_{name}": q for name, q in zip(BUCKETS, quota)})
     trace.diffusion = {  # type: ignore[attr-defined]
         "stop_reason": run.stop_reason, "paths": paths,
         "seeds": {g.ids[i]: round(w, 6) for i, (w, _) in seeds.items()},

@@ -71,7 +71,7 @@ def idx(sample_index):
     ("How do I convert feet to metres in code?", "code", "feet_to_metres"),
 ])
 def test_returns_each_modality_within_its_quota(idx, query, kind, needle):
-    res = idx.search(query, mode="diffusion", k=20)
+    res = idx.search(query, mode="diffusion", k=20, final_fill=False)
     kinds = [modality(r) for r in res]
     for m, cap in FINAL_K.items():
         assert kinds.count(m) <= cap
@@ -87,7 +87,7 @@ def test_returns_each_modality_within_its_quota(idx, query, kind, needle):
 
 def test_k_caps_the_total_but_keeps_every_modality(idx):
     q = "Which sensor models are supported and at what sampling rates?"
-    full = idx.search(q, mode="diffusion", k=100)
+    full = idx.search(q, mode="diffusion", k=100, final_fill=False)
     modalities = {modality(r) for r in full}
     assert modalities == {"chunk", "code", "table", "image"}
     assert len(full) == sum(FINAL_K.values())
@@ -102,10 +102,24 @@ def test_k_caps_the_total_but_keeps_every_modality(idx):
 
 def test_final_quotas_are_parameters(idx):
     res = idx.search("tide chart", mode="diffusion", k=50, final_chunk_k=3, final_code_k=0,
-                     final_table_k=1, final_image_k=4)
+                     final_table_k=1, final_image_k=4, final_fill=False)
     kinds = [modality(r) for r in res]
     assert kinds.count("chunk") == 3 and kinds.count("code") == 0
     assert kinds.count("table") <= 1 and 1 <= kinds.count("image") <= 4
+
+
+def test_fill_tops_up_past_the_quotas_with_the_best_of_the_rest(idx):
+    q = "How do I convert feet to metres in code?"
+    strict = idx.search(q, mode="diffusion", k=30, final_fill=False)
+    full = idx.search(q, mode="diffusion", k=30)
+    assert len(strict) <= sum(FINAL_K.values()) < len(full) <= 30
+    assert full.trace.counts["final_filled"] == len(full) - len(strict)
+    assert {r.node_id for r in strict} <= {r.node_id for r in full}
+    assert [r.score for r in full] == sorted((r.score for r in full), reverse=True)
+    # a code question on a code-heavy corpus is no longer capped at final_code_k = 2
+    assert sum(modality(r) == "code" for r in full) > FINAL_K["code"]
+    for r in full:
+        assert_path_is_real(idx, full.trace, r)
 
 
 # --------------------------------------------------------------------------- diffusion paths
@@ -353,7 +367,8 @@ def test_llm_final_rerank(idx):
         return '{"ranking": %s}' % str(ids[::-1]).replace("'", '"')
 
     with LLM(LLMConfig(backend="callable"), fn=reverse) as llm:
-        res = idx.search(q, mode="diffusion", final_rerank="llm", llm=llm, k=100, walk=False)
+        res = idx.search(q, mode="diffusion", final_rerank="llm", llm=llm, k=100, walk=False,
+                         final_fill=False)
     assert res.trace.counts["final_llm_reranked"] == 4
     # the LLM chose among the 3 × final_chunk_k best chunks: reversed, the last 10 win
     _, run = retrieve(idx, q, k=100, walk=False)
@@ -364,7 +379,8 @@ def test_llm_final_rerank(idx):
     top_scores = sorted((run.score(i) for i in pool), reverse=True)[:10]
     assert [r.score for r in res if modality(r) == "chunk"] == pytest.approx(top_scores)
     # a plain str -> str callable works too
-    again = idx.search(q, mode="diffusion", final_rerank="llm", llm=reverse, k=100, walk=False)
+    again = idx.search(q, mode="diffusion", final_rerank="llm", llm=reverse, k=100, walk=False,
+                       final_fill=False)
     assert [r.node_id for r in again] == [r.node_id for r in res]
 
 
