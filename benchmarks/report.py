@@ -23,6 +23,9 @@ SECTIONS = (
      "Gold = the supporting passages; Recall@k = |gold ∩ top-k passages| / |gold|, in percent. "
      "Latency is warm and includes the query embedding. Diffusion uses the GPT-3.5 triples "
      "shipped with the data (`--openie-import`)."),
+    ("musique_sweep", "MuSiQue-100: the entity-walk parameters, one at a time",
+     "Each row changes one diffusion parameter from its default (`benchmarks.musique_sweep`); "
+     "reported so the choice is visible, see `docs/benchmarks.md`."),
     ("openharmony", "OpenHarmony dev set: the right page and the right section",
      "Labeled developer questions (`benchmarks/data/openharmony_dev.yaml`, written from the pages "
      "before any retrieval ran). File Hit@k: the gold page among the first k distinct pages; "
