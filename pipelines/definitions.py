@@ -8,16 +8,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import all_assets, corpora_partitions
-from pipelines.sensors import corpora_partitions_sensor
+from assets import all_assets
+from pipelines.jobs import index_corpus_job
+from pipelines.schedules import nightly_rebuild_schedule
+from pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
 from resources import CorpusRegistry, EmbedderResource, LLMResource
-
-index_corpus_job = dg.define_asset_job(
-    name="index_corpus",
-    selection=dg.AssetSelection.assets(*all_assets),
-    partitions_def=corpora_partitions,
-    description="Build (or incrementally rebuild) the full index of one corpus partition.",
-)
 
 
 def make_resources(llm: dict | None = None) -> dict:
@@ -47,6 +42,7 @@ def make_resources(llm: dict | None = None) -> dict:
 defs = dg.Definitions(
     assets=all_assets,
     jobs=[index_corpus_job],
-    sensors=[corpora_partitions_sensor],
+    sensors=[corpora_partitions_sensor, corpus_change_sensor],
+    schedules=[nightly_rebuild_schedule],
     resources=make_resources(),
 )

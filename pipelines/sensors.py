@@ -1,9 +1,12 @@
-"""Keep the corpus partitions in step with data/corpora.yaml."""
+"""Sensors: keep the corpus partitions in step with data/corpora.yaml, and
+rebuild a corpus when its files change."""
 
+import json
 
 import dagster as dg
 
 from assets.partitions import corpora_partitions
+from pipelines.jobs import index_corpus_job
 from resources.corpora import CorpusRegistry
 
 
@@ -22,3 +25,43 @@ def corpora_partitions_sensor(context: dg.SensorEvaluationContext,
         return dg.SkipReason(f"{len(declared)} corpora, all registered")
     return dg.SensorResult(
         dynamic_partitions_requests=[corpora_partitions.build_add_request(new)])
+
+
+@dg.sensor(
+    job=index_corpus_job,
+    description="Watches every corpus root and requests a build of that corpus partition when "
+                "its files changed (added, edited, renamed, deleted). Each tick costs one stat "
+                "per file; contents are re-hashed only when sizes or times moved, and a touched "
+                "but unchanged file does not trigger a build. The cursor keeps one fingerprint "
+                "per corpus.",
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+)
+def corpus_change_sensor(context: dg.SensorEvaluationContext,
+                         corpora: CorpusRegistry) -> dg.SensorResult | dg.SkipReason:
+    from stages.fingerprint import fingerprint
+
+    cursor = json.loads(context.cursor) if context.cursor else {}
+    registered = set(context.instance.get_dynamic_partitions(corpora_partitions.name))
+    requests, seen, notes = [], {}, []
+    for name, spec in sorted(corpora.all().items()):
+        if name not in registered:
+            continue  # corpora_partitions_sensor adds it first
+        if not spec.root.is_dir():
+            notes.append(f"{name}: root {spec.root} is missing")
+            continue
+        before = cursor.get(name)
+        fp = fingerprint(spec.root, spec.include, spec.exclude, previous=before)
+        seen[name] = fp.to_dict()
+        published = (spec.out / "CURRENT").exists()
+        if before is None and published:
+            continue  # first look at a built corpus: this is the baseline
+        if before is None or before.get("content") != fp.content:
+            requests.append(dg.RunRequest(partition_key=name, run_key=f"{name}:{fp.content}",
+                                          tags={"strata/trigger": "files changed",
+                                                "strata/files": str(fp.files)}))
+    new_cursor = json.dumps({**cursor, **seen}, sort_keys=True)
+    if not requests:
+        context.update_cursor(new_cursor)
+        return dg.SkipReason("; ".join(notes) or f"{len(seen)} corpora unchanged")
+    return dg.SensorResult(run_requests=requests, cursor=new_cursor)
