@@ -78,3 +78,17 @@ class Graph:
         """(dense ids, type codes, weights, edge slice) of i's out-edges."""
         a, b = self.indptr[i], self.indptr[i + 1]
         return self.indices[a:b], self.etype[a:b], self.weight[a:b], slice(a, b)
+
+
+def top_k(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of ``rows`` by ``scores`` (aligned arrays), best first, ties in
+    row order: (rows, scores). A partial sort, so a query over a large index costs
+    O(n + k log k), not a full sort."""
+    if k <= 0 or not len(rows):
+        return rows[:0], scores[:0]
+    if k < len(rows):
+        part = np.argpartition(-scores, k - 1)[:k]
+        part.sort()  # back to row order, so the stable sort below breaks ties by row
+        rows, scores = rows[part], scores[part]
+    order = np.argsort(-scores, kind="stable")
+    return rows[order], scores[order]

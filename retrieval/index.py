@@ -250,7 +250,7 @@ class Index:
         6 ms per kind), and the results are the same."""
         import numpy as np
 
-        from retrieval.graph import KIND_CODE
+        from retrieval.graph import KIND_CODE, top_k
 
         if k <= 0:
             return []
@@ -262,25 +262,15 @@ class Index:
         if node_kinds:
             unit, own, kind = self._unit_vectors
             cand = np.nonzero(own & np.isin(kind, node_kinds))[0]
-            hits += self._top(unit[cand] @ q, cand, k, self.graph.ids)
+            rows, scores = top_k(unit[cand] @ q, cand, k)
+            hits += [(self.graph.ids[r], float(s)) for r, s in zip(rows.tolist(), scores)]
         if FACT in kinds:
             ids, unit = self._fact_unit
             if ids:
-                hits += self._top(unit @ q, np.arange(len(ids)), k, ids)
+                rows, scores = top_k(unit @ q, np.arange(len(ids)), k)
+                hits += [(ids[r], float(s)) for r, s in zip(rows.tolist(), scores)]
         hits.sort(key=lambda h: -h[1])
         return hits[:k]
-
-    @staticmethod
-    def _top(scores, rows, k: int, ids) -> list[tuple[str, float]]:
-        import numpy as np
-
-        if not len(rows):
-            return []
-        if k < len(rows):
-            part = np.argpartition(-scores, k - 1)[:k]
-            scores, rows = scores[part], rows[part]
-        order = np.argsort(-scores, kind="stable")
-        return [(ids[int(rows[i])], float(scores[i])) for i in order]
 
     def keyword(self, query: str, k: int, kinds=None) -> list[tuple[str, float]]:
         """(node_id, BM25 score) from the full-text indexes."""

@@ -91,7 +91,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.graph import EDGE_CODE, KIND_CODE
+from retrieval.graph import EDGE_CODE, KIND_CODE, top_k
 from retrieval.results import Result, Trace
 from retrieval.walk import EntityWalk
 from retrieval.walk import build as build_walk
@@ -197,13 +197,7 @@ class _Prepared:
     def top(self, scores: np.ndarray, mask: np.ndarray | None, k: int) -> list[int]:
         """Rows of the ``k`` best ``scores`` (restricted to ``mask``), best first."""
         cand = np.nonzero(mask)[0] if mask is not None else np.arange(len(scores))
-        if k <= 0 or not cand.size:
-            return []
-        s = scores[cand]
-        if k < cand.size:
-            part = np.argpartition(-s, k - 1)[:k]
-            cand, s = cand[part], s[part]
-        return cand[np.argsort(-s, kind="stable")].tolist()
+        return top_k(scores[cand], cand, k)[0].tolist()
 
 
 _PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -515,7 +509,7 @@ class WalkRun:
         cand = np.nonzero(self.prep.bucket == 0)[0]
         if size <= 0 or not cand.size:
             return []
-        order = cand[np.argsort(-self.mass[cand], kind="stable")][:size + len(lead)].tolist()
+        order = top_k(self.mass[cand], cand, size + len(lead))[0].tolist()
         lead = [i for i in lead if self.prep.bucket[i] == 0][:size]
         ordered = (lead + [i for i in order if i not in lead])[:size]
         top = float(self.mass[order[0]]) or 1.0
