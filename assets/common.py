@@ -43,6 +43,25 @@ def record_stage(layout: IndexLayout, stage: str, **values) -> dict:
     return update_json(layout.build / BUILD_REPORT, **{stage: values})
 
 
+def output_version(*paths: Path) -> dg.DataVersion:
+    """The data version of a stage's output: a digest of the files it wrote.
+
+    Dagster marks a downstream asset stale when an upstream data version moves,
+    so a stage rerun (new code version, new prompt template) that produces the
+    same rows leaves everything after it fresh; outputs are written in a stable
+    row order, so equal content means equal bytes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.name.encode())
+        if path.exists():
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    return dg.DataVersion(h.hexdigest()[:24])
+
+
 def progress_logger(context: dg.AssetExecutionContext, label: str,
                     every_s: float = 5.0) -> Callable[[int, int], None]:
     """Log 'label: i/n' at most every few seconds, plus the first and last step."""

@@ -3,8 +3,8 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, md, path_metadata, progress_logger,
-                           read_build_table, record_stage)
+from assets.common import (corpus_and_layout, md, output_version, path_metadata,
+                           progress_logger, read_build_table, record_stage)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
@@ -76,7 +76,12 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         bad_dim += int(t.schema.field("vector").type.list_size != result.dim)
     expected = set(nodes.filter(pl.col("embedded"))["node_id"].to_list())
     ok = len(ids) == len(set(ids)) == len(expected) and set(ids) == expected and bad_dim == 0
+    from stages.embed import FINGERPRINT_SUFFIX
+
+    lance = layout.build_lance
     return dg.MaterializeResult(
+        # the Lance tables' row digest (text hashes stand for the vectors) and the encoder
+        data_version=output_version(lance.with_name(lance.name + FINGERPRINT_SUFFIX), encoder_json),
         metadata={
             "dagster/row_count": len(ids),
             "embeddings_computed": result.computed,

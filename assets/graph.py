@@ -4,7 +4,8 @@
 import dagster as dg
 import polars as pl
 
-from assets.common import corpus_and_layout, md, path_metadata, read_build_table, record_stage
+from assets.common import (corpus_and_layout, md, output_version, path_metadata, read_build_table,
+                           record_stage)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from strata.layout import write_parquet_atomic
@@ -91,6 +92,7 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     seconds = time.perf_counter() - t0
     record_stage(layout, "graph", seconds=seconds, edges=df.height)
     return dg.MaterializeResult(
+        data_version=output_version(layout.build_table("edges")),
         metadata={
             "dagster/row_count": df.height,
             "edges_by_type": md(edges_by_type(df), ("type", "edges")),

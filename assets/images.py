@@ -2,11 +2,12 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, llm_metadata, md, path_metadata, progress_logger,
-                           read_build_table, record_stage, write_failures)
+from assets.common import (corpus_and_layout, llm_metadata, md, output_version, path_metadata,
+                           progress_logger, read_build_table, record_stage, write_failures)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
+from stages.enrich.captions import TEMPLATE as CAPTION_TEMPLATE
 
 
 class DedupConfig(dg.Config):
@@ -54,7 +55,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
     dup_rows = df.filter(pl.col("group_id").is_in(groups["group_id"])).select(
         "group_id", "path", "width", "height", "is_representative").sort("group_id")
     problems = df.filter(pl.col("status") != "ok").select("path", "status").to_dicts()
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=output_version(layout.build_table("images")), metadata={
         "dagster/row_count": df.height,
         "duplicate_groups": groups.height,
         "merged_images": int(df.filter(~pl.col("is_representative")).height),
@@ -70,7 +71,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
     group_name="caption",
     kinds={"python", "parquet"},
     deps=["nodes", "image_groups"],
-    code_version="1",
+    code_version=CAPTION_TEMPLATE,  # a new prompt template reruns the stage (cached per item)
     retry_policy=dg.RetryPolicy(max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL),
     description=(
         "captions.parquet: a caption per image from a vision-capable LLM, or offline from its alt "
@@ -101,7 +102,7 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
     record_stage(layout, "caption", seconds=result.stats.seconds, calls=result.stats.calls,
                  cache_hits=result.stats.cache_hits, failures=len(result.failures))
     df = pl.from_arrow(result.table)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=output_version(layout.build_table("captions")), metadata={
         "dagster/row_count": df.height,
         "by_source": md(dict(df.group_by("source").len().iter_rows()), ("source", "captions")),
         "sample": md(df.head(5).select("node_id", "caption").to_dicts()),

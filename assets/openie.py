@@ -2,11 +2,12 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, llm_metadata, md, path_metadata, progress_logger,
-                           read_build_table, record_stage, write_failures)
+from assets.common import (corpus_and_layout, llm_metadata, md, output_version, path_metadata,
+                           progress_logger, read_build_table, record_stage, write_failures)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
+from stages.enrich.openie import TEMPLATE
 
 SEMANTIC_EDGES = "semantic_edges.parquet"  # build-only: merged into edges.parquet
 
@@ -22,7 +23,7 @@ class OpenIEConfig(dg.Config):
     group_name="openie",
     kinds={"python", "parquet"},
     deps=["nodes"],
-    code_version="1",
+    code_version=TEMPLATE,  # a new prompt template reruns the stage (cached per item)
     retry_policy=dg.RetryPolicy(max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL),
     description=(
         "facts.parquet and entities.parquet: entities (name + description, deduplicated by "
@@ -71,7 +72,9 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
                  cache_hits=result.stats.cache_hits, failures=len(result.failures),
                  entities=entities.num_rows, facts=fact_table.num_rows,
                  imported_unmatched=len(unmatched), units_by_source=sources)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=output_version(
+        layout.build_table("entities"), layout.build_table("facts"), layout.build / SEMANTIC_EDGES),
+        metadata={
         "dagster/row_count": fact_table.num_rows,
         "units": units.height,
         "entities": entities.num_rows,

@@ -4,8 +4,8 @@
 import dagster as dg
 import polars as pl
 
-from assets.common import (corpus_and_layout, md, path_metadata, progress_logger,
-                           read_build_table, record_stage)
+from assets.common import (corpus_and_layout, md, output_version, path_metadata,
+                           progress_logger, read_build_table, record_stage)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from stages.parse.finalize import PARSER_VERSION
@@ -70,6 +70,8 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     context.log.info(f"parsed {len(result.parsed)} files, reused {len(result.reused)}; "
                      f"{df.height} nodes; {skipped.height} skipped")
     return dg.MaterializeResult(
+        data_version=output_version(*(layout.build_table(n) for n in
+                                      ("nodes", "documents", "references", "skipped"))),
         metadata={
             "dagster/row_count": df.height,
             "files_parsed": len(result.parsed),

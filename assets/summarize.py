@@ -2,11 +2,12 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, llm_metadata, md, path_metadata, progress_logger,
-                           read_build_table, record_stage, write_failures)
+from assets.common import (corpus_and_layout, llm_metadata, md, output_version, path_metadata,
+                           progress_logger, read_build_table, record_stage, write_failures)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
+from stages.enrich.summarize import TEMPLATE
 
 
 @dg.asset(
@@ -14,7 +15,7 @@ from resources.llm import LLMResource
     group_name="summarize",
     kinds={"python", "parquet"},
     deps=["nodes"],
-    code_version="1",
+    code_version=TEMPLATE,  # a new prompt template reruns the stage (cached per item)
     retry_policy=dg.RetryPolicy(max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL),
     description=(
         "summaries.parquet: one summary per section, code block, table and file (a file's from its "
@@ -42,7 +43,7 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
     record_stage(layout, "summarize", seconds=result.stats.seconds, calls=result.stats.calls,
                  cache_hits=result.stats.cache_hits, failures=len(result.failures))
     df = pl.from_arrow(result.table)
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(data_version=output_version(layout.build_table("summaries")), metadata={
         "dagster/row_count": df.height,
         "by_source": md(dict(df.group_by("source").len().iter_rows()), ("source", "summaries")),
         "sample": md(df.head(5).select("kind", "summary").to_dicts()),

@@ -43,7 +43,7 @@ class Builder:
         self.config_path = config_path
 
     def build(self, corpus: str, run_config: dict | None = None, llm=None,
-              raise_on_error: bool = True):
+              raise_on_error: bool = True, assets=None, selection=None):
         import dagster as dg
 
         from assets import all_assets, corpora_partitions
@@ -52,10 +52,10 @@ class Builder:
         if not self.instance.has_dynamic_partition(corpora_partitions.name, corpus):
             self.instance.add_dynamic_partitions(corpora_partitions.name, [corpus])
         return dg.materialize(
-            all_assets, partition_key=corpus, instance=self.instance,
+            assets or all_assets, partition_key=corpus, instance=self.instance,
             resources={"corpora": CorpusRegistry(config_path=str(self.config_path)),
                        "embedder": EmbedderResource(), "llm": llm or LLMResource()},
-            run_config=run_config or {}, raise_on_error=raise_on_error)
+            run_config=run_config or {}, raise_on_error=raise_on_error, selection=selection)
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-STATE = {"calls": 0, "answered": 0, "fail_after": None}
+STATE = {"calls": 0, "answered": 0, "fail_after": None, "summary_words": 12}
 
 
 class Interrupted(BaseException):
@@ -25,4 +25,4 @@ def answer(prompt: str) -> str:
         triples = [[words[0], "relates to", words[1]]] if len(words) >= 2 else []
         return json.dumps({"entities": [{"name": w, "description": ""} for w in words],
                            "triples": triples})
-    return "Summary: " + " ".join(data.split()[:12])
+    return "Summary: " + " ".join(data.split()[:STATE["summary_words"]])

@@ -1,0 +1,86 @@
+"""Compare two published index versions table by table, for the incremental ==
+fresh-build property (issue 7). Differences come back as readable strings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from strata.schema import LANCE_DIR, TABLE_FILES
+
+# Columns that legitimately differ between an incremental and a fresh build:
+# timings, run bookkeeping and the stage that produced a row's attempts.
+VOLATILE = {"seconds", "created_at", "attempts", "run_id"}
+SORT_HINTS = ("node_id", "src", "dst", "type", "path", "group_id", "fact_id", "entity_id")
+
+
+def _canonical(df: pl.DataFrame) -> pl.DataFrame:
+    df = df.drop([c for c in df.columns if c in VOLATILE])
+    keys = [c for c in SORT_HINTS if c in df.columns] or df.columns
+    # Lists/structs cannot be sort keys; compare them through their string form.
+    keys = [c for c in keys if not isinstance(df.schema[c], (pl.List, pl.Struct, pl.Array))]
+    return df.sort(keys or df.columns[:1], nulls_last=True)
+
+
+def table_differences(a: Path, b: Path, name: str) -> list[str]:
+    pa_, pb = a / TABLE_FILES[name], b / TABLE_FILES[name]
+    if not pa_.exists() and not pb.exists():
+        return []
+    if pa_.exists() != pb.exists():
+        return [f"{name}: present in only one build"]
+    da, db = _canonical(pl.read_parquet(pa_)), _canonical(pl.read_parquet(pb))
+    if da.columns != db.columns:
+        return [f"{name}: columns {da.columns} != {db.columns}"]
+    if da.height != db.height:
+        only_a = da.join(db, on=da.columns[:1], how="anti").head(5).to_dicts()
+        only_b = db.join(da, on=db.columns[:1], how="anti").head(5).to_dicts()
+        return [f"{name}: {da.height} rows vs {db.height}; only incremental: {only_a}; "
+                f"only fresh: {only_b}"]
+    out = []
+    for col in da.columns:
+        sa, sb = da[col], db[col]
+        if sa.dtype in (pl.Float32, pl.Float64):
+            if not np.allclose(sa.fill_null(np.nan).to_numpy(), sb.fill_null(np.nan).to_numpy(),
+                               atol=1e-5, equal_nan=True):
+                out.append(f"{name}.{col}: floats differ")
+        elif not sa.equals(sb, check_names=False):
+            bad = (sa.cast(pl.Utf8, strict=False) != sb.cast(pl.Utf8, strict=False)).arg_true()
+            i = int(bad[0]) if len(bad) else 0
+            out.append(f"{name}.{col}: first difference at row {i}: {sa[i]!r} vs {sb[i]!r}")
+    return out
+
+
+def vector_differences(a: Path, b: Path, atol: float = 1e-4) -> list[str]:
+    import lancedb
+
+    da, db = lancedb.connect(str(a / LANCE_DIR)), lancedb.connect(str(b / LANCE_DIR))
+    names_a = set(da.table_names())
+    names_b = set(db.table_names())
+    if names_a != names_b:
+        return [f"vector tables {sorted(names_a)} != {sorted(names_b)}"]
+    out = []
+    for t in sorted(names_a):
+        ta = pl.from_arrow(da.open_table(t).to_arrow().select(["node_id", "vector"])).sort("node_id")
+        tb = pl.from_arrow(db.open_table(t).to_arrow().select(["node_id", "vector"])).sort("node_id")
+        if ta["node_id"].to_list() != tb["node_id"].to_list():
+            sa, sb = set(ta["node_id"]), set(tb["node_id"])
+            out.append(f"{t}: ids differ; only incremental {sorted(sa - sb)[:5]}, "
+                       f"only fresh {sorted(sb - sa)[:5]}")
+            continue
+        va = np.asarray(ta["vector"].to_list(), dtype=np.float32)
+        vb = np.asarray(tb["vector"].to_list(), dtype=np.float32)
+        if va.shape != vb.shape or not np.allclose(va, vb, atol=atol):
+            worst = int(np.abs(va - vb).max(axis=1).argmax()) if va.shape == vb.shape else 0
+            out.append(f"{t}: vectors differ (worst row {ta['node_id'][worst]})")
+    return out
+
+
+def index_differences(a: Path, b: Path) -> list[str]:
+    """Every table except failures (bookkeeping), plus all vector tables."""
+    diffs: list[str] = []
+    for name in TABLE_FILES:
+        if name != "failures":
+            diffs += table_differences(a, b, name)
+    return diffs + vector_differences(a, b)
