@@ -208,7 +208,45 @@ def _open_index(path: str, version: int | None = None):
         return None
 
 
+def _versions(root: str) -> list[dict]:
+    """One row per published version still on disk (newest last)."""
+    from strata.layout import IndexLayout, read_manifest
+
+    layout = IndexLayout(root)
+    current = layout.current_version()
+    rows = []
+    for v in layout.versions():
+        try:
+            m = read_manifest(layout.version_dir(v))
+        except (OSError, ValueError):
+            continue  # an unreadable manifest is not a published version
+        counts = m.get("counts", {})
+        rows.append({"version": v, "current": v == current, "created_at": m.get("created_at"),
+                     "files": counts.get("files"), "nodes": counts.get("nodes"),
+                     "edges": counts.get("edges"), "build_seconds": m.get("build_seconds"),
+                     "source_fingerprint": m.get("source_fingerprint"),
+                     "path": str(layout.version_dir(v))})
+    return rows
+
+
 def cmd_map(args: argparse.Namespace) -> int:
+    if args.versions:
+        rows = _versions(args.index)
+        if not rows:
+            _print(f"error: no published index versions in {args.index}", err=True)
+            return EXIT_USAGE
+        if args.json:
+            _print(json.dumps(rows, indent=2))
+            return EXIT_OK
+        _print(f"{'':2}{'version':>7}  {'created (UTC)':25}  {'files':>6}  {'nodes':>7}  "
+               f"{'edges':>7}  {'build s':>8}  source")
+        for r in rows:
+            _print(f"{'*' if r['current'] else ' ':2}{r['version']:>7}  {r['created_at'] or '':25}  "
+                   f"{r['files'] or 0:>6}  {r['nodes'] or 0:>7}  {r['edges'] or 0:>7}  "
+                   f"{r['build_seconds'] or 0:>8}  {(r['source_fingerprint'] or '')[:12]}")
+        _print("* = current (what Index.open reads); open another with "
+               "Index.open(dir, version=N) or --version N")
+        return EXIT_OK
     idx = _open_index(args.index, args.version)
     if idx is None:
         return EXIT_USAGE
@@ -422,6 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("--index", required=True, help="index folder")
     mp.add_argument("--stats", action="store_true", help="print statistics (the default)")
     mp.add_argument("--version", type=int, default=None, help="a published version (default: current)")
+    mp.add_argument("--versions", action="store_true",
+                    help="list the published versions kept on disk (current marked *)")
     mp.add_argument("--json", action="store_true")
     mp.set_defaults(func=cmd_map)
 

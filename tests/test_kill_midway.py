@@ -63,3 +63,14 @@ def test_killed_build_leaves_the_old_version_serving(sample_copy, tmp_path):
     assert v2.documents().filter(v2.documents()["path"] == "docs/killed.md").height == 1
     report = json.loads((out / "build" / "build_report.json").read_text())
     assert report["parse"]["parsed"] == 0  # the killed run's parse was kept
+
+    # older versions stay readable until the retention policy drops them
+    pinned = Index.open(out, version=1)
+    assert pinned.version == 1 and [r.node_id for r in pinned.search("barometric drift", k=5)] == before
+    listed = subprocess.run([sys.executable, "-m", "pipelines.cli", "map", "--index", str(out),
+                             "--versions", "--json"], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["version"], r["current"]) for r in rows] == [(1, False), (2, True)]
+    assert rows[1]["files"] == rows[0]["files"] + 1
