@@ -9,9 +9,12 @@ from assets.openie import facts
 from assets.parse import nodes
 from assets.partitions import corpora_partitions
 from assets.publish import index_manifest
+from assets.shards import embedding_shards, parsed_shards
 from assets.summarize import summaries
 
-all_assets = [nodes, summaries, image_groups, captions, facts, embeddings, edges, index_manifest]
+all_assets = [parsed_shards, nodes, summaries, image_groups, captions, facts, embedding_shards,
+              embeddings, edges, index_manifest]
 
-__all__ = ["all_assets", "captions", "corpora_partitions", "edges", "embeddings", "facts",
-           "image_groups", "index_manifest", "nodes", "summaries"]
+__all__ = ["all_assets", "captions", "corpora_partitions", "edges", "embedding_shards",
+           "embeddings", "facts", "image_groups", "index_manifest", "nodes", "parsed_shards",
+           "summaries"]

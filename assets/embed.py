@@ -17,11 +17,21 @@ class EmbedConfig(dg.Config):
     """Build a full-text (BM25) index on each vector table for keyword search."""
 
 
+def load_embedding_items(layout):
+    """Every node, entity and fact that gets a vector, from the build's tables."""
+    from stages.embed import embedding_items
+
+    return embedding_items(
+        read_build_table(layout, "nodes"),
+        *(read_build_table(layout, name, required=False)
+          for name in ("summaries", "captions", "entities", "facts")))
+
+
 @dg.asset(
     partitions_def=corpora_partitions,
     group_name="embed",
     kinds={"lancedb", "pytorch"},
-    deps=["nodes", "summaries", "captions", "facts"],
+    deps=["nodes", "summaries", "captions", "facts", "embedding_shards"],
     code_version="2",
     retry_policy=dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL),
     description=(
@@ -40,15 +50,17 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     import lancedb
     import polars as pl
 
-    from stages.embed import build_vectors, embedding_items
+    import shutil
+
+    from assets.shards import shard_summaries, vector_cache_dir
+    from stages.embed import build_vectors, read_vector_cache
     from strata.embedding import EncoderSpec, canonical_model
     from strata.layout import write_json_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = embedding_items(
-        read_build_table(layout, "nodes"),
-        *(read_build_table(layout, name, required=False)
-          for name in ("summaries", "captions", "entities", "facts")))
+    nodes = load_embedding_items(layout)
+    cache = vector_cache_dir(layout)
+    in_shards = sum(s["computed"] for s in shard_summaries(cache, "*.json", context.run.run_id))
     enc_spec = embedder.spec_for(spec.embedding)
     encoder_json = layout.build / "encoder.json"
     previous = json.loads(encoder_json.read_text()) if encoder_json.exists() else {}
@@ -60,11 +72,15 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
 
     result = build_vectors(nodes, enc_spec, load, layout.build_lance, batch_size=config.batch_size,
                            progress=progress_logger(context, "embed"), fts=config.full_text_index,
-                           dim=previous.get("dim") if same else None)
+                           dim=previous.get("dim") if same else None,
+                           precomputed=read_vector_cache(cache))
+    shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
+    computed, reused = result.computed + in_shards, result.reused - in_shards
     write_json_atomic(encoder_json, {**enc_spec.to_manifest(result.dim),
                                      "model": canonical_model(enc_spec.model)})
-    record_stage(layout, "embed", seconds=result.seconds, computed=result.computed,
-                 reused=result.reused, dim=result.dim, tables_rewritten=not result.unchanged)
+    record_stage(layout, "embed", seconds=result.seconds, computed=computed, reused=reused,
+                 computed_in_shards=in_shards, dim=result.dim,
+                 tables_rewritten=not result.unchanged)
 
     # Check against what was written, read back from disk.
     db = lancedb.connect(str(layout.build_lance))
@@ -84,8 +100,9 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         data_version=output_version(lance.with_name(lance.name + FINGERPRINT_SUFFIX), encoder_json),
         metadata={
             "dagster/row_count": len(ids),
-            "embeddings_computed": result.computed,
-            "embeddings_reused": result.reused,
+            "embeddings_computed": computed,
+            "embeddings_computed_in_shards": in_shards,
+            "embeddings_reused": reused,
             "tables_rewritten": not result.unchanged,
             "vectors_by_kind": md(result.by_kind, ("kind", "vectors")),
             "model": f"{enc_spec.backend}:{canonical_model(enc_spec.model)}",

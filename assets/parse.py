@@ -20,17 +20,42 @@ class ParseConfig(dg.Config):
     """Prose lines kept before/after each code block, table and image as its context."""
 
 
+def previous_build(layout):
+    """The last build's parse tables (the per-document cache), if complete."""
+    from stages.nodes import PreviousBuild
+
+    prev = [read_build_table(layout, n, required=False) for n in ("documents", "nodes", "references")]
+    return PreviousBuild(*prev) if all(p is not None for p in prev) else None
+
+
+def _shard_outputs(layout, run_id: str):
+    """What the parse shards wrote, and how many shards ran in this run."""
+    from assets.shards import SHARDS_DIR, shard_summaries
+    from stages.nodes import PreviousBuild
+
+    root = layout.build / SHARDS_DIR / "parse"
+    parts = []
+    for d in sorted(root.iterdir()) if root.is_dir() else []:
+        files = [d / f"{n}.parquet" for n in ("documents", "nodes", "references")]
+        if all(f.exists() for f in files):
+            parts.append(PreviousBuild(*(pl.read_parquet(f) for f in files)))
+    done = shard_summaries(root, "*/summary.json", run_id)
+    return parts, len(done)
+
+
 @dg.asset(
     partitions_def=corpora_partitions,
     group_name="parse",
     kinds={"python", "parquet"},
     code_version=PARSER_VERSION,
+    deps=["parsed_shards"],
     description=(
         "Every file of the corpus parsed into one hierarchy: file → section → sub-section → "
         "chunk/code/table/image for documents, module → class → method for code. Writes "
         "nodes.parquet, documents.parquet (per-file hashes: the parse cache), references.parquet "
         "(unresolved links/imports) and skipped.parquet (files that could not be read, with why). "
-        "Unchanged files are copied from the previous build, not parsed again."),
+        "Unchanged files are copied from the previous build, not parsed again; files the parse "
+        "shards already parsed are merged, not parsed twice."),
     check_specs=[
         dg.AssetCheckSpec("parents_exist", asset="nodes",
                           description="Every parent_id names a node of the same build."),
@@ -40,23 +65,32 @@ class ParseConfig(dg.Config):
 )
 def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
           corpora: CorpusRegistry) -> dg.MaterializeResult:
+    import shutil
+
     from stages.discover import discover
-    from stages.nodes import PreviousBuild, build_nodes
+    from stages.nodes import build_nodes, overlay
     from stages.parse.finalize import ParseSettings
 
     spec, layout = corpus_and_layout(context, corpora)
     context.log.info(f"corpus {spec.name}: scanning {spec.root}")
     sources = discover(spec.root, spec.include, spec.exclude)
-    previous = None
-    prev = [read_build_table(layout, n, required=False) for n in ("documents", "nodes", "references")]
-    if all(p is not None for p in prev):
-        previous = PreviousBuild(*prev)
+    parts, shards_run = _shard_outputs(layout, context.run.run_id)
+    previous = previous_build(layout)
     result = build_nodes(spec.name, sources,
-                         ParseSettings(config.chunk_tokens, config.context_lines), previous,
+                         ParseSettings(config.chunk_tokens, config.context_lines),
+                         overlay(previous, parts),
                          progress=progress_logger(context, "parse"), blob_dir=layout.build_blobs)
     for name, table in (("nodes", result.nodes), ("documents", result.documents),
                         ("references", result.references), ("skipped", result.skipped)):
         write_parquet_atomic(table, layout.build_table(name))
+    # the shards' rows now live in the build tables (the next run's cache)
+    shutil.rmtree(layout.build / "shards" / "parse", ignore_errors=True)
+    # a file taken from a shard's output rather than the last build was parsed in this run
+    before = dict(previous.documents.select("path", "parse_key").iter_rows()) if previous else {}
+    now = dict(pl.from_arrow(result.documents).select("path", "parse_key").iter_rows())
+    parsed_in_shards = sum(1 for p in result.reused if before.get(p) != now.get(p))
+    parsed = len(result.parsed) + parsed_in_shards
+    reused = len(result.reused) - parsed_in_shards
 
     df = pl.from_arrow(result.nodes)
     docs = pl.from_arrow(result.documents)
@@ -64,18 +98,20 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     ids = set(df["node_id"].to_list())
     orphans = [p for p in df["parent_id"].drop_nulls().to_list() if p not in ids]
     empty = df.filter(pl.col("text").str.strip_chars() == "").height
-    record_stage(layout, "parse", seconds=result.seconds, parsed=len(result.parsed),
-                 reused=len(result.reused), nodes=df.height)
+    record_stage(layout, "parse", seconds=result.seconds, parsed=parsed, reused=reused,
+                 nodes=df.height, shards=shards_run, parsed_in_shards=parsed_in_shards)
     noted = docs.filter(pl.col("notes") != "").select("path", "notes").to_dicts()
-    context.log.info(f"parsed {len(result.parsed)} files, reused {len(result.reused)}; "
+    context.log.info(f"parsed {parsed} files ({parsed_in_shards} in {shards_run} shards), "
+                     f"reused {reused}; "
                      f"{df.height} nodes; {skipped.height} skipped")
     return dg.MaterializeResult(
         data_version=output_version(*(layout.build_table(n) for n in
                                       ("nodes", "documents", "references", "skipped"))),
         metadata={
             "dagster/row_count": df.height,
-            "files_parsed": len(result.parsed),
-            "files_reused": len(result.reused),
+            "files_parsed": parsed,
+            "files_parsed_in_shards": parsed_in_shards,
+            "files_reused": reused,
             "files_skipped": skipped.height,
             "nodes_by_kind": md(nodes_by_kind(df), ("kind", "nodes")),
             "depth_distribution": md(depth_distribution(df), ("depth", "nodes")),

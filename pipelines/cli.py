@@ -77,7 +77,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     instance = dg.DagsterInstance.get()
     if not instance.has_dynamic_partition(corpora_partitions.name, name):
         instance.add_dynamic_partitions(corpora_partitions.name, [name])
-    ops: dict = {"nodes": {"config": {"chunk_tokens": args.chunk_tokens}}}
+    parse_config = {"config": {"chunk_tokens": args.chunk_tokens}}
+    ops: dict = {"nodes": parse_config, "parsed_shards": parse_config}
     if args.openie_import:
         path = Path(args.openie_import).expanduser().resolve()
         if not path.is_file():
@@ -93,9 +94,12 @@ def cmd_index(args: argparse.Namespace) -> int:
         "loggers": {"console": {"config": {"log_level": "ERROR" if args.quiet else "INFO"}}},
     }
     t0 = time.perf_counter()
-    result = dg.materialize(all_assets, partition_key=name, instance=instance,
-                            resources=make_resources(llm), run_config=run_config,
-                            raise_on_error=False, tags={"strata/cli": "index"})
+    if args.workers > 1:
+        result = _run_in_processes(instance, name, config_path, llm, run_config, args.workers)
+    else:
+        result = dg.materialize(all_assets, partition_key=name, instance=instance,
+                                resources=make_resources(llm), run_config=run_config,
+                                raise_on_error=False, tags={"strata/cli": "index"})
     wall = time.perf_counter() - t0
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
@@ -117,6 +121,27 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print(f"\nbuilt in {wall:.1f}s (run {result.run_id[:8]}); "
                f"open the UI with `make ui` to see it")
     return EXIT_OK
+
+
+def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: dict, workers: int):
+    """The index job on Dagster's multiprocess executor: every step (each parse and
+    embedding shard among them) in its own process, ``workers`` at a time. The
+    workers rebuild their resources from the environment, so the flags go there."""
+    import dagster as dg
+
+    from pipelines.scaleout import multiprocess_index_job
+
+    os.environ["STRATA_CORPORA"] = str(config_path)
+    for key, value in llm.items():
+        if value is not None:
+            env = {"callable_path": "STRATA_LLM_CALLABLE"}.get(key, f"STRATA_LLM_{key.upper()}")
+            os.environ[env] = str(value)
+    run_config = {**run_config, "execution": {"config": {"max_concurrent": workers}}}
+    with dg.execute_job(dg.reconstructable(multiprocess_index_job), instance=instance,
+                        run_config=run_config, raise_on_error=False,
+                        tags={"strata/cli": "index", "dagster/partition": name}) as result:
+        result.all_events  # noqa: B018 - read the events before the result closes
+        return result
 
 
 def _dry_run(all_assets, name: str, instance, llm: dict, ops: dict) -> int:
@@ -450,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--llm-model", default=None)
     ix.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama...)")
     ix.add_argument("--llm-callable", default=None, help="'module:function' for --llm-backend callable")
+    ix.add_argument("--workers", type=int, default=1,
+                    help="run the build's steps (parse and embedding shards among them) in this "
+                         "many processes (Dagster's multiprocess executor; shards: $STRATA_SHARDS)")
     ix.add_argument("--dry-run", action="store_true",
                     help="parse only and print how many LLM calls a build would make")
     ix.add_argument("--json", action="store_true", help="print the resulting stats as JSON")

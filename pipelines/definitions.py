@@ -10,6 +10,7 @@ import dagster as dg
 
 from assets import all_assets
 from pipelines.jobs import index_corpus_job
+from pipelines.scaleout import executor_from_env
 from pipelines.schedules import nightly_rebuild_schedule
 from pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
 from resources import CorpusRegistry, EmbedderResource, LLMResource
@@ -45,4 +46,5 @@ defs = dg.Definitions(
     sensors=[corpora_partitions_sensor, corpus_change_sensor],
     schedules=[nightly_rebuild_schedule],
     resources=make_resources(),
+    executor=executor_from_env(),
 )

@@ -15,7 +15,7 @@ import string
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 # Extension → format. Anything else that decodes as text is indexed as "text".
 FORMATS = {
@@ -216,8 +216,12 @@ def read_source(root: Path, rel: str, full: Path, max_bytes: int = MAX_FILE_BYTE
 
 
 def discover(root: str | os.PathLike, include: Iterable[str] = ("**/*",),
-             exclude: Iterable[str] = ()) -> list[SourceFile]:
+             exclude: Iterable[str] = (),
+             select: Callable[[str], bool] | None = None) -> list[SourceFile]:
+    """Read the corpus's files; ``select`` (a test on the relative path, applied
+    before anything is read) lets a shard read only its own documents."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus root {root} is not a folder")
-    return [read_source(root, rel, full) for rel, full in iter_paths(root, include, exclude)]
+    return [read_source(root, rel, full) for rel, full in iter_paths(root, include, exclude)
+            if select is None or select(rel)]

@@ -88,23 +88,85 @@ def _table_names(db) -> list[str]:
     return list(getattr(res, "tables", res))
 
 
-def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
-                  lance_dir: Path, batch_size: int = 256, progress: Progress | None = None,
-                  fts: bool = True, dim: int | None = None) -> EmbedResult:
-    """Write the vector tables; ``load_encoder`` is only called when something
-    must be encoded, so an unchanged corpus never loads the model. ``dim`` is
-    the previous build's dimension, needed only when nothing is encoded."""
-    import lancedb
-
-    t0 = time.perf_counter()
+def _texts(nodes: pl.DataFrame, spec: EncoderSpec) -> tuple[pl.DataFrame, list[str], list[str]]:
+    """The embedded rows in table order, their encoder texts and text hashes."""
     model_key = f"{spec.backend}:{canonical_model(spec.model)}"
     todo = nodes.filter(pl.col("embedded")).sort("node_id")  # a deterministic table order
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
     texts = [embedding_text(*r) for r in todo.select(
         "kind", "title", "breadcrumb", "text", "attrs", "summary").iter_rows()]
-    hashes = [stable_hash(model_key, EMBED_TEXT_VERSION, t) for t in texts]
+    return todo, texts, [stable_hash(model_key, EMBED_TEXT_VERSION, t) for t in texts]
+
+
+def shard_of(key: str, shards: int) -> int:
+    """The shard a document path or text hash belongs to: stable across runs and
+    machines, so an unchanged document always lands on the same worker."""
+    return int(stable_hash(key), 16) % max(1, shards)
+
+
+def read_vector_cache(cache_dir: Path | None) -> dict[str, np.ndarray]:
+    """text_hash → vector from the embedding shards' output files."""
+    out: dict[str, np.ndarray] = {}
+    if cache_dir is None or not cache_dir.is_dir():
+        return out
+    for f in sorted(cache_dir.glob("*.parquet")):
+        t = pl.read_parquet(f)
+        if t.height:
+            vecs = np.asarray(t["vector"].to_list(), dtype=np.float32)
+            out.update(zip(t["text_hash"].to_list(), vecs))
+    return out
+
+
+@dataclass
+class ShardVectors:
+    text_hashes: list[str]
+    vectors: np.ndarray
+    seconds: float = 0.0
+
+
+def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
+                 lance_dir: Path, shard: int, shards: int, batch_size: int = 256,
+                 progress: Progress | None = None, known: set[str] = frozenset()) -> ShardVectors:
+    """Encode this shard's share of the texts that no previous vector covers
+    (``known``: hashes an interrupted earlier attempt already encoded). Texts
+    are split by their hash, so shards never encode the same text."""
+    t0 = time.perf_counter()
+    _, texts, hashes = _texts(nodes, spec)
     previous = _previous_vectors(lance_dir)
+    mine = {h: t for h, t in zip(hashes, texts)
+            if h not in previous and h not in known and shard_of(h, shards) == shard}
+    keys = sorted(mine)
+    if not keys:
+        return ShardVectors([], np.zeros((0, 0), np.float32), time.perf_counter() - t0)
+    encoder = load_encoder()
+    out = np.zeros((len(keys), encoder.dim), dtype=np.float32)
+    for start in range(0, len(keys), batch_size):
+        if progress:
+            progress(start, len(keys))
+        out[start:start + batch_size] = encoder.encode([mine[k] for k in keys[start:start + batch_size]])
+    if progress:
+        progress(len(keys), len(keys))
+    return ShardVectors(keys, out, time.perf_counter() - t0)
+
+
+def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
+                  lance_dir: Path, batch_size: int = 256, progress: Progress | None = None,
+                  fts: bool = True, dim: int | None = None,
+                  precomputed: dict[str, np.ndarray] | None = None) -> EmbedResult:
+    """Write the vector tables; ``load_encoder`` is only called when something
+    must be encoded, so an unchanged corpus never loads the model. ``dim`` is
+    the previous build's dimension, needed only when nothing is encoded;
+    ``precomputed`` holds vectors the embedding shards already encoded."""
+    import lancedb
+
+    t0 = time.perf_counter()
+    todo, texts, hashes = _texts(nodes, spec)
+    previous = _previous_vectors(lance_dir)
+    if precomputed:
+        previous = {**previous, **precomputed}
+        if not dim:
+            dim = next(iter(precomputed.values())).shape[0]
     missing = [i for i, h in enumerate(hashes) if h not in previous]
     encoder = load_encoder() if missing or not dim else None
     if encoder is not None:

@@ -8,6 +8,7 @@ reused rows are identical to what a fresh parse would produce.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,27 @@ class PreviousBuild:
     documents: pl.DataFrame
     nodes: pl.DataFrame
     references: pl.DataFrame
+
+
+def overlay(previous: PreviousBuild | None, parts: list[PreviousBuild]) -> PreviousBuild | None:
+    """The previous build with each document's rows replaced by a newer part's
+    (the parse shards' output): what build_nodes may reuse by parse key."""
+    parts = [p for p in parts if p.documents.height]
+    if not parts:
+        return previous
+    docs = pl.concat([p.documents for p in parts], how="vertical_relaxed")
+    fresh = docs["path"].unique()
+    merged = PreviousBuild(
+        docs,
+        pl.concat([p.nodes for p in parts], how="vertical_relaxed"),
+        pl.concat([p.references for p in parts], how="vertical_relaxed"))
+    if previous is None:
+        return merged
+    keep = lambda df: df.filter(~pl.col("path").is_in(fresh))  # noqa: E731
+    return PreviousBuild(
+        pl.concat([merged.documents, keep(previous.documents)], how="vertical_relaxed"),
+        pl.concat([merged.nodes, keep(previous.nodes)], how="vertical_relaxed"),
+        pl.concat([merged.references, keep(previous.references)], how="vertical_relaxed"))
 
 
 @dataclass
@@ -127,7 +149,7 @@ def _store_blobs(pf: ParsedFile, blob_dir: Path) -> None:
     for key, data in pf.blobs.items():
         target = blob_dir / f"{key}.{ext_of.get(key, 'bin')}"
         if not target.exists():
-            tmp = target.with_name(f".{target.name}.tmp")
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # shards write in parallel
             tmp.write_bytes(data)
             tmp.replace(target)
 
@@ -139,11 +161,16 @@ def parse_key(src: SourceFile, settings: ParseSettings, modules: dict) -> str:
 
 def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings = ParseSettings(),
                 previous: PreviousBuild | None = None,
-                progress: Progress | None = None, blob_dir: Path | None = None) -> NodesResult:
+                progress: Progress | None = None, blob_dir: Path | None = None,
+                python_paths: list[str] | None = None) -> NodesResult:
+    """``python_paths``: every Python file of the corpus, when ``sources`` is
+    only a shard of it (module names depend on the whole package layout)."""
     from stages.parse.python_code import module_names
 
     t0 = time.perf_counter()
-    modules = module_names([s.path for s in sources if s.format == "python"])
+    if python_paths is None:
+        python_paths = [s.path for s in sources if s.format == "python"]
+    modules = module_names(python_paths)
     prev_keys: dict[str, str] = {}
     prev_notes: dict[str, str] = {}
     if previous is not None and previous.documents.height:

@@ -123,7 +123,8 @@ def test_asset_groups_and_definitions_load():
     groups = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
     assert groups == {"nodes": "parse", "summaries": "summarize", "captions": "caption",
                       "facts": "openie", "image_groups": "dedup", "edges": "graph",
-                      "embeddings": "embed", "index_manifest": "publish"}
+                      "embeddings": "embed", "index_manifest": "publish",
+                      "parsed_shards": "parse", "embedding_shards": "embed"}
     for key in graph.get_all_asset_keys():
         assert graph.get(key).description
 

@@ -66,7 +66,7 @@ def test_a_new_prompt_template_invalidates_that_stage_and_what_follows(tmp_path,
             status = _status(instance, bumped)
             stale = {k for k, (s, _) in status.items() if s == "STALE"}
             # the direct dependents; edges follow once embeddings change
-            assert stale == {"embeddings", "index_manifest"}, status
+            assert stale == {"embedding_shards", "embeddings", "index_manifest"}, status
             assert status["embeddings"][1] == ["summaries: has a new data version"]
 
             # The whole job now redoes only what depends on the changed summaries.

@@ -1,0 +1,227 @@
+"""Scale-out: the parse and embedding work of one corpus split into
+document-hash shards, one Dagster step per shard.
+
+Each shard is its own op, so the run's executor decides where shards run: in
+process (``dg.materialize``, the CLI), in parallel processes (the multiprocess
+executor, the UI's default), or on other machines (dagster-dask, dagster-celery,
+dagster-k8s). Shards are static (``STRATA_SHARDS`` when the code location
+loads, default 2) because every executor supports a static plan, while dynamic
+fan-out is not supported by all of them.
+
+A shard writes only a cache below ``build/shards/``: parsed rows keyed by parse
+key, vectors keyed by text hash. The ``nodes`` and ``embeddings`` assets merge
+those caches into the real tables, so what a shard produced can never differ
+from what an unsharded build produces, and a shard that did not run costs only
+speed (the merging asset parses or encodes what is missing itself).
+"""
+
+
+import json
+import os
+import time
+from pathlib import Path
+
+import dagster as dg
+
+from assets.common import corpus_and_layout, md, progress_logger
+from assets.parse import ParseConfig
+from assets.partitions import corpora_partitions
+from resources.corpora import CorpusRegistry
+from resources.embedder import EmbedderResource
+from strata.layout import IndexLayout, write_json_atomic
+
+SHARDS_DIR = "shards"
+SUMMARY = "summary.json"
+
+
+def shard_count() -> int:
+    raw = os.environ.get("STRATA_SHARDS", "2")
+    try:
+        n = int(raw)
+    except ValueError:
+        raise ValueError(f"STRATA_SHARDS must be a whole number, got {raw!r}") from None
+    return min(max(n, 1), 64)
+
+
+SHARDS = shard_count()
+
+
+def parse_shard_dir(layout: IndexLayout, shard: int) -> Path:
+    return layout.build / SHARDS_DIR / "parse" / f"{shard:03d}"
+
+
+def vector_cache_dir(layout: IndexLayout) -> Path:
+    return layout.build / SHARDS_DIR / "embed"
+
+
+def shard_summaries(folder: Path, pattern: str, run_id: str) -> list[dict]:
+    """The summaries shards wrote during this run (older leftovers are ignored)."""
+    out = []
+    for f in sorted(folder.glob(pattern)) if folder.is_dir() else []:
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        if data.get("run_id") == run_id:
+            out.append(data)
+    return out
+
+
+def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
+    @dg.op(name=f"parse_shard_{shard}", out=dg.Out(dg.Nothing),
+           tags={"strata/shard": f"{shard}/{shards}"},
+           retry_policy=dg.RetryPolicy(max_retries=1, delay=5),
+           description=f"Parse the documents whose path hash falls in shard {shard} of {shards}.")
+    def parse_shard(context: dg.OpExecutionContext, config: ParseConfig,
+                    corpora: CorpusRegistry) -> None:
+        from assets.parse import previous_build
+        from stages.discover import detect_format, discover, iter_paths
+        from stages.embed import shard_of
+        from stages.nodes import build_nodes
+        from stages.parse.finalize import ParseSettings
+        from strata.layout import write_parquet_atomic
+
+        spec, layout = corpus_and_layout(context, corpora)
+        paths = [rel for rel, _ in iter_paths(spec.root, spec.include, spec.exclude)]
+        python_paths = [p for p in paths if detect_format(p) == "python"]
+        sources = discover(spec.root, spec.include, spec.exclude,
+                           select=lambda rel: shard_of(rel, shards) == shard)
+        result = build_nodes(spec.name, sources, ParseSettings(config.chunk_tokens,
+                                                               config.context_lines),
+                             previous_build(layout), blob_dir=layout.build_blobs,
+                             progress=progress_logger(context, f"parse shard {shard}"),
+                             python_paths=python_paths)
+        out = parse_shard_dir(layout, shard)
+        for name, table in (("documents", result.documents), ("nodes", result.nodes),
+                            ("references", result.references)):
+            write_parquet_atomic(table, out / f"{name}.parquet")
+        summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
+                   "files": len(sources), "parsed": len(result.parsed),
+                   "reused": len(result.reused), "seconds": round(result.seconds, 3),
+                   "pid": os.getpid()}
+        write_json_atomic(out / SUMMARY, summary)
+        context.log.info(f"parse shard {shard}/{shards}: {len(sources)} files, "
+                         f"{len(result.parsed)} parsed, {len(result.reused)} reused")
+
+    return parse_shard
+
+
+def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
+    @dg.op(name=f"embed_shard_{shard}", ins={"ready": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing),
+           tags={"strata/shard": f"{shard}/{shards}"},
+           retry_policy=dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL),
+           description=f"Encode the new texts whose hash falls in shard {shard} of {shards}.")
+    def embed_shard(context: dg.OpExecutionContext, corpora: CorpusRegistry,
+                    embedder: EmbedderResource) -> None:
+        import numpy as np
+        import polars as pl
+        import pyarrow as pa
+
+        from assets.embed import load_embedding_items
+        from stages.embed import encode_shard
+        from strata.layout import write_parquet_atomic
+
+        spec, layout = corpus_and_layout(context, corpora)
+        items = load_embedding_items(layout)
+        enc_spec = embedder.spec_for(spec.embedding)
+        target = vector_cache_dir(layout) / f"{shard:03d}.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        old = pl.read_parquet(target) if target.exists() else None
+        known = set(old["text_hash"].to_list()) if old is not None else set()
+        result = encode_shard(items, enc_spec, lambda: embedder.load(enc_spec), layout.build_lance,
+                              shard, shards, progress=progress_logger(context, f"embed shard {shard}"),
+                              known=known)
+        if result.text_hashes:
+            dim = result.vectors.shape[1]
+            flat = pa.array(result.vectors.reshape(-1), pa.float32())
+            new = pa.table({"text_hash": pa.array(result.text_hashes, pa.string()),
+                            "vector": pa.FixedSizeListArray.from_arrays(flat, dim)})
+            if old is not None and old.height and len(old["vector"][0]) == dim:
+                vecs = np.asarray(old["vector"].to_list(), dtype=np.float32).reshape(-1)
+                new = pa.concat_tables([pa.table({
+                    "text_hash": pa.array(old["text_hash"].to_list(), pa.string()),
+                    "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs, pa.float32()), dim),
+                }), new])
+            write_parquet_atomic(new, target)
+        summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
+                   "computed": len(result.text_hashes), "seconds": round(result.seconds, 3),
+                   "pid": os.getpid()}
+        write_json_atomic(target.with_suffix(".json"), summary)
+        context.log.info(f"embed shard {shard}/{shards}: {len(result.text_hashes)} texts encoded")
+
+    return embed_shard
+
+
+def _collect_op(name: str, what: str) -> dg.OpDefinition:
+    @dg.op(name=name, ins={"shards": dg.In(dg.Nothing)},
+           description=f"Gather the {what} shards' figures for the UI.")
+    def collect(context: dg.OpExecutionContext, corpora: CorpusRegistry) -> dg.Output:
+        from assets.common import record_stage
+
+        _, layout = corpus_and_layout(context, corpora)
+        # Read from the shards' summary files, not from op outputs: some executors
+        # (dagster-dask) do not pass fanned-in outputs along.
+        folder, pattern = ((layout.build / SHARDS_DIR / "parse", f"*/{SUMMARY}") if what == "parse"
+                           else (vector_cache_dir(layout), "*.json"))
+        rows = sorted(shard_summaries(folder, pattern, context.run.run_id),
+                      key=lambda s: s["shard"])
+        busiest = max((s["seconds"] for s in rows), default=0.0)
+        total = sum(s["seconds"] for s in rows)
+        processes = len({s["pid"] for s in rows})
+        # the slowest shard stands for the stage's time: shards may run side by side
+        record_stage(layout, f"{what}_shards", seconds=busiest, shards=len(rows),
+                     shard_seconds_total=round(total, 3), processes=processes)
+        columns = [k for k in (rows[0] if rows else {"shard": 0}) if k not in ("run_id", "shards")]
+        return dg.Output(
+            {"shards": len(rows), "run_id": context.run.run_id, "at": time.time()},
+            metadata={
+                "shards": len(rows),
+                "processes": processes,
+                "by_shard": md([{k: s[k] for k in columns} for s in rows], tuple(columns)),
+                "shard_seconds_total": round(total, 3),
+                "shard_seconds_max": round(busiest, 3),
+            })
+
+    return collect
+
+
+PARSE_SHARD_OPS = [_parse_shard_op(i, SHARDS) for i in range(SHARDS)]
+EMBED_SHARD_OPS = [_embed_shard_op(i, SHARDS) for i in range(SHARDS)]
+_collect_parse = _collect_op("collect_parse_shards", "parse")
+_collect_embed = _collect_op("collect_embedding_shards", "embedding")
+
+_parse_config = dg.ConfigMapping(
+    config_schema={"chunk_tokens": dg.Field(int, default_value=ParseConfig().chunk_tokens),
+                   "context_lines": dg.Field(int, default_value=ParseConfig().context_lines)},
+    config_fn=lambda cfg: {op.name: {"config": cfg} for op in PARSE_SHARD_OPS},
+)
+
+
+@dg.graph_asset(
+    partitions_def=corpora_partitions,
+    group_name="parse",
+    kinds={"python"},
+    config=_parse_config,
+    description=(
+        f"Parse work split into {SHARDS} document-hash shards (STRATA_SHARDS), one step each, so "
+        "the executor can run them in parallel processes or on a cluster. Writes a parse cache "
+        "under build/shards/ that `nodes` merges; unchanged documents are not parsed again."),
+)
+def parsed_shards():
+    return _collect_parse(shards=[op() for op in PARSE_SHARD_OPS])
+
+
+@dg.graph_asset(
+    partitions_def=corpora_partitions,
+    group_name="embed",
+    kinds={"pytorch"},
+    ins={name: dg.AssetIn(name, dagster_type=dg.Nothing)
+         for name in ("nodes", "summaries", "captions", "facts")},
+    description=(
+        f"Embedding work split into {SHARDS} shards by text hash, one step each: every shard "
+        "loads the encoder and encodes only new texts. Writes a vector cache under build/shards/ "
+        "that `embeddings` turns into the LanceDB tables."),
+)
+def embedding_shards(nodes, summaries, captions, facts):
+    ready = [nodes, summaries, captions, facts]
+    return _collect_embed(shards=[op(ready=ready) for op in EMBED_SHARD_OPS])

@@ -1,0 +1,76 @@
+"""Scale-out (issue 7): the parse and embedding shards run as separate steps on
+Dagster's multiprocess executor and on a local Dask cluster (dagster-dask),
+and the index they produce equals the in-process build of the same corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import dagster as dg
+import pytest
+
+from strata.layout import IndexLayout
+from tests.conftest import REPO, SAMPLE, write_corpora
+from tests.index_equality import index_differences
+
+
+def _report(index) -> dict:
+    return json.loads((index / "build" / "build_report.json").read_text())
+
+
+def test_in_process_build_runs_every_shard_in_one_process(sample_index):
+    report = _report(sample_index)
+    assert report["parse_shards"]["shards"] >= 2 and report["parse_shards"]["processes"] == 1
+    assert report["parse"]["parsed_in_shards"] == report["parse"]["parsed"] > 30
+    assert report["embed"]["computed_in_shards"] == report["embed"]["computed"] > 500
+
+
+def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
+    """`strata index --workers 2`: Dagster's multiprocess executor, one process per step."""
+    (tmp_path / "dh").mkdir()
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"),
+           "STRATA_CORPORA": str(tmp_path / "corpora.yaml")}
+    out = tmp_path / "index"
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "index", str(SAMPLE),
+                           "--corpus", "sample", "--out", str(out), "--workers", "2", "--json"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = _report(out)
+    # the two shards of each stage ran in two different processes
+    assert report["parse_shards"]["processes"] == 2
+    assert report["embedding_shards"]["processes"] == 2
+    assert report["embed"]["computed_in_shards"] == report["embed"]["computed"] > 500
+    diffs = index_differences(IndexLayout(out).resolve(), IndexLayout(sample_index).resolve())
+    assert not diffs, "\n".join(diffs)
+
+
+def test_dask_executor_builds_the_same_index(sample_index, tmp_path, monkeypatch):
+    """dagster-dask on a local cluster of two worker processes (the engine a
+    user points at a real scheduler with `cluster: {existing: {address: ...}}`)."""
+    pytest.importorskip("dagster_dask")
+    from assets import corpora_partitions
+    from pipelines.scaleout import dask_index_job
+
+    cfg = write_corpora(tmp_path / "corpora.yaml",
+                        {"sample": {"root": str(SAMPLE), "out": str(tmp_path / "index")}})
+    monkeypatch.setenv("STRATA_CORPORA", str(cfg))  # the workers rebuild resources from it
+    run_config = {"execution": {"config": {"cluster": {"local": {
+        "n_workers": 2, "threads_per_worker": 1, "processes": True,
+        "dashboard_address": None}}}}}
+    (tmp_path / "dh").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dh")) as instance:
+        instance.add_dynamic_partitions(corpora_partitions.name, ["sample"])
+        with dg.execute_job(dg.reconstructable(dask_index_job), instance=instance,
+                            run_config=run_config, raise_on_error=False,
+                            tags={"dagster/partition": "sample"}) as result:
+            errors = [e.step_failure_data.error.message for e in result.all_events
+                      if e.is_step_failure]
+            assert result.success, errors
+    report = _report(tmp_path / "index")
+    assert report["parse_shards"]["processes"] == 2, report
+    diffs = index_differences(IndexLayout(tmp_path / "index").resolve(),
+                              IndexLayout(sample_index).resolve())
+    assert not diffs, "\n".join(diffs)
