@@ -38,6 +38,7 @@ bench: install
 	$(PY) -m benchmarks.musique_sweep
 	$(PY) -m benchmarks.openharmony_dev
 	$(PY) -m benchmarks.hyprag_peer
+	$(PY) -m benchmarks.scale_out
 	$(PY) -m benchmarks.report
 	$(PY) -m pytest -m slow -q -s || test $$? -eq 5  # 5: no slow tests collected
 

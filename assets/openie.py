@@ -48,12 +48,24 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         imported, unmatched, cached = match_import_cached(config.import_path, units, layout.cache)
         context.log.info(f"OpenIE import: {len(imported)} chunks matched, {len(unmatched)} "
                          f"unmatched{' (cached match)' if cached else ''}")
+    import json
+
+    from strata.layout import write_text_atomic
+
+    offline_path = layout.cache / "openie_offline.json"
+    try:
+        offline_cache = json.loads(offline_path.read_text()) if offline_path.exists() else {}
+    except ValueError:
+        offline_cache = {}  # a damaged cache only costs recomputation
     client = llm.client(layout.cache / "llm.sqlite")
     try:
-        result = run_openie(units, client, imported=imported,
+        result = run_openie(units, client, imported=imported, offline_cache=offline_cache,
                             progress=progress_logger(context, "openie"))
     finally:
         client.close()
+    if result.offline_cache != offline_cache:
+        offline_path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(offline_path, json.dumps(result.offline_cache, separators=(",", ":")))
     entities, fact_table = build_entities(spec.name, result.per_unit)
     write_parquet_atomic(entities, layout.build_table("entities"))
     write_parquet_atomic(fact_table, layout.build_table("facts"))

@@ -84,3 +84,30 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
             "path": path_metadata(layout.version_dir(version)),
         },
     )
+
+
+@dg.asset(
+    partitions_def=corpora_partitions,
+    group_name="publish",
+    kinds={"s3"},
+    deps=["index_manifest"],
+    retry_policy=dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL),
+    description=(
+        "The current version copied to the corpus's `mirror` URI (s3://, gs://, ...; set in "
+        "data/corpora.yaml), CURRENT written last so remote readers never see a partial version. "
+        "Does nothing for a corpus without a mirror. Readers open the URI with Index.open."),
+)
+def mirrored_index(context: dg.AssetExecutionContext,
+                   corpora: CorpusRegistry) -> dg.MaterializeResult:
+    from strata.remote import push_version
+
+    spec, layout = corpus_and_layout(context, corpora)
+    version = layout.current_version()
+    if not spec.mirror or version is None:
+        return dg.MaterializeResult(metadata={"mirror": "none configured" if not spec.mirror
+                                              else "nothing published yet"})
+    # a failed upload leaves the store on its previous version; the retry uploads again
+    target = push_version(layout.version_dir(version), spec.mirror)
+    context.log.info(f"mirrored {spec.name} version {version} to {target}")
+    return dg.MaterializeResult(metadata={"version": version,
+                                          "mirror": dg.MetadataValue.url(target)})

@@ -31,6 +31,12 @@ SECTIONS = (
      "before any retrieval ran). File Hit@k: the gold page among the first k distinct pages; "
      "section R@k: the gold section among the first k distinct sections holding a result. "
      "Facts here come from the offline heuristic, so diffusion runs without the entity walk."),
+    ("scale_out", "Build throughput and incremental cost: a generated 2,000-file corpus",
+     "`benchmarks.scale_out`: Markdown pages and Python modules from `benchmarks.synthetic_corpus` "
+     "(fixed seed). Every build is `strata index` in a child process; 2 workers = "
+     "`--workers 2` (Dagster's multiprocess executor, one process per step, forkserver; the peak "
+     "RSS of forked step processes is not visible to the parent and is not shown). The edit "
+     "appends a section or a function to 1% of the files."),
     ("hyprag", "Code: Strata hierarchical vs HypRAG 0.7.2 on the same stdlib subset",
      "Same chunks, same hierarchy, same MiniLM encoder; HypRAG runs from PyPI in its own venv. "
      "Gold = dotted node paths (`benchmarks/data/stdlib_code_questions.yaml`)."),

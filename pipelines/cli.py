@@ -132,11 +132,18 @@ def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: d
     from pipelines.scaleout import multiprocess_index_job
 
     os.environ["STRATA_CORPORA"] = str(config_path)
+    # each worker process gets its share of the cores for torch
+    os.environ.setdefault("STRATA_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
     for key, value in llm.items():
         if value is not None:
             env = {"callable_path": "STRATA_LLM_CALLABLE"}.get(key, f"STRATA_LLM_{key.upper()}")
             os.environ[env] = str(value)
-    run_config = {**run_config, "execution": {"config": {"max_concurrent": workers}}}
+    # forkserver with the code location and the encoder's libraries preloaded: each
+    # step's process forks ready to run instead of importing them again (~3 s each)
+    preload = ["pipelines.definitions", "sentence_transformers", "lancedb"]
+    run_config = {**run_config, "execution": {"config": {
+        "max_concurrent": workers,
+        "start_method": {"forkserver": {"preload_modules": preload}}}}}
     with dg.execute_job(dg.reconstructable(multiprocess_index_job), instance=instance,
                         run_config=run_config, raise_on_error=False,
                         tags={"strata/cli": "index", "dagster/partition": name}) as result:

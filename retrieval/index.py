@@ -60,11 +60,24 @@ class Index:
         self.manifest = manifest
         self._encoder = encoder
         self._vdir = IndexLayout(path).version_dir(version)
+        self.source = str(path)  # where it was opened from (a URI for a mirrored index)
         self._query_cache: dict[str, object] = {}
 
     @classmethod
     def open(cls, path: str | Path, version: int | None = None,
              encoder: Encoder | None = None) -> "Index":
+        """``path``: an index folder, or the URI of one mirrored to object storage
+        (``s3://bucket/indexes/docs``), whose pinned version is copied to a local
+        cache once (see :mod:`strata.remote`)."""
+        from strata.remote import is_remote
+
+        if is_remote(path):
+            from strata.remote import pull_version
+
+            local, version = pull_version(str(path), version)
+            idx = cls.open(local, version, encoder)
+            idx.source = str(path)
+            return idx
         path = Path(path)
         layout = IndexLayout(path)
         vdir = layout.resolve(version)

@@ -34,6 +34,7 @@ class CorpusSpec:
     exclude: list[str] = field(default_factory=list)
     embedding: EncoderSpec = field(default_factory=EncoderSpec)
     url_template: str | None = None
+    mirror: str | None = None  # object-storage URI every published version is copied to
 
     def to_yaml(self, base: Path) -> dict:
         def rel(p: Path) -> str:
@@ -48,6 +49,8 @@ class CorpusSpec:
             d["embedding"]["base_url"] = self.embedding.base_url
         if self.url_template:
             d["url_template"] = self.url_template
+        if self.mirror:
+            d["mirror"] = self.mirror
         return d
 
 
@@ -91,6 +94,7 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
                               base_url=emb.get("base_url"),
                               api_key_env=emb.get("api_key_env", "OPENAI_API_KEY")),
         url_template=raw.get("url_template"),
+        mirror=raw.get("mirror"),
     )
 
 

@@ -82,6 +82,7 @@ class OpenIEResult:
     dropped_triples: int = 0
     stats: StageStats = field(default_factory=StageStats)
     counts: dict[str, int] = field(default_factory=dict)  # units per source, entities, triples
+    offline_cache: dict[str, list] = field(default_factory=dict)  # what this run's units used
 
 
 # --------------------------------------------------------------------------- normalization
@@ -708,14 +709,22 @@ def match_import(records: list[dict], units: pl.DataFrame
 
 # --------------------------------------------------------------------------- runner
 
+# Bump when offline_openie() or validate() change: the offline cache is keyed by it.
+OFFLINE_VERSION = "1"
+
+
 def run_openie(units: pl.DataFrame, llm, imported: dict[str, OpenIEOut] | None = None,
                progress: Callable[[int, int], None] | None = None,
-               fallback: bool = False) -> OpenIEResult:
+               fallback: bool = False, offline_cache: dict[str, list] | None = None) -> OpenIEResult:
     """OpenIE for every unit. Imported units never call the LLM; the others use
     ``llm.run`` (or :func:`offline_openie` when ``llm.offline``). All output is
     validated against the unit's text (plus its title). A failed LLM item is
     recorded in ``failures`` and gets no output, unless ``fallback`` is set, in
-    which case it gets the offline heuristic (source "offline-fallback")."""
+    which case it gets the offline heuristic (source "offline-fallback").
+    ``offline_cache`` holds earlier heuristic results by text hash (the heuristic
+    is a pure function of the text, and re-running it on an unchanged corpus is
+    most of an incremental build's OpenIE time); the entries this run used come
+    back in ``offline_cache`` of the result."""
     t0 = time.perf_counter()
     imported = imported or {}
     res = OpenIEResult()
@@ -731,9 +740,21 @@ def run_openie(units: pl.DataFrame, llm, imported: dict[str, OpenIEOut] | None =
         res.source[row["node_id"]] = "import"
         res.dropped_triples += dropped
 
+    from stages.parse.finalize import stable_hash
+
+    known = offline_cache or {}
+
     def offline(row: dict, source: str) -> None:
-        raw = offline_openie(row["text"] or "", row["title"] or "")
-        clean, dropped = validate(raw, unit_context(row["text"] or "", row["title"]))
+        text, title = row["text"] or "", row["title"] or ""
+        key = stable_hash(OFFLINE_VERSION, text, title, size=32)
+        hit = known.get(key)
+        if hit is not None:
+            ents, triples, dropped = hit
+            clean = OpenIEOut([tuple(e) for e in ents], [tuple(t) for t in triples])
+        else:
+            raw = offline_openie(text, title)
+            clean, dropped = validate(raw, unit_context(text, row["title"]))
+        res.offline_cache[key] = [clean.entities, clean.triples, dropped]
         res.per_unit[row["node_id"]] = clean
         res.source[row["node_id"]] = source
         res.dropped_triples += dropped
