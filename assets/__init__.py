@@ -16,5 +16,5 @@ all_assets = [parsed_shards, nodes, summaries, image_groups, captions, facts, em
               embeddings, edges, index_manifest, mirrored_index]
 
 __all__ = ["all_assets", "captions", "corpora_partitions", "edges", "embedding_shards",
-           "embeddings", "facts", "image_groups", "index_manifest", "mirrored_index", "nodes", "parsed_shards",
-           "summaries"]
+           "embeddings", "facts", "image_groups", "index_manifest", "mirrored_index", "nodes",
+           "parsed_shards", "summaries"]

@@ -46,14 +46,13 @@ def load_embedding_items(layout):
 def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: CorpusRegistry,
                embedder: EmbedderResource) -> dg.MaterializeResult:
     import json
+    import shutil
 
     import lancedb
     import polars as pl
 
-    import shutil
-
     from assets.shards import shard_summaries, vector_cache_dir
-    from stages.embed import build_vectors, read_vector_cache
+    from stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
     from strata.embedding import EncoderSpec, canonical_model
     from strata.layout import write_json_atomic
 
@@ -92,8 +91,6 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         bad_dim += int(t.schema.field("vector").type.list_size != result.dim)
     expected = set(nodes.filter(pl.col("embedded"))["node_id"].to_list())
     ok = len(ids) == len(set(ids)) == len(expected) and set(ids) == expected and bad_dim == 0
-    from stages.embed import FINGERPRINT_SUFFIX
-
     lance = layout.build_lance
     return dg.MaterializeResult(
         # the Lance tables' row digest (text hashes stand for the vectors) and the encoder

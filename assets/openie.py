@@ -34,8 +34,11 @@ class OpenIEConfig(dg.Config):
 )
 def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: CorpusRegistry,
           llm: LLMResource) -> dg.MaterializeResult:
-    from stages.enrich.openie import match_import_cached, openie_units, run_openie
+    import json
+
     import pyarrow as pa
+
+    from stages.enrich.openie import match_import_cached, openie_units, run_openie
 
     from stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
     from strata.layout import write_parquet_atomic
@@ -48,8 +51,6 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         imported, unmatched, cached = match_import_cached(config.import_path, units, layout.cache)
         context.log.info(f"OpenIE import: {len(imported)} chunks matched, {len(unmatched)} "
                          f"unmatched{' (cached match)' if cached else ''}")
-    import json
-
     from strata.layout import write_text_atomic
 
     offline_path = layout.cache / "openie_offline.json"

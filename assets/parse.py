@@ -67,6 +67,7 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
           corpora: CorpusRegistry) -> dg.MaterializeResult:
     import shutil
 
+    from assets.shards import SHARDS_DIR
     from stages.discover import discover
     from stages.nodes import build_nodes, overlay
     from stages.parse.finalize import ParseSettings
@@ -84,7 +85,7 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
                         ("references", result.references), ("skipped", result.skipped)):
         write_parquet_atomic(table, layout.build_table(name))
     # the shards' rows now live in the build tables (the next run's cache)
-    shutil.rmtree(layout.build / "shards" / "parse", ignore_errors=True)
+    shutil.rmtree(layout.build / SHARDS_DIR / "parse", ignore_errors=True)
     # a file taken from a shard's output rather than the last build was parsed in this run
     before = dict(previous.documents.select("path", "parse_key").iter_rows()) if previous else {}
     now = dict(pl.from_arrow(result.documents).select("path", "parse_key").iter_rows())

@@ -13,6 +13,9 @@ from resources.corpora import CorpusRegistry
 class PublishConfig(dg.Config):
     keep_versions: int = 3
     """Published versions kept on disk (the current one is never removed)."""
+    prune_grace_s: float = 600.0
+    """An old version is removed only this long after a newer one replaced it, so
+    readers that opened it just before the publish can finish loading it."""
 
 
 @dg.asset(
@@ -69,7 +72,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         "build_seconds": round(sum(v.get("seconds", 0) for v in report.values()), 3),
         "run_id": context.run.run_id,
     }
-    version = layout.publish(manifest, keep=config.keep_versions)
+    version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
     return dg.MaterializeResult(
         metadata={

@@ -71,6 +71,9 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     import dagster as dg
 
+    # One shard per worker process: in one process shards add steps, not speed.
+    # (Read when the assets module loads; the UI's code location keeps its own.)
+    os.environ.setdefault("STRATA_SHARDS", str(max(1, args.workers)))
     from assets import all_assets, corpora_partitions
     from pipelines.definitions import make_resources
 

@@ -207,6 +207,12 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
             reused.append(src.path)
             continue
         pf = parse_source(src, settings, modules)
+        if pf.unreadable:
+            # nothing of it could be read: recorded, and tried again next run
+            doc.update(status="skipped", parse_key=None,
+                       notes="\n".join(n for n in [src.note, *pf.notes] if n))
+            skipped.append({"path": src.path, "stage": "parse", "reason": pf.unreadable})
+            continue
         if pf.blobs and blob_dir is not None:
             _store_blobs(pf, blob_dir)
         rows, refs = finalize(pf, corpus, src.path, src.text or "", settings)

@@ -95,7 +95,7 @@ class IndexLayout:
                                 f"available: {self.versions()}")
         return d
 
-    def publish(self, manifest: dict[str, Any], keep: int = 3) -> int:
+    def publish(self, manifest: dict[str, Any], keep: int = 3, grace_s: float = 0.0) -> int:
         """Freeze ``build/`` as the next version and switch readers to it."""
         version = (max(self.versions(), default=0)) + 1
         target = self.version_dir(version)
@@ -115,13 +115,30 @@ class IndexLayout:
         os.replace(tmp, target)
         write_text_atomic(self.root / CURRENT, target.name + "\n")
         write_json_atomic(self.root / MANIFEST, manifest)
-        self.prune(keep)
+        self.prune(keep, grace_s)
         return version
 
-    def prune(self, keep: int) -> list[int]:
-        """Drop all but the newest ``keep`` versions (never the current one)."""
+    def prune(self, keep: int, grace_s: float = 0.0) -> list[int]:
+        """Drop all but the newest ``keep`` versions (never the current one).
+
+        ``grace_s``: a version stays until the version that replaced it has been
+        published that long, so a reader that opened it just before a publish
+        can still load its tables (they load on first use)."""
+        import time
+
         current = self.current_version()
-        old = [v for v in self.versions()[:-keep] if v != current] if keep > 0 else []
+        versions = self.versions()
+        old = [v for v in versions[:-keep] if v != current] if keep > 0 else []
+        if grace_s > 0:
+            now = time.time()
+            newer = {v: n for v, n in zip(versions, versions[1:])}
+
+            def superseded_for(v: int) -> float:
+                try:
+                    return now - (self.version_dir(newer[v]) / MANIFEST).stat().st_mtime
+                except (KeyError, OSError):
+                    return 0.0
+            old = [v for v in old if superseded_for(v) >= grace_s]
         for v in old:
             shutil.rmtree(self.version_dir(v), ignore_errors=True)
         return old

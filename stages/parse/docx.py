@@ -104,7 +104,7 @@ def _bare(path: str, note: str) -> ParsedFile:
     title = _stem(path)
     root = Draft(kind="file", subkind="docx", title=title, text=title, start_line=1, end_line=1,
                  attrs={"paragraphs": 0, "metadata": {}})
-    return ParsedFile(root=root, notes=[note])
+    return ParsedFile(root=root, notes=[note], unreadable=note)
 
 
 def _fallback(document: Any, path: str, exc: BaseException) -> ParsedFile:

@@ -67,6 +67,9 @@ class ParsedFile:
     root: Draft
     references: list[Reference] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # non-fatal: fallbacks, repairs
+    # Set when none of the content could be read (encrypted or broken PDF/DOCX):
+    # the parse stage then records the file as skipped with this reason.
+    unreadable: str | None = None
     # Binary payloads a parser extracted (images inside a PDF or DOCX), keyed by
     # a content hash; image drafts name theirs in ``attrs["blob"]`` and the
     # parse stage stores them in the index's blob folder.

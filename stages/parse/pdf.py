@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import importlib
 import inspect
 import math
 import re
@@ -150,7 +151,7 @@ def _bare(path: str, note: str, *, title: str = "", attrs: dict[str, Any] | None
     title = title or _stem(path)
     root = Draft(kind="file", subkind="pdf", title=title, text=title, page=1 if attrs else None,
                  attrs=attrs or {"pages": 0, "metadata": {}})
-    return ParsedFile(root=root, notes=[note])
+    return ParsedFile(root=root, notes=[note], unreadable=note)
 
 
 def _fallback(doc: Any, path: str, exc: BaseException) -> ParsedFile:
@@ -269,7 +270,7 @@ class _Builder:
         params: Any = {}
         for target in ("pymupdf.table", "pymupdf"):  # Page.find_tables forwards **kwargs
             try:
-                module = __import__(target, fromlist=["find_tables"])
+                module = importlib.import_module(target)
                 params = inspect.signature(getattr(module, "find_tables", None)
                                            or pymupdf.Page.find_tables).parameters
                 break

@@ -221,3 +221,19 @@ def test_publish_without_lance_or_optional_tables(tmp_path):
     write_parquet_atomic(pa.Table.from_pylist([_node(7)], schema=NODES), lay.build_table("nodes"))
     assert lay.publish({"x": 1}) == 1
     assert sorted(p.name for p in lay.resolve().iterdir()) == ["manifest.json", "nodes.parquet"]
+
+
+def test_prune_grace_keeps_versions_replaced_moments_ago(layout):
+    import os
+    import time
+
+    for _ in range(4):
+        layout.publish({}, keep=10)
+    # every version was replaced a moment ago: a reader may still be loading it
+    assert layout.prune(keep=2, grace_s=600) == []
+    assert layout.versions() == [1, 2, 3, 4]
+    # v2 was published (replacing v1) an hour ago; v3 (replacing v2) just now
+    hour_ago = time.time() - 3600
+    os.utime(layout.version_dir(2) / "manifest.json", (hour_ago, hour_ago))
+    assert layout.prune(keep=2, grace_s=600) == [1]
+    assert layout.versions() == [2, 3, 4]

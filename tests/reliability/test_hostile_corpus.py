@@ -1,0 +1,134 @@
+"""A folder of hostile files builds: every bad file is recorded with a reason
+(and shown in the asset metadata), every good one is indexed, nothing crashes
+the run, nothing silently vanishes, and nothing outside the root is read."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from strata.layout import IndexLayout
+from tests.conftest import Builder, write_corpora
+from tests.reliability.hostile import write_hostile_corpus
+
+PER_FILE_SECONDS = 20.0  # generous on a loaded 2-core machine; typical is well under 1 s
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hostile")
+    root = base / "root"
+    cases = write_hostile_corpus(root)
+    cfg = write_corpora(base / "corpora.yaml",
+                        {"hostile": {"root": str(root), "out": str(base / "index")}})
+    with dg.instance_for_test() as instance:
+        t0 = time.perf_counter()
+        result = Builder(instance, cfg).build("hostile", raise_on_error=False)
+        seconds = time.perf_counter() - t0
+    vdir = IndexLayout(base / "index").resolve() if result.success else None
+    return {"root": root, "cases": cases, "result": result, "seconds": seconds, "vdir": vdir}
+
+
+def test_the_run_succeeds_and_its_checks_pass(hostile):
+    result = hostile["result"]
+    failures = [e.step_failure_data.error.message for e in result.all_events if e.is_step_failure]
+    assert result.success, failures
+    checks = result.get_asset_check_evaluations()
+    assert checks and all(c.passed for c in checks), [c.check_name for c in checks if not c.passed]
+
+
+def test_every_case_is_indexed_or_skipped_with_its_reason(hostile):
+    vdir = hostile["vdir"]
+    docs = pl.read_parquet(vdir / "documents.parquet")
+    skipped = dict(pl.read_parquet(vdir / "skipped.parquet").select("path", "reason").iter_rows())
+    nodes = pl.read_parquet(vdir / "nodes.parquet")
+    notes = dict(docs.select("path", "notes").iter_rows())
+    wrong = []
+    for case in hostile["cases"]:
+        if case.expect == "skipped":
+            reason = skipped.get(case.path)
+            if reason is None or not re.search(case.reason, reason):
+                wrong.append(f"{case.path!r}: expected skipped /{case.reason}/, got {reason!r}")
+            continue
+        if case.path in skipped:
+            wrong.append(f"{case.path!r}: expected indexed, skipped: {skipped[case.path]}")
+            continue
+        text = "\n".join(nodes.filter(pl.col("path") == case.path)["text"].to_list())
+        if case.needle not in text:
+            wrong.append(f"{case.path!r}: {case.needle!r} not in its {len(text)} chars of nodes")
+        if case.reason and not re.search(case.reason, notes.get(case.path) or ""):
+            wrong.append(f"{case.path!r}: note /{case.reason}/ missing: {notes.get(case.path)!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_nothing_vanishes(hostile):
+    root, vdir = hostile["root"], hostile["vdir"]
+    on_disk = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel = os.path.relpath(dirpath, root)
+        for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
+            path = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
+            if not os.path.isdir(os.path.join(dirpath, name)):
+                on_disk.add(path)
+    docs = set(pl.read_parquet(vdir / "documents.parquet")["path"])
+    skipped = set(pl.read_parquet(vdir / "skipped.parquet")["path"])
+    assert on_disk - docs - skipped == set()
+
+
+def test_skipped_files_and_image_problems_are_in_the_ui_metadata(hostile):
+    result = hostile["result"]
+    meta = result.asset_materializations_for_node("nodes")[0].metadata
+    table = meta["skipped_files"].value
+    for case in hostile["cases"]:
+        if case.expect == "skipped":
+            assert case.path.replace("\n", " ") in table.replace("\n", " ") or \
+                case.path.split("/")[-1].split("\n")[0] in table, case.path
+    images = pl.read_parquet(hostile["vdir"] / "images.parquet")
+    status = {p.rsplit("/", 1)[-1]: s for p, s in images.select("path", "status").iter_rows() if p}
+    assert status.get("corrupt.png") not in (None, "ok")
+    assert status.get("bomb.png") not in (None, "ok")
+    assert any(s != "ok" for p, s in status.items() if "hostname" in p or "nowhere" in p)
+    img_meta = result.asset_materializations_for_node("image_groups")[0].metadata
+    assert "corrupt.png" in img_meta["unreadable_images"].value
+
+
+def test_nothing_outside_the_root_is_read(hostile):
+    vdir = hostile["vdir"]
+    text = "\n".join(pl.read_parquet(vdir / "nodes.parquet")["text"].to_list())
+    assert "root:x:0:0" not in text  # /etc/passwd, behind a symlink and a Markdown link
+    images = pl.read_parquet(vdir / "images.parquet")
+    escape = images.filter(pl.col("path").str.contains("hostname"))
+    assert escape.height == 0 or set(escape["status"]) <= {"outside_root", "outside root"}, \
+        escape.select("path", "status").to_dicts()
+    refs = pl.read_parquet(vdir / "references.parquet")
+    assert refs.filter(pl.col("target").str.contains("etc/passwd")).height  # recorded ...
+    edges = pl.read_parquet(vdir / "edges.parquet")
+    ids = set(pl.read_parquet(vdir / "nodes.parquet")["node_id"]) | \
+        set(pl.read_parquet(vdir / "entities.parquet")["node_id"])
+    assert set(edges["dst"]) <= ids  # ... but never resolved to anything
+
+
+def test_each_hostile_file_parses_within_a_time_bound(hostile):
+    """The parsers alone, file by file: no catastrophic backtracking, no blow-up."""
+    from stages.discover import read_source
+    from stages.nodes import parse_source
+    from stages.parse.finalize import ParseSettings, finalize
+
+    root = hostile["root"]
+    slow = []
+    for case in hostile["cases"]:
+        if case.expect != "indexed":
+            continue
+        src = read_source(root, case.path, root / case.path)
+        t0 = time.perf_counter()
+        pf = parse_source(src, ParseSettings(), {})
+        finalize(pf, "hostile", src.path, src.text or "", ParseSettings())
+        took = time.perf_counter() - t0
+        if took > PER_FILE_SECONDS:
+            slow.append(f"{case.path}: {took:.1f}s")
+    assert not slow, slow
