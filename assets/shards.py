@@ -77,7 +77,9 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         from assets.parse import previous_build
         from stages.discover import detect_format, discover, iter_paths
         from stages.embed import shard_of
-        from stages.nodes import build_nodes
+        import polars as pl
+
+        from stages.nodes import PreviousBuild, build_nodes, overlay
         from stages.parse.finalize import ParseSettings
         from strata.layout import write_parquet_atomic
 
@@ -86,12 +88,16 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         python_paths = [p for p in paths if detect_format(p) == "python"]
         sources = discover(spec.root, spec.include, spec.exclude,
                            select=lambda rel: shard_of(rel, shards) == shard)
+        out = parse_shard_dir(layout, shard)
+        # what this shard parsed in an interrupted earlier run is not parsed again
+        earlier = [PreviousBuild(*(pl.read_parquet(out / f"{n}.parquet")
+                                   for n in ("documents", "nodes", "references")))] \
+            if (out / "references.parquet").exists() else []
         result = build_nodes(spec.name, sources, ParseSettings(config.chunk_tokens,
                                                                config.context_lines),
-                             previous_build(layout), blob_dir=layout.build_blobs,
+                             overlay(previous_build(layout), earlier), blob_dir=layout.build_blobs,
                              progress=progress_logger(context, f"parse shard {shard}"),
                              python_paths=python_paths)
-        out = parse_shard_dir(layout, shard)
         for name, table in (("documents", result.documents), ("nodes", result.nodes),
                             ("references", result.references)):
             write_parquet_atomic(table, out / f"{name}.parquet")

@@ -23,7 +23,7 @@ from strata.layout import IndexLayout
 from tests.conftest import SAMPLE, Builder, write_corpora
 from tests.index_equality import index_differences
 
-settings.register_profile("ci", max_examples=3, deadline=None, database=None,
+settings.register_profile("ci", max_examples=2, deadline=None, database=None,
                           suppress_health_check=list(HealthCheck))
 settings.register_profile("bench", max_examples=25, deadline=None,
                           suppress_health_check=list(HealthCheck))

@@ -94,6 +94,7 @@ def test_editing_one_document_recomputes_only_its_items(sample_build):
     assert untouched.equals(after.filter(pl.col("path") != "docs/exporting.md")["node_id"].sort())
 
 
+@pytest.mark.slow  # also covered in `make test` by test_incremental_equivalence (fresh vs incremental)
 def test_ids_are_stable_across_independent_builds(builder, tmp_path):
     from tests.conftest import SAMPLE
 
@@ -124,7 +125,8 @@ def test_asset_groups_and_definitions_load():
     assert groups == {"nodes": "parse", "summaries": "summarize", "captions": "caption",
                       "facts": "openie", "image_groups": "dedup", "edges": "graph",
                       "embeddings": "embed", "index_manifest": "publish",
-                      "parsed_shards": "parse", "embedding_shards": "embed"}
+                      "parsed_shards": "parse", "embedding_shards": "embed",
+                      "mirrored_index": "publish"}
     for key in graph.get_all_asset_keys():
         assert graph.get(key).description
 

@@ -35,9 +35,10 @@ def _check(idx: Index, query: str, mode: str) -> None:
 READER = textwrap.dedent("""
     import json, sys, time
     from retrieval import Index
-    out, stop = sys.argv[1], time.monotonic() + float(sys.argv[2])
+    from pathlib import Path
+    out, stop = sys.argv[1], Path(sys.argv[2])
     seen, n = set(), 0
-    while time.monotonic() < stop:
+    while not stop.exists() or n == 0:
         idx = Index.open(out)
         nodes = set(idx.nodes()["node_id"])
         for r in idx.search("quokka tide gauge", k=5):
@@ -75,12 +76,14 @@ def test_queries_during_publishes_see_one_whole_version(sample_copy, tmp_path):
                    for m in ("flat", "hierarchical", "diffusion")]
         for t in threads:
             t.start()
-        proc = subprocess.Popen([sys.executable, "-c", READER, str(out), "25"], cwd=REPO,
+        stop_file = tmp_path / "stop"
+        proc = subprocess.Popen([sys.executable, "-c", READER, str(out), str(stop_file)], cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for i in (1, 2):
             (sample_copy / "docs" / f"page-{i}.md").write_text(_page(i))
             builder.build("live")
         stop.set()
+        stop_file.write_text("done")
         for t in threads:
             t.join(timeout=120)
         stdout, stderr = proc.communicate(timeout=300)
