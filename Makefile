@@ -41,6 +41,7 @@ bench: install
 	$(PY) -m benchmarks.scale_out
 	$(PY) -m benchmarks.report
 	$(PY) -m pytest -m slow -q -s || test $$? -eq 5  # 5: no slow tests collected
+	STRATA_HYPOTHESIS_PROFILE=bench $(PY) -m pytest -q tests/test_incremental_equivalence.py tests/reliability/test_fuzz_parsers.py
 
 # The whole stdlib (19k code nodes, ~17 min): build time, peak RSS, unchanged rebuild.
 bench-stdlib: install

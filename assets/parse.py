@@ -29,8 +29,9 @@ def previous_build(layout):
 
 
 def _shard_outputs(layout, run_id: str):
-    """What the parse shards wrote, and how many shards ran in this run."""
-    from assets.shards import SHARDS_DIR, shard_summaries
+    """What the parse shards wrote, how many ran in this run, and the files they
+    parsed in this run (not those an interrupted earlier run had parsed)."""
+    from assets.shards import PARSED_PATHS, SHARDS_DIR, shard_summaries
     from stages.nodes import PreviousBuild
 
     root = layout.build / SHARDS_DIR / "parse"
@@ -40,7 +41,12 @@ def _shard_outputs(layout, run_id: str):
         if all(f.exists() for f in files):
             parts.append(PreviousBuild(*(pl.read_parquet(f) for f in files)))
     done = shard_summaries(root, "*/summary.json", run_id)
-    return parts, len(done)
+    parsed: set[str] = set()
+    for s in done:
+        f = root / f"{s['shard']:03d}" / PARSED_PATHS
+        if f.exists():
+            parsed.update(pl.read_parquet(f)["path"].to_list())
+    return parts, len(done), parsed
 
 
 @dg.asset(
@@ -75,21 +81,20 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     spec, layout = corpus_and_layout(context, corpora)
     context.log.info(f"corpus {spec.name}: scanning {spec.root}")
     sources = discover(spec.root, spec.include, spec.exclude)
-    parts, shards_run = _shard_outputs(layout, context.run.run_id)
+    parts, shards_run, shard_parsed = _shard_outputs(layout, context.run.run_id)
     previous = previous_build(layout)
     result = build_nodes(spec.name, sources,
                          ParseSettings(config.chunk_tokens, config.context_lines),
                          overlay(previous, parts),
                          progress=progress_logger(context, "parse"), blob_dir=layout.build_blobs)
-    for name, table in (("nodes", result.nodes), ("documents", result.documents),
-                        ("references", result.references), ("skipped", result.skipped)):
+    # documents.parquet last: it is the parse cache's index, so a run killed
+    # between these writes never claims rows the other tables do not hold
+    for name, table in (("nodes", result.nodes), ("references", result.references),
+                        ("skipped", result.skipped), ("documents", result.documents)):
         write_parquet_atomic(table, layout.build_table(name))
     # the shards' rows now live in the build tables (the next run's cache)
     shutil.rmtree(layout.build / SHARDS_DIR / "parse", ignore_errors=True)
-    # a file taken from a shard's output rather than the last build was parsed in this run
-    before = dict(previous.documents.select("path", "parse_key").iter_rows()) if previous else {}
-    now = dict(pl.from_arrow(result.documents).select("path", "parse_key").iter_rows())
-    parsed_in_shards = sum(1 for p in result.reused if before.get(p) != now.get(p))
+    parsed_in_shards = len(shard_parsed & set(result.reused))
     parsed = len(result.parsed) + parsed_in_shards
     reused = len(result.reused) - parsed_in_shards
 

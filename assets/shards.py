@@ -32,6 +32,7 @@ from strata.layout import IndexLayout, write_json_atomic
 
 SHARDS_DIR = "shards"
 SUMMARY = "summary.json"
+PARSED_PATHS = "parsed.parquet"  # the files a parse shard actually parsed in its run
 
 
 def shard_count() -> int:
@@ -78,6 +79,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         from stages.discover import detect_format, discover, iter_paths
         from stages.embed import shard_of
         import polars as pl
+        import pyarrow as pa
 
         from stages.nodes import PreviousBuild, build_nodes, overlay
         from stages.parse.finalize import ParseSettings
@@ -101,6 +103,8 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         for name, table in (("documents", result.documents), ("nodes", result.nodes),
                             ("references", result.references)):
             write_parquet_atomic(table, out / f"{name}.parquet")
+        write_parquet_atomic(pa.table({"path": pa.array(result.parsed, pa.string())}),
+                             out / PARSED_PATHS)
         summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
                    "files": len(sources), "parsed": len(result.parsed),
                    "reused": len(result.reused), "seconds": round(result.seconds, 3),

@@ -1,9 +1,9 @@
 """Dagster's Dask executor (dagster-dask) made safe for this project's runs.
 
 dagster-dask hands each step to ``Client.submit`` with the run record among
-the arguments. Dask walks tuple arguments looking for futures, and since
-dagster 1.12 a run of a dynamically partitioned job (every Strata build: one
-partition per corpus) carries a partitions subset that refuses iteration, so
+the arguments. Dask walks tuple arguments looking for futures, and with Dagster
+1.13 a run of a dynamically partitioned job (every Strata build: one partition
+per corpus) carries a partitions subset that refuses iteration, so
 submitting fails before any step runs (and the events a step returns fail the
 same way as the next step's inputs). Here a step's arguments and its events
 travel in opaque boxes that Dask does not walk; the dependencies stay visible,

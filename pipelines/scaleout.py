@@ -5,7 +5,7 @@ embedding shards of `assets.shards`) run.
 (default: each step in its own process, at most ``STRATA_MAX_CONCURRENT`` at
 once), ``in_process``, or ``dask`` (dagster-dask; a local cluster unless the
 run config names a scheduler address). Celery and Kubernetes are configured the
-same way with their Dagster packages; see docs/scale-out.md.
+same way with their Dagster packages; see docs/living-indexes.md.
 
 The ``*_index_job`` functions build the job for ``dg.reconstructable``, which
 out-of-process executors need to load the job again in each worker.

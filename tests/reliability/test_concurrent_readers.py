@@ -1,6 +1,8 @@
 """Readers query while rebuilds publish new versions: no exception, and no
 result mixes versions (issue 8). Threads share the process with the build;
-one extra reader runs as a separate process."""
+one extra reader runs as a separate process. The keyword reader searches the
+LanceDB full-text indexes directly, so Lance tables are open and being read
+while the build rewrites its own Lance tables and publishes."""
 
 from __future__ import annotations
 
@@ -73,7 +75,7 @@ def test_queries_during_publishes_see_one_whole_version(sample_copy, tmp_path):
         (sample_copy / "docs" / "page-0.md").write_text(_page(0))
         builder.build("live")
         threads = [threading.Thread(target=reader, args=(m,), daemon=True)
-                   for m in ("flat", "hierarchical", "diffusion")]
+                   for m in ("flat", "hierarchical", "diffusion", "keyword")]
         for t in threads:
             t.start()
         stop_file = tmp_path / "stop"

@@ -69,3 +69,29 @@ def test_a_file_vanishing_mid_run_is_recorded_and_indexed_next_run(tmp_path):
     assert "cannot read" in got["b.md"].reason and "FileNotFoundError" in got["b.md"].reason
     (root / "b.md").write_text("# B\n\nbravo again\n")
     assert {s.path: s.text for s in discover(root)}["b.md"].startswith("# B")
+
+
+def test_a_file_changing_mid_run_is_indexed_as_read_and_updated_next_run(tmp_path):
+    """A file is read once and hashed from the bytes read, so the index holds one
+    consistent snapshot of it; the next run sees the new hash and parses again."""
+    from stages.discover import discover
+    from stages.nodes import PreviousBuild, build_nodes
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "a.md").write_text("# A\n\nfirst version\n")
+    sources = discover(root)
+    (root / "a.md").write_text("# A\n\nsecond version\n")  # changed after it was read
+    first = build_nodes("c", sources)
+    texts = " ".join(first.nodes.column("text").to_pylist())
+    assert "first version" in texts and "second version" not in texts
+    prev = PreviousBuild(*(pl_from(t) for t in (first.documents, first.nodes, first.references)))
+    again = build_nodes("c", discover(root), previous=prev)
+    assert again.parsed == ["a.md"]
+    assert "second version" in " ".join(again.nodes.column("text").to_pylist())
+
+
+def pl_from(table):
+    import polars as pl
+
+    return pl.from_arrow(table)
