@@ -22,24 +22,20 @@ class ParseConfig(dg.Config):
 
 def previous_build(layout):
     """The last build's parse tables (the per-document cache), if complete."""
-    from stages.nodes import PreviousBuild
+    from stages.nodes import read_previous
 
-    prev = [read_build_table(layout, n, required=False) for n in ("documents", "nodes", "references")]
-    return PreviousBuild(*prev) if all(p is not None for p in prev) else None
+    return read_previous(layout.build)
 
 
 def _shard_outputs(layout, run_id: str):
     """What the parse shards wrote, how many ran in this run, and the files they
     parsed in this run (not those an interrupted earlier run had parsed)."""
     from assets.shards import PARSED_PATHS, SHARDS_DIR, shard_summaries
-    from stages.nodes import PreviousBuild
+    from stages.nodes import read_previous
 
     root = layout.build / SHARDS_DIR / "parse"
-    parts = []
-    for d in sorted(root.iterdir()) if root.is_dir() else []:
-        files = [d / f"{n}.parquet" for n in ("documents", "nodes", "references")]
-        if all(f.exists() for f in files):
-            parts.append(PreviousBuild(*(pl.read_parquet(f) for f in files)))
+    parts = [p for p in (read_previous(d) for d in (sorted(root.iterdir()) if root.is_dir()
+                                                     else [])) if p is not None]
     done = shard_summaries(root, "*/summary.json", run_id)
     parsed: set[str] = set()
     for s in done:

@@ -29,6 +29,7 @@ from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
 from strata.layout import IndexLayout, write_json_atomic
+from strata.schema import TABLE_FILES
 
 SHARDS_DIR = "shards"
 SUMMARY = "summary.json"
@@ -75,13 +76,12 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
            description=f"Parse the documents whose path hash falls in shard {shard} of {shards}.")
     def parse_shard(context: dg.OpExecutionContext, config: ParseConfig,
                     corpora: CorpusRegistry) -> None:
+        import pyarrow as pa
+
         from assets.parse import previous_build
         from stages.discover import detect_format, discover, iter_paths
         from stages.embed import shard_of
-        import polars as pl
-        import pyarrow as pa
-
-        from stages.nodes import PreviousBuild, build_nodes, overlay
+        from stages.nodes import build_nodes, overlay, read_previous
         from stages.parse.finalize import ParseSettings
         from strata.layout import write_parquet_atomic
 
@@ -92,17 +92,16 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                            select=lambda rel: shard_of(rel, shards) == shard)
         out = parse_shard_dir(layout, shard)
         # what this shard parsed in an interrupted earlier run is not parsed again
-        earlier = [PreviousBuild(*(pl.read_parquet(out / f"{n}.parquet")
-                                   for n in ("documents", "nodes", "references")))] \
-            if (out / "references.parquet").exists() else []
+        earlier = read_previous(out)
         result = build_nodes(spec.name, sources, ParseSettings(config.chunk_tokens,
                                                                config.context_lines),
-                             overlay(previous_build(layout), earlier), blob_dir=layout.build_blobs,
+                             overlay(previous_build(layout), [earlier] if earlier else []),
+                             blob_dir=layout.build_blobs,
                              progress=progress_logger(context, f"parse shard {shard}"),
                              python_paths=python_paths)
-        for name, table in (("documents", result.documents), ("nodes", result.nodes),
-                            ("references", result.references)):
-            write_parquet_atomic(table, out / f"{name}.parquet")
+        for name, table in (("nodes", result.nodes), ("references", result.references),
+                            ("documents", result.documents)):  # the cache index last
+            write_parquet_atomic(table, out / TABLE_FILES[name])
         write_parquet_atomic(pa.table({"path": pa.array(result.parsed, pa.string())}),
                              out / PARSED_PATHS)
         summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
@@ -123,9 +122,8 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
            description=f"Encode the new texts whose hash falls in shard {shard} of {shards}.")
     def embed_shard(context: dg.OpExecutionContext, corpora: CorpusRegistry,
                     embedder: EmbedderResource) -> None:
-        import numpy as np
-        import polars as pl
         import pyarrow as pa
+        import pyarrow.parquet as pq
 
         from assets.embed import load_embedding_items
         from stages.embed import encode_shard
@@ -136,8 +134,8 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         enc_spec = embedder.spec_for(spec.embedding)
         target = vector_cache_dir(layout) / f"{shard:03d}.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
-        old = pl.read_parquet(target) if target.exists() else None
-        known = set(old["text_hash"].to_list()) if old is not None else set()
+        old = pq.read_table(target) if target.exists() else None
+        known = set(old.column("text_hash").to_pylist()) if old is not None else set()
         result = encode_shard(items, enc_spec, lambda: embedder.load(enc_spec), layout.build_lance,
                               shard, shards, progress=progress_logger(context, f"embed shard {shard}"),
                               known=known)
@@ -146,12 +144,8 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
             flat = pa.array(result.vectors.reshape(-1), pa.float32())
             new = pa.table({"text_hash": pa.array(result.text_hashes, pa.string()),
                             "vector": pa.FixedSizeListArray.from_arrays(flat, dim)})
-            if old is not None and old.height and len(old["vector"][0]) == dim:
-                vecs = np.asarray(old["vector"].to_list(), dtype=np.float32).reshape(-1)
-                new = pa.concat_tables([pa.table({
-                    "text_hash": pa.array(old["text_hash"].to_list(), pa.string()),
-                    "vector": pa.FixedSizeListArray.from_arrays(pa.array(vecs, pa.float32()), dim),
-                }), new])
+            if old is not None and old.schema.equals(new.schema):  # same dimension
+                new = pa.concat_tables([old, new])
             write_parquet_atomic(new, target)
         summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
                    "computed": len(result.text_hashes), "seconds": round(result.seconds, 3),

@@ -22,7 +22,7 @@ from stages.discover import BINARY_PARSED, SourceFile
 from stages.parse.finalize import ParseSettings, finalize, stable_hash
 from stages.parse.model import ParsedFile, Reference
 from stages.parse.plain_text import parse_plain_text
-from strata.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, conform
+from strata.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES, conform
 
 Progress = Callable[[int, int], None]
 
@@ -32,6 +32,15 @@ class PreviousBuild:
     documents: pl.DataFrame
     nodes: pl.DataFrame
     references: pl.DataFrame
+
+
+def read_previous(folder: Path) -> PreviousBuild | None:
+    """The parse tables a build (or a parse shard) left in ``folder``, if all three
+    are there: the per-document cache ``build_nodes`` reuses rows from."""
+    files = [folder / TABLE_FILES[n] for n in ("documents", "nodes", "references")]
+    if not all(f.exists() for f in files):
+        return None
+    return PreviousBuild(*(pl.read_parquet(f) for f in files))
 
 
 def overlay(previous: PreviousBuild | None, parts: list[PreviousBuild]) -> PreviousBuild | None:

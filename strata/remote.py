@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
-CURRENT = "CURRENT"
-_VERSION_RE = re.compile(r"^v(\d{6})$")
+from strata.layout import _VERSION_RE, CURRENT, IndexNotFound
 
 
 def is_remote(location: str | os.PathLike) -> bool:
@@ -87,8 +85,6 @@ def remote_versions(uri: str) -> list[int]:
 
 
 def remote_current(uri: str) -> int:
-    from strata.layout import IndexNotFound
-
     filesystem, base = _fs(uri)
     try:
         name = _read_text(filesystem, f"{base}/{CURRENT}").strip()
@@ -108,8 +104,6 @@ def pull_version(uri: str, version: int | None = None) -> tuple[Path, int]:
     """Copy a published version from the store into the local cache (once);
     returns the local index folder and the version, ready for ``Index.open``."""
     from pyarrow import fs
-
-    from strata.layout import IndexNotFound
 
     version = remote_current(uri) if version is None else version
     clean = uri.split("?")[0].rstrip("/")
