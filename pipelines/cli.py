@@ -299,29 +299,10 @@ def cmd_map(args: argparse.Namespace) -> int:
 def _query_llm(args: argparse.Namespace):
     """The LLM of a query command from its flags, else $STRATA_LLM_*; None when offline.
     Built directly (no Dagster resources: query commands never import dagster)."""
-    import importlib
+    from strata.llm import query_llm
 
-    from strata.llm import LLM, LLMConfig
-
-    path = getattr(args, "llm_callable", None) or os.environ.get("STRATA_LLM_CALLABLE")
-    backend = (getattr(args, "llm_backend", None)
-               or ("callable" if getattr(args, "llm_callable", None) else None)
-               or os.environ.get("STRATA_LLM_BACKEND") or "offline")
-    if backend == "offline":
-        return None
-    fn = None
-    if backend == "callable":
-        module, _, name = (path or "").partition(":")
-        if not module or not name:
-            raise ValueError("--llm-backend callable needs --llm-callable 'package.module:function'")
-        fn = getattr(importlib.import_module(module), name)
-    config = LLMConfig(backend=backend,
-                       model=getattr(args, "llm_model", None) or os.environ.get("STRATA_LLM_MODEL")
-                       or "gpt-4o-mini",
-                       base_url=getattr(args, "llm_base_url", None)
-                       or os.environ.get("STRATA_LLM_BASE_URL"),
-                       max_tokens=1024)
-    return LLM(config, fn=fn)
+    return query_llm(getattr(args, "llm_backend", None), getattr(args, "llm_model", None),
+                     getattr(args, "llm_base_url", None), getattr(args, "llm_callable", None))
 
 
 def _check_mode(mode: str) -> bool:
@@ -441,6 +422,94 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve indexes over HTTP (see :mod:`service`); blocks until interrupted."""
+    import logging
+
+    from service.auth import KeyFileError, load_entries
+    from service.settings import ServiceConfigError, ServiceSettings, is_loopback
+    from strata.layout import IndexNotFound
+
+    env = ServiceSettings.from_env()
+    settings = ServiceSettings(
+        indexes=args.index, host=args.host, port=args.port,
+        api_keys_file=args.api_keys or env.api_keys_file, api_key_hashes=env.api_key_hashes,
+        rate_per_minute=args.rate_per_minute, anonymous_rate_per_minute=args.anonymous_rate,
+        allow_unauthenticated=args.allow_unauthenticated, max_body_bytes=args.max_body_bytes,
+        max_query_chars=args.max_query_chars, reload_interval_s=args.reload_interval,
+        cross_encoder_path=args.cross_encoder or env.cross_encoder_path,
+        llm_backend=args.llm_backend, llm_model=args.llm_model, llm_base_url=args.llm_base_url,
+        llm_callable=args.llm_callable)
+    try:
+        keys = load_entries(settings.api_keys_file, settings.api_key_hashes)
+    except (KeyFileError, OSError) as e:
+        _print(f"error: API keys: {e}", err=True)
+        return EXIT_USAGE
+    if not keys and not is_loopback(args.host) and not args.allow_unauthenticated:
+        _print(f"error: refusing to listen on {args.host} without API keys: anyone who can "
+               "reach it could query the index. Create a key with `strata keys new NAME "
+               "--file keys.txt` and pass --api-keys keys.txt, or pass "
+               "--allow-unauthenticated if the network in front of it is trusted.", err=True)
+        return EXIT_USAGE
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.quiet:
+        _print(f"loading {len(args.index)} index(es)…", err=True)
+    try:
+        from service.app import create_app
+
+        app = create_app(settings)
+    except IndexNotFound as e:
+        _print(f"error: {e}", err=True)
+        return EXIT_USAGE
+    except (ServiceConfigError, ValueError) as e:
+        _print(f"error: {e}", err=True)
+        return EXIT_USAGE
+    import uvicorn
+
+    if not args.quiet:
+        names = ", ".join(f"{n} v{s.current.index.version}"
+                          for n, s in app.state.service.registry.slots.items())
+        _print(f"serving {names} on http://{args.host}:{args.port}/ "
+               f"({'API keys required' if keys else 'no API keys: loopback clients only'})",
+               err=True)
+    # uvicorn's access log prints query strings; the service logs paths only
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                access_log=False, server_header=False)
+    return EXIT_OK
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from service.auth import KeyEntry, KeyFileError, append_entry, hash_key, load_entries, new_key
+
+    try:
+        if args.keys_command == "new":
+            key = new_key()
+            entry = KeyEntry(args.name, hash_key(key), args.rate_per_minute)
+            if args.file:
+                append_entry(args.file, entry)
+                _print(f"added {args.name!r} to {args.file} (only its hash is stored); "
+                       "the key, shown once:", err=True)
+            else:
+                _print(f"entry for STRATA_API_KEY_HASHES: {entry.line()}", err=True)
+                _print("the key, shown once:", err=True)
+            _print(key)
+        elif args.keys_command == "hash":
+            key = sys.stdin.readline().strip()
+            if not key:
+                _print("error: give the key on standard input", err=True)
+                return EXIT_USAGE
+            _print(KeyEntry(args.name, hash_key(key), args.rate_per_minute).line())
+        else:
+            for e in load_entries(args.file):
+                rate = "default" if e.rate_per_minute is None else f"{e.rate_per_minute:g}/min"
+                _print(f"{e.name}\t{rate}\t{e.digest[:19]}…")
+    except (KeyFileError, OSError) as e:
+        _print(f"error: {e}", err=True)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
 def _add_query_args(p: argparse.ArgumentParser, default_mode: str, default_k: int) -> None:
     from retrieval.modes import MODES
 
@@ -512,6 +581,48 @@ def build_parser() -> argparse.ArgumentParser:
     ak.add_argument("question")
     _add_query_args(ak, default_mode="hierarchical", default_k=8)
     ak.set_defaults(func=cmd_ask)
+
+    sv = sub.add_parser("serve", help="serve indexes over HTTP (search, ask, a web page)")
+    sv.add_argument("--index", action="append", required=True,
+                    help="index folder or object-storage URI, or NAME=LOCATION (repeatable)")
+    sv.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1; others need API keys)")
+    sv.add_argument("--port", type=int, default=8001)
+    sv.add_argument("--api-keys", default=None,
+                    help="file of hashed API keys (`strata keys new`; default $STRATA_API_KEYS_FILE)")
+    sv.add_argument("--rate-per-minute", type=float, default=120.0,
+                    help="requests per minute per key, unless its entry sets one (default 120)")
+    sv.add_argument("--anonymous-rate", type=float, default=None,
+                    help="requests per minute per client address when no keys are configured")
+    sv.add_argument("--allow-unauthenticated", action="store_true",
+                    help="listen on a non-loopback address without API keys")
+    sv.add_argument("--max-body-bytes", type=int, default=64 * 1024)
+    sv.add_argument("--max-query-chars", type=int, default=2000)
+    sv.add_argument("--reload-interval", type=float, default=1.0,
+                    help="seconds between looks for a newly published version (default 1)")
+    sv.add_argument("--cross-encoder", default=None,
+                    help="local CrossEncoder folder for diffusion's rerank='cross-encoder'")
+    sv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sv.add_argument("-q", "--quiet", action="store_true")
+    llm = sv.add_argument_group("LLM for /ask and the routed router (default: $STRATA_LLM_BACKEND or offline)")
+    llm.add_argument("--llm-backend", default=None, choices=["offline", "openai", "callable"])
+    llm.add_argument("--llm-model", default=None)
+    llm.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama...)")
+    llm.add_argument("--llm-callable", default=None, help="'module:function'")
+    sv.set_defaults(func=cmd_serve)
+
+    ks = sub.add_parser("keys", help="API keys of `strata serve` (stored hashed)")
+    ksub = ks.add_subparsers(dest="keys_command", required=True)
+    kn = ksub.add_parser("new", help="make a key: prints it once, stores only its hash")
+    kn.add_argument("name")
+    kn.add_argument("--file", default=None, help="key file to append to (else print the entry)")
+    kn.add_argument("--rate-per-minute", type=float, default=None)
+    kh = ksub.add_parser("hash", help="the entry of a key read from standard input")
+    kh.add_argument("name")
+    kh.add_argument("--rate-per-minute", type=float, default=None)
+    kl = ksub.add_parser("list", help="names and rates in a key file")
+    kl.add_argument("--file", required=True)
+    ks.set_defaults(func=cmd_keys)
     return p
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
+from retrieval.results import source_url
 from strata.llm import as_llm
 
 ANSWER_TEMPLATE = "answer/v1"
@@ -67,11 +68,14 @@ def _lines(r) -> str | None:
     return str(r.start_line)
 
 
-def _source(n: int, r) -> dict:
+def _source(n: int, r, url_template: str | None = None) -> dict:
     d = {"n": n, "path": r.path, "breadcrumb": r.breadcrumb, "node_id": r.node_id,
          "lines": _lines(r), "kind": r.kind, "relation": r.relation, "score": round(r.score, 4)}
     if r.via:
         d["via"] = r.via
+    url = source_url(url_template, r)
+    if url:
+        d["url"] = url
     return d
 
 
@@ -189,8 +193,10 @@ def ask(index, question: str, mode: str = "hierarchical", llm=None, k: int = 8,
         for attr in ("route", "router", "connections"):
             if hasattr(results.trace, attr):
                 trace[attr] = getattr(results.trace, attr)
-        sources = [_source(n, r) for n, r in enumerate(results, 1) if r.relation != "connection"]
-        connections = [_source(n, r) for n, r in enumerate(results, 1)
+        url_template = index.manifest.get("url_template")
+        sources = [_source(n, r, url_template) for n, r in enumerate(results, 1)
+                   if r.relation != "connection"]
+        connections = [_source(n, r, url_template) for n, r in enumerate(results, 1)
                        if r.relation == "connection"]
         reasoning = _reasoning(results, mode)
         base = dict(sources=sources, connections=connections, reasoning=reasoning, trace=trace,
@@ -202,7 +208,7 @@ def ask(index, question: str, mode: str = "hierarchical", llm=None, k: int = 8,
                                "no context to answer from.", extractive=False, **base)
         from strata.llm import LLMRequest
 
-        system, user = answer_messages(question, results.to_markdown())
+        system, user = answer_messages(question, results.to_markdown(url_template=url_template))
         req = LLMRequest(key="answer", messages=(system, user), template=ANSWER_TEMPLATE,
                          max_tokens=1024)
         try:

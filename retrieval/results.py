@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import string
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from urllib.parse import quote
 
 
 @dataclass
@@ -34,6 +36,29 @@ class Result:
             end = f"-{self.end_line}" if self.end_line and self.end_line != self.start_line else ""
             return f"{self.path}:{self.start_line}{end}"
         return self.path
+
+
+_URL_FIELDS = {"path", "line", "end_line", "page", "node_id"}
+
+
+def source_url(template: str | None, r: Result) -> str | None:
+    """The result's source online, from a corpus's ``url_template``
+    (``data/corpora.yaml``), e.g. ``https://github.com/o/r/blob/main/{path}#L{line}-L{end_line}``.
+    Placeholders: ``{path}`` (URL-quoted, slashes kept), ``{line}``, ``{end_line}``,
+    ``{page}`` (1 when the result has none) and ``{node_id}``. None without a template
+    or when the template names anything else."""
+    if not template:
+        return None
+    try:
+        names = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError:
+        return None
+    if not names <= _URL_FIELDS:
+        return None
+    line = r.start_line or 1
+    return template.format(path=quote(r.path, safe="/"), line=line,
+                           end_line=r.end_line or line, page=r.page or 1,
+                           node_id=quote(r.node_id, safe=""))
 
 
 @dataclass
@@ -79,13 +104,22 @@ class SearchResults(list):
             return pl.DataFrame(schema={f: pl.Utf8 for f in Result.__dataclass_fields__})
         return pl.DataFrame(rows)
 
-    def to_markdown(self, max_chars: int = 1200) -> str:
-        """Context for an LLM or a person: breadcrumb, source, id, then the text."""
-        out = []
-        for i, r in enumerate(self, 1):
-            body = r.text if len(r.text) <= max_chars else r.text[:max_chars] + " …"
-            fence = "```" + (r.language or "") if r.kind == "code" else ""
-            out.append(f"### {i}. {r.breadcrumb}\n- source: {r.location()}\n- id: {r.node_id} "
-                       f"({r.kind}, {r.relation}{', via ' + r.via if r.via else ''})\n\n"
-                       + (f"{fence}\n{body}\n```" if fence else body))
-        return "\n\n".join(out)
+    def to_markdown(self, max_chars: int = 1200, url_template: str | None = None) -> str:
+        """Context for an LLM or a person: breadcrumb, source, id, then the text
+        (one block per result, see :func:`markdown_block`)."""
+        return "\n\n".join(markdown_block(i, r, max_chars, url_template)
+                           for i, r in enumerate(self, 1))
+
+
+def markdown_block(n: int, r: Result, max_chars: int = 1200,
+                   url_template: str | None = None) -> str:
+    """One result as a Markdown context block: ``### n. breadcrumb``, its source
+    (and URL when the corpus has a ``url_template``), its id, kind and relation,
+    then the text (code fenced with its language)."""
+    body = r.text if len(r.text) <= max_chars else r.text[:max_chars] + " …"
+    fence = "```" + (r.language or "") if r.kind == "code" else ""
+    url = source_url(url_template, r)
+    return (f"### {n}. {r.breadcrumb}\n- source: {r.location()}\n"
+            + (f"- url: {url}\n" if url else "")
+            + f"- id: {r.node_id} ({r.kind}, {r.relation}{', via ' + r.via if r.via else ''})\n\n"
+            + (f"{fence}\n{body}\n```" if fence else body))

@@ -594,3 +594,31 @@ def as_llm(llm: Any, **config: Any) -> tuple["LLM | None", bool]:
         return LLM(LLMConfig(backend="callable", **config), fn=llm), True
     raise TypeError(f"llm must be a strata.llm.LLM or a str -> str callable, "
                     f"not {type(llm).__name__}")
+
+
+def query_llm(backend: str | None = None, model: str | None = None,
+              base_url: str | None = None, callable_path: str | None = None,
+              max_tokens: int = 1024) -> "LLM | None":
+    """The LLM a query-side program (the CLI's search/ask, the HTTP service) uses:
+    the given settings, else ``$STRATA_LLM_BACKEND``/``_MODEL``/``_BASE_URL``/
+    ``_CALLABLE``; None when offline. ``callable_path`` is ``'package.module:function'``
+    and implies the callable backend."""
+    import importlib
+
+    path = callable_path or os.environ.get("STRATA_LLM_CALLABLE")
+    backend = (backend or ("callable" if callable_path else None)
+               or os.environ.get("STRATA_LLM_BACKEND") or "offline")
+    if backend == "offline":
+        return None
+    fn = None
+    if backend == "callable":
+        module, _, name = (path or "").partition(":")
+        if not module or not name:
+            raise ValueError("the callable LLM backend needs 'package.module:function' "
+                             "(--llm-callable or $STRATA_LLM_CALLABLE)")
+        fn = getattr(importlib.import_module(module), name)
+    config = LLMConfig(backend=backend,
+                       model=model or os.environ.get("STRATA_LLM_MODEL") or "gpt-4o-mini",
+                       base_url=base_url or os.environ.get("STRATA_LLM_BASE_URL"),
+                       max_tokens=max_tokens)
+    return LLM(config, fn=fn)

@@ -1,0 +1,152 @@
+"""API keys (stored as SHA-256 digests, never in clear) and per-key rate limits.
+
+A key is a random 256-bit token (``strata keys new``), so a plain SHA-256 digest
+is enough at rest: there is nothing to brute-force, and hashing stays cheap on
+every request (a slow password hash would cost more than the search). Keys
+arrive in the ``Authorization: Bearer`` or ``X-API-Key`` header, never in the
+URL, where access logs and proxies would keep them.
+
+Key file format, one key per line (``#`` starts a comment)::
+
+    NAME:sha256:HEXDIGEST[:REQUESTS_PER_MINUTE]
+
+``STRATA_API_KEY_HASHES`` holds the same entries separated by commas.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+KEY_PREFIX = "strata_"
+_HEX = re.compile(r"^[0-9a-f]{64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+
+
+class KeyFileError(ValueError):
+    pass
+
+
+def hash_key(key: str) -> str:
+    return "sha256:" + hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def new_key() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class KeyEntry:
+    name: str
+    digest: str  # "sha256:<hex>"
+    rate_per_minute: float | None = None  # None: the service default
+
+    def line(self) -> str:
+        rate = "" if self.rate_per_minute is None else f":{self.rate_per_minute:g}"
+        return f"{self.name}:{self.digest}{rate}"
+
+
+def parse_entry(text: str, where: str = "") -> KeyEntry:
+    parts = text.strip().split(":")
+    if len(parts) not in (3, 4) or parts[1] != "sha256":
+        raise KeyFileError(f"{where}expected NAME:sha256:HEXDIGEST[:RATE_PER_MINUTE] "
+                           "(a clear-text key is never accepted here; hash it with "
+                           "`strata keys new` or `strata keys hash`)")
+    name, _, digest = parts[:3]
+    if not _NAME.match(name):
+        raise KeyFileError(f"{where}invalid key name {name!r}")
+    if not _HEX.match(digest.lower()):
+        raise KeyFileError(f"{where}the digest of {name!r} is not 64 hex digits")
+    rate = None
+    if len(parts) == 4:
+        try:
+            rate = float(parts[3])
+        except ValueError:
+            raise KeyFileError(f"{where}rate of {name!r} is not a number: {parts[3]!r}") from None
+        if not math.isfinite(rate) or rate <= 0:
+            raise KeyFileError(f"{where}rate of {name!r} must be a positive number")
+    return KeyEntry(name, "sha256:" + digest.lower(), rate)
+
+
+def load_entries(file: str | Path | None = None, env_value: str | None = None) -> list[KeyEntry]:
+    entries: list[KeyEntry] = []
+    if file:
+        path = Path(file)
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            line = line.split("#", 1)[0].strip()
+            if line:
+                entries.append(parse_entry(line, f"{path}:{n}: "))
+    for i, item in enumerate((env_value or "").split(","), 1):
+        if item.strip():
+            entries.append(parse_entry(item, f"STRATA_API_KEY_HASHES entry {i}: "))
+    names = [e.name for e in entries]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise KeyFileError(f"duplicate key name(s): {', '.join(dupes)}")
+    return entries
+
+
+def append_entry(file: str | Path, entry: KeyEntry) -> None:
+    path = Path(file)
+    existing = load_entries(path) if path.exists() else []
+    if any(e.name == entry.name for e in existing):
+        raise KeyFileError(f"{path} already has a key named {entry.name!r}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(entry.line() + "\n")
+    path.chmod(0o600)
+
+
+class KeyStore:
+    """Digest → entry. ``lookup`` compares digests in constant time."""
+
+    def __init__(self, entries: list[KeyEntry]):
+        self.entries = list(entries)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.entries)
+
+    def lookup(self, key: str | None) -> KeyEntry | None:
+        if not key:
+            return None
+        digest = hash_key(key)
+        found = None
+        for e in self.entries:  # no early exit: the time does not tell which entry matched
+            if hmac.compare_digest(e.digest, digest):
+                found = e
+        return found
+
+
+class RateLimiter:
+    """A token bucket per client: ``rate`` requests per minute, bursts up to
+    ``burst`` (default: a minute's worth, at least 1)."""
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._buckets: dict[str, tuple[float, float]] = {}  # client → (tokens, last time)
+
+    def acquire(self, client: str, rate_per_minute: float | None,
+                burst: float | None = None) -> float:
+        """0.0 when the request may go ahead, else the seconds until it could."""
+        if not rate_per_minute:
+            return 0.0
+        per_s = rate_per_minute / 60.0
+        cap = max(1.0, burst if burst is not None else rate_per_minute)
+        now = self._clock()
+        with self._lock:
+            tokens, last = self._buckets.get(client, (cap, now))
+            tokens = min(cap, tokens + (now - last) * per_s)
+            if tokens >= 1.0:
+                self._buckets[client] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[client] = (tokens, now)
+            return (1.0 - tokens) / per_s

@@ -1,0 +1,280 @@
+"""Request and response bodies of the HTTP API.
+
+The parameters of each retrieval mode are *derived* from the mode itself (the
+fields of :class:`HierarchicalConfig` and :class:`DiffusionConfig`, the keyword
+arguments of the routed and hybrid searches), so a parameter added to a mode
+shows up in the API and its OpenAPI schema without a second list to keep in
+step. What the derivation adds is the bounds a public endpoint needs (no
+ten-minute time budgets, no million-node expansions) and the few parameters that
+stay server-side: a file path to load a cross-encoder from, the LLM client.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any, Literal, Union
+
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError,
+                      create_model, model_validator)
+
+from retrieval.modes import MODES
+from retrieval.modes.diffusion import DiffusionConfig
+from retrieval.modes.flat import hybrid as _hybrid
+from retrieval.modes.hierarchical import HierarchicalConfig
+from retrieval.modes.routed import search as _routed
+from strata.schema import ENTITY, EMBEDDED_KINDS, FACT
+
+Mode = Literal[tuple(sorted(MODES))]  # type: ignore[valid-type]
+Kind = Literal[EMBEDDED_KINDS + (ENTITY, FACT)]  # type: ignore[valid-type]
+
+# Parameters a client may not set: they name server files or server objects.
+SERVER_SIDE = {"cross_encoder_path", "llm", "cross_encoder", "config", "trace", "index",
+               "query", "k"}
+# Choices of the string parameters.
+CHOICES: dict[str, tuple] = {
+    "rerank": ("none", "cross-encoder"),
+    "final_rerank": ("none", "cross-encoder", "llm"),
+    "context_order": ("document", "similarity"),
+}
+# (min, max) per parameter; the defaults below cover the rest.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "time_budget_s": (0.0, 10.0),
+    "max_expansions": (0, 100_000),
+    "max_frontier_size": (1, 200_000),
+    "per_node_neighbor_limit": (1, 1_000),
+    "walk_max_iter": (1, 200),
+    "walk_damping": (0.0, 1.0),
+    "decay": (0.0, 1.0),
+    "min_score": (-1.0, 1.0),
+    "min_enqueue_score": (0.0, 1.0),
+    "min_relative": (0.0, 1.0),
+    "max_files": (1, 20),
+    "sections_per_file": (1, 20),
+    "max_connections": (0, 50),
+    "seeds": (0, 200),
+    "max_expand": (0, 1_000),
+    "max_siblings": (0, 200),
+    "max_children": (0, 200),
+    "dense_lead": (0, 100),
+    "walk_fact_k": (0, 200),
+}
+INT_BOUNDS = (0, 1_000)
+FLOAT_BOUNDS = (0.0, 100.0)
+MAX_K = 100
+
+
+def _annotation(name: str, default: Any):
+    """The type of a parameter from its default value (and the tables above)."""
+    if name in ("seed_kinds", "kinds"):
+        return list[Kind], {"max_length": len(EMBEDDED_KINDS) + 2}
+    if name == "walk":
+        return Union[StrictBool, Literal["auto", "on", "off"]], {}
+    if name in CHOICES:
+        return Literal[CHOICES[name]], {}  # type: ignore[valid-type]
+    lo, hi = BOUNDS.get(name, INT_BOUNDS if isinstance(default, int) else FLOAT_BOUNDS)
+    if isinstance(default, bool):
+        return StrictBool, {}
+    if isinstance(default, int):
+        return StrictInt, {"ge": int(lo), "le": int(hi)}
+    if isinstance(default, float):
+        return float, {"ge": lo, "le": hi, "allow_inf_nan": False}
+    raise TypeError(f"no API type for parameter {name} (default {default!r})")
+
+
+def _params_model(model_name: str, doc: str, defaults: dict[str, Any]) -> type[BaseModel]:
+    fields = {}
+    for name, default in defaults.items():
+        if name in SERVER_SIDE:
+            continue
+        ann, constraints = _annotation(name, default)
+        shown = list(default) if isinstance(default, tuple) else default
+        fields[name] = (ann | None, Field(default=None, description=f"default: {shown!r}",
+                                          **constraints))
+    model = create_model(model_name, __config__=ConfigDict(extra="forbid"),
+                         __doc__=doc, **fields)
+    return model
+
+
+def _signature_defaults(fn) -> dict[str, Any]:
+    return {p.name: p.default for p in inspect.signature(fn).parameters.values()
+            if p.default is not inspect.Parameter.empty}
+
+
+def _dataclass_defaults(cls) -> dict[str, Any]:
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+FlatParams = _params_model(
+    "FlatParams", "Parameters of flat, dense, keyword and hybrid search.",
+    {"kinds": (), **{n: d for n, d in _signature_defaults(_hybrid).items() if n != "kinds"}})
+HierarchicalParams = _params_model(
+    "HierarchicalParams", "Parameters of hierarchical search (HierarchicalConfig).",
+    {**_dataclass_defaults(HierarchicalConfig)})
+DiffusionParams = _params_model(
+    "DiffusionParams", "Parameters of diffusion search (DiffusionConfig).",
+    _dataclass_defaults(DiffusionConfig))
+RoutedParams = _params_model(
+    "RoutedParams", "Parameters of routed search.", _signature_defaults(_routed))
+
+PARAMS_OF_MODE: dict[str, type[BaseModel]] = {
+    "flat": FlatParams, "dense": FlatParams, "keyword": FlatParams, "hybrid": FlatParams,
+    "hierarchical": HierarchicalParams, "diffusion": DiffusionParams, "routed": RoutedParams,
+}
+_HYBRID_ONLY = set(FlatParams.model_fields) - {"kinds"}
+
+AnyParams = Union[FlatParams, HierarchicalParams, DiffusionParams, RoutedParams]  # type: ignore
+
+
+class _Query(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    index: str | None = Field(default=None, max_length=200,
+                              description="index name (GET /indexes); optional when the "
+                                          "service serves one index")
+    mode: Mode = "hierarchical"  # type: ignore[valid-type]
+    k: StrictInt = Field(default=10, ge=1, le=MAX_K, description="results wanted")
+    params: AnyParams | None = Field(  # type: ignore[valid-type]
+        default=None, description="the mode's parameters (see FlatParams, HierarchicalParams, "
+                                  "DiffusionParams, RoutedParams); unset ones take the defaults")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _params_of_the_mode(cls, data: Any) -> Any:
+        """Validate ``params`` against the model of the request's mode (a union
+        alone would accept a diffusion field on a hierarchical request)."""
+        if not isinstance(data, dict) or data.get("params") is None:
+            return data
+        mode = data.get("mode", "hierarchical")
+        model = PARAMS_OF_MODE.get(mode) if isinstance(mode, str) else None
+        params = data["params"]
+        if model is None or isinstance(params, BaseModel):
+            return data
+        if not isinstance(params, dict):
+            raise ValueError("params must be an object")
+        if mode != "hybrid" and model is FlatParams and set(params) & _HYBRID_ONLY:
+            raise ValueError(f"{', '.join(sorted(set(params) & _HYBRID_ONLY))} apply to "
+                             "mode 'hybrid' only")
+        try:
+            return {**data, "params": model.model_validate(params)}
+        except ValidationError as e:
+            problems = "; ".join(f"params.{'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                 for err in e.errors())
+            takes = [f for f in model.model_fields if mode == "hybrid" or f not in _HYBRID_ONLY]
+            raise ValueError(f"{problems} (mode {mode!r} takes {', '.join(takes)})") from None
+
+    def mode_params(self) -> dict[str, Any]:
+        return self.params.model_dump(exclude_none=True) if self.params is not None else {}
+
+
+class SearchRequest(_Query):
+    query: str = Field(min_length=1, description="the search text")
+    verbose: StrictBool = Field(default=False,
+                                description="add the query trace (per-stage timings, counts)")
+
+
+class AskRequest(_Query):
+    question: str = Field(min_length=1)
+    k: StrictInt = Field(default=8, ge=1, le=MAX_K, description="passages retrieved")
+
+
+class Hit(BaseModel):
+    rank: int
+    node_id: str
+    kind: str
+    path: str
+    node_path: str
+    breadcrumb: str
+    title: str
+    score: float
+    text: str
+    start_line: int | None = None
+    end_line: int | None = None
+    page: int | None = None
+    language: str | None = None
+    relation: str
+    via: str | None = None
+    location: str = Field(description="path with lines or page")
+    url: str | None = Field(default=None, description="the source online (corpus url_template)")
+    image_url: str | None = Field(default=None, description="this service's copy of the image")
+    markdown: str = Field(description="the result as a Markdown context block")
+
+
+class SearchResponse(BaseModel):
+    index: str
+    version: int
+    mode: str
+    query: str
+    k: int
+    took_ms: float
+    results: list[Hit]
+    context: str = Field(description="all results as one Markdown context block (for an LLM)")
+    trace: dict[str, Any] | None = None
+
+
+class Source(BaseModel):
+    n: int
+    path: str
+    breadcrumb: str
+    node_id: str
+    lines: str | None = None
+    kind: str
+    relation: str
+    score: float
+    via: str | None = None
+    url: str | None = None
+
+
+class AskResponse(BaseModel):
+    index: str
+    version: int
+    mode: str
+    question: str
+    answer: str
+    extractive: bool = Field(description="true when no LLM wrote the answer")
+    sources: list[Source]
+    connections: list[Source]
+    reasoning: str
+    llm: str = Field(description="the LLM that answered ('offline' for extractive answers)")
+    took_ms: float
+    trace: dict[str, Any] | None = None
+
+
+class IndexInfo(BaseModel):
+    name: str
+    corpus: str
+    version: int = Field(description="the version this service answers from")
+    latest_version: int | None = Field(default=None,
+                                       description="the newest published version seen")
+    versions: list[int] = Field(description="published versions kept beside it")
+    created_at: str | None = None
+    model: str
+    dim: int
+    counts: dict[str, Any]
+    url_template: str | None = None
+    loaded_at: str
+    reload_error: str | None = None
+
+
+class IndexesResponse(BaseModel):
+    indexes: list[IndexInfo]
+
+
+class HealthIndex(BaseModel):
+    name: str
+    version: int
+    model: str
+    reload_error: str | None = None
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+    uptime_s: float
+    auth: bool = Field(description="whether API keys are required")
+    llm: str
+    indexes: list[HealthIndex]
+
+
+class ErrorBody(BaseModel):
+    detail: Any
+    request_id: str | None = None

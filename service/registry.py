@@ -1,0 +1,199 @@
+"""The indexes a service answers from, and their hot reload.
+
+Each request pins the :class:`retrieval.Index` it started with (one object,
+one version) for its whole duration. A new published version is opened and
+warmed up on a background thread while requests go on against the old one,
+then swapped in with one assignment, so no request fails or mixes versions
+across a publish. Old version folders stay on disk for the publisher's grace
+period (``prune_grace_s``), longer than any request holds one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from retrieval import EmbeddingModelMismatch, Index
+from strata.layout import IndexLayout, IndexNotFound
+
+log = logging.getLogger("strata.service")
+REMOTE_MIN_INTERVAL_S = 30.0
+WARM_UP_MODES = ("flat", "hierarchical", "diffusion", "routed")
+
+
+class UnknownIndex(LookupError):
+    pass
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class Loaded:
+    index: Index
+    loaded_at: str
+
+
+class IndexSlot:
+    """One served index: the version in use, and the watch for newer ones."""
+
+    def __init__(self, name: str, location: str, reload_interval_s: float, warm_up: bool):
+        from strata.remote import is_remote
+
+        self.name = name
+        self.location = location
+        self.remote = is_remote(location)
+        self.interval = (max(reload_interval_s, REMOTE_MIN_INTERVAL_S) if self.remote
+                         else reload_interval_s)
+        self.warm_up = warm_up
+        self.latest_seen: int | None = None
+        self.reload_error: str | None = None
+        self._lock = threading.Lock()
+        self._loading = False
+        self._last_check = time.monotonic()
+        self._current = Loaded(self._open(None, None), _now())
+        self.latest_seen = self._current.index.version
+
+    # -- reading the published state --------------------------------------------
+    def _published(self) -> int | None:
+        if self.remote:
+            from strata.remote import remote_current
+
+            return remote_current(self.location)
+        return IndexLayout(self.location).current_version()
+
+    def versions(self) -> list[int]:
+        if self.remote:
+            return [self._current.index.version]
+        return IndexLayout(self.location).versions()
+
+    def _open(self, version: int | None, previous: Index | None) -> Index:
+        encoder = previous._encoder if previous is not None else None
+        try:
+            idx = Index.open(self.location, version=version, encoder=encoder)
+        except EmbeddingModelMismatch:
+            idx = Index.open(self.location, version=version)  # the new version changed model
+        if self.warm_up:
+            for mode in WARM_UP_MODES:
+                idx.search("warm up", mode=mode, k=1)
+        return idx
+
+    # -- serving ----------------------------------------------------------------
+    @property
+    def current(self) -> Loaded:
+        return self._current
+
+    def get(self) -> Index:
+        """The index a request should use (and, at most once per interval, a look
+        at whether a newer version was published)."""
+        now = time.monotonic()
+        if now - self._last_check >= self.interval:
+            self._last_check = now
+            self.check()
+        return self._current.index
+
+    def check(self, wait: bool = False) -> None:
+        """Start loading the published version when it is not the one in use."""
+        try:
+            published = self._published()
+        except (IndexNotFound, OSError, ValueError) as e:
+            self.reload_error = f"cannot read the published version: {e}"
+            return
+        if published is None:
+            return
+        self.latest_seen = published
+        with self._lock:
+            if published == self._current.index.version or self._loading:
+                return
+            self._loading = True
+        t = threading.Thread(target=self._load, args=(published,), daemon=True,
+                             name=f"strata-reload-{self.name}")
+        t.start()
+        if wait:
+            t.join()
+
+    def _load(self, version: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            idx = self._open(version, self._current.index)
+        except Exception as e:  # noqa: BLE001 - keep serving the version in use
+            self.reload_error = f"version {version}: {type(e).__name__}: {e}"
+            log.warning("index %s: could not load version %s (%s); still serving version %s",
+                        self.name, version, self.reload_error, self._current.index.version)
+        else:
+            old = self._current.index.version
+            self._current = Loaded(idx, _now())  # one assignment: requests see old or new
+            self.reload_error = None
+            log.info("index %s: switched from version %s to %s (loaded in %.1f s)",
+                     self.name, old, version, time.perf_counter() - t0)
+        finally:
+            with self._lock:
+                self._loading = False
+
+
+class Registry:
+    def __init__(self, locations: list[str], reload_interval_s: float = 1.0,
+                 warm_up: bool = True):
+        self.slots: dict[str, IndexSlot] = {}
+        for entry in locations:
+            name, location = self._split(entry)
+            slot = IndexSlot(name or "", location, reload_interval_s, warm_up)
+            slot.name = name or slot.current.index.corpus
+            if slot.name in self.slots:
+                raise ValueError(f"two indexes are named {slot.name!r}; name them apart with "
+                                 "--index NAME=DIR")
+            self.slots[slot.name] = slot
+            log.info("serving index %s version %s from %s", slot.name,
+                     slot.current.index.version, location)
+
+    @staticmethod
+    def _split(entry: str) -> tuple[str | None, str]:
+        name, sep, location = entry.partition("=")
+        if sep and name and "/" not in name and ":" not in name:
+            return name, location
+        return None, entry
+
+    def get(self, name: str | None) -> tuple[str, Index]:
+        if name is None:
+            if len(self.slots) == 1:
+                name = next(iter(self.slots))
+            else:
+                raise UnknownIndex("this service serves several indexes; name one with "
+                                   f"\"index\": one of {', '.join(sorted(self.slots))}")
+        slot = self.slots.get(name)
+        if slot is None:
+            raise UnknownIndex(f"no index named {name!r}; this service serves "
+                               f"{', '.join(sorted(self.slots))}")
+        return name, slot.get()
+
+    def image_file(self, idx: Index, node_id: str) -> Path | None:
+        """The image file of an image node: a blob in the version folder, or the
+        file in the corpus root that the index recorded (never another path)."""
+        table = idx.table("images")
+        if table is None:
+            return None
+        import polars as pl
+
+        rows = table.filter((pl.col("node_id") == node_id) & (pl.col("status") == "ok"))
+        if rows.height == 0:
+            return None
+        row = rows.row(0, named=True)
+        if row["source"] == "blob":
+            base = IndexLayout(idx.path).version_dir(idx.version) / "blobs"
+        elif row["source"] == "file":
+            base = Path(idx.manifest.get("root") or "")
+        else:
+            return None
+        try:
+            base = base.resolve()
+            path = (base / row["path"]).resolve()
+        except OSError:
+            return None
+        if not path.is_relative_to(base) or not path.is_file():
+            return None
+        return path
