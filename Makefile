@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test bench bench-stdlib ui validate clean
+.PHONY: install run test bench bench-stdlib ui serve validate clean
 
 install: $(VENV)/.installed
 
@@ -39,6 +39,7 @@ bench: install
 	$(PY) -m benchmarks.openharmony_dev
 	$(PY) -m benchmarks.hyprag_peer
 	$(PY) -m benchmarks.scale_out
+	$(PY) -m benchmarks.service_load
 	$(PY) -m benchmarks.report
 	$(PY) -m pytest -m slow -q -s || test $$? -eq 5  # 5: no slow tests collected
 	STRATA_HYPOTHESIS_PROFILE=bench $(PY) -m pytest -q tests/test_incremental_equivalence.py tests/reliability/test_fuzz_parsers.py
@@ -46,6 +47,10 @@ bench: install
 # The whole stdlib (19k code nodes, ~17 min): build time, peak RSS, unchanged rebuild.
 bench-stdlib: install
 	$(PY) -m benchmarks.build_stdlib
+
+# The HTTP service and its web page on the sample index (http://127.0.0.1:8001).
+serve: install
+	$(STRATA) serve --index data/indexes/sample
 
 validate: install
 	$(VENV)/bin/dagster definitions validate -w workspace.yaml

@@ -37,6 +37,13 @@ SECTIONS = (
      "`--workers 2` (Dagster's multiprocess executor, one process per step, forkserver; the peak "
      "RSS of forked step processes is not visible to the parent and is not shown). The edit "
      "appends a section or a function to 1% of the files."),
+    ("service_load", "HTTP service under load: N concurrent clients on loopback",
+     "`benchmarks.service_load`: `strata serve` on the sample index in a child process; per mode, "
+     "N client threads (each its own `httpx.Client`) send distinct questions (12 about the "
+     "sample, numbered per request, so every query is embedded) for a fixed time after a short "
+     "warm-up; clients and server share the machine's cores. Latency is client-side wall time; "
+     "server ms is the service's own `took_ms`. An error is a non-200 answer or a failed "
+     "request; there must be none."),
     ("hyprag", "Code: Strata hierarchical vs HypRAG 0.7.2 on the same stdlib subset",
      "Same chunks, same hierarchy, same MiniLM encoder; HypRAG runs from PyPI in its own venv. "
      "Gold = dotted node paths (`benchmarks/data/stdlib_code_questions.yaml`)."),

@@ -187,7 +187,30 @@ class Index:
 
     def _result(self, node_id: str, score: float, relation: str = "seed",
                 via: str | None = None) -> Result:
+        if node_id not in self._row_of and node_id in self._fact_source:
+            return self._fact_result(node_id, score, relation)
         return Result(**self.node(node_id), score=float(score), relation=relation, via=via)
+
+    @cached_property
+    def _fact_source(self) -> dict[str, tuple[str, str]]:
+        """fact id → (its triple's text, the first chunk it was extracted from)."""
+        facts = self.facts()
+        if facts is None or facts.height == 0:
+            return {}
+        first = facts.unique("fact_id", keep="first", maintain_order=True)
+        return {f: (t, c) for f, t, c in first.select("fact_id", "text", "chunk_id").iter_rows()}
+
+    def _fact_result(self, fact_id: str, score: float, relation: str) -> Result:
+        """A fact (an OpenIE triple, a vector but not a graph node) as a result:
+        its text, placed at the chunk it came from (``via``)."""
+        text, chunk_id = self._fact_source[fact_id]
+        src = self.node(chunk_id) if chunk_id in self._row_of else {}
+        return Result(node_id=fact_id, kind=FACT, path=src.get("path", ""),
+                      node_path=src.get("node_path", ""),
+                      breadcrumb=f"{src.get('breadcrumb', '')} > fact".lstrip(" >"),
+                      text=text, title=text, start_line=src.get("start_line"),
+                      end_line=src.get("end_line"), page=src.get("page"), score=float(score),
+                      relation=relation, via=chunk_id)
 
     # -- shared building blocks of the modes ------------------------------------
     @cached_property

@@ -6,23 +6,22 @@ plain ``def`` functions: FastAPI runs them on its thread pool, and an ``Index``
 is safe to share between threads.
 """
 
-from __future__ import annotations
-
 import logging
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import Body, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval.results import markdown_block, source_url
 from service.auth import KeyStore, RateLimiter, load_entries
-from service.models import (AskRequest, AskResponse, ErrorBody, HealthIndex, HealthResponse,
-                            Hit, IndexesResponse, IndexInfo, SearchRequest, SearchResponse)
+from service.models import (AskResponse, ErrorBody, HealthIndex, HealthResponse, Hit,
+                            IndexesResponse, IndexInfo, SearchResponse, request_model)
 from service.registry import Registry, UnknownIndex
 from service.settings import ServiceConfigError, ServiceSettings, is_loopback
 
@@ -135,13 +134,6 @@ class Service:
                                 headers={"Retry-After": str(max(1, round(wait + 0.5)))})
         return client
 
-    def check_length(self, field: str, text: str) -> None:
-        limit = self.settings.max_query_chars
-        if len(text) > limit:
-            raise HTTPException(422, f"{field} is {len(text)} characters; the limit is {limit}")
-        if not text.strip():
-            raise HTTPException(422, f"{field} is empty")
-
     def mode_params(self, req) -> dict[str, Any]:
         params = req.mode_params()
         if req.mode in ("routed", "diffusion") and self.llm is not None:
@@ -220,6 +212,12 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
                              "request_id": getattr(request.state, "request_id", None)},
                             status_code=422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return JSONResponse({"detail": exc.detail,
+                             "request_id": getattr(request.state, "request_id", None)},
+                            status_code=exc.status_code, headers=exc.headers)
+
     @app.exception_handler(UnknownIndex)
     async def unknown_index(request: Request, exc: UnknownIndex):
         return JSONResponse({"detail": str(exc.args[0]),
@@ -227,6 +225,8 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
                             status_code=404)
 
     authorize = svc.authorize
+    SearchRequest = request_model("search", settings.max_query_chars)
+    AskRequest = request_model("ask", settings.max_query_chars)
 
     def run(fn, what: str):
         """Retrieval's own refusals (a bad parameter combination) are the
@@ -255,10 +255,10 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         return IndexesResponse(indexes=[svc.info(n) for n in svc.registry.slots])
 
     @app.post("/search", response_model=SearchResponse, tags=["retrieval"])
-    def search(req: SearchRequest, _client: str = Depends(authorize)) -> SearchResponse:
+    def search(req: Annotated[SearchRequest, Body(title="SearchRequest")],
+               _client: str = Depends(authorize)) -> SearchResponse:
         """Search one index in one mode. ``params`` are the mode's parameters;
         ``verbose`` adds the trace (per-stage timings and counts)."""
-        svc.check_length("query", req.query)
         name, idx = svc.registry.get(req.index)  # pinned for the whole request
         params = svc.mode_params(req)
         t0 = time.perf_counter()
@@ -278,11 +278,11 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
             context=results.to_markdown(url_template=template), trace=trace)
 
     @app.post("/ask", response_model=AskResponse, tags=["retrieval"])
-    def ask(req: AskRequest, _client: str = Depends(authorize)) -> AskResponse:
+    def ask(req: Annotated[AskRequest, Body(title="AskRequest")],
+            _client: str = Depends(authorize)) -> AskResponse:
         """Retrieve, then answer with the service's LLM (an extractive answer,
         marked as such, when none is configured), with sources, the single-hop
         connections read, and why this context was chosen."""
-        svc.check_length("question", req.question)
         name, idx = svc.registry.get(req.index)
         params = svc.mode_params(req)
         params.pop("llm", None)  # ask passes its own LLM to the router

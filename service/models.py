@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError,
-                      create_model, model_validator)
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StrictBool,
+                      StrictInt, Tag, create_model)
 
 from retrieval.modes import MODES
 from retrieval.modes.diffusion import DiffusionConfig
@@ -25,7 +25,6 @@ from retrieval.modes.hierarchical import HierarchicalConfig
 from retrieval.modes.routed import search as _routed
 from strata.schema import ENTITY, EMBEDDED_KINDS, FACT
 
-Mode = Literal[tuple(sorted(MODES))]  # type: ignore[valid-type]
 Kind = Literal[EMBEDDED_KINDS + (ENTITY, FACT)]  # type: ignore[valid-type]
 
 # Parameters a client may not set: they name server files or server objects.
@@ -64,21 +63,35 @@ FLOAT_BOUNDS = (0.0, 100.0)
 MAX_K = 100
 
 
+def _integral(value: Any) -> Any:
+    """JSON Schema's ``integer`` admits 3.0; a boolean or a string is still refused."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def json_int(lo: int, hi: int):
+    """A bounded integer as JSON Schema states it (bounds before the validator,
+    or the schema loses them)."""
+    return Annotated[StrictInt, Field(ge=lo, le=hi), BeforeValidator(_integral)]
+
+
 def _annotation(name: str, default: Any):
-    """The type of a parameter from its default value (and the tables above)."""
+    """The type of a parameter from its default value (and the tables above),
+    its bounds included."""
     if name in ("seed_kinds", "kinds"):
-        return list[Kind], {"max_length": len(EMBEDDED_KINDS) + 2}
+        return Annotated[list[Kind], Field(max_length=len(EMBEDDED_KINDS) + 2)]
     if name == "walk":
-        return Union[StrictBool, Literal["auto", "on", "off"]], {}
+        return Union[StrictBool, Literal["auto", "on", "off"]]
     if name in CHOICES:
-        return Literal[CHOICES[name]], {}  # type: ignore[valid-type]
+        return Literal[CHOICES[name]]  # type: ignore[valid-type]
     lo, hi = BOUNDS.get(name, INT_BOUNDS if isinstance(default, int) else FLOAT_BOUNDS)
     if isinstance(default, bool):
-        return StrictBool, {}
+        return StrictBool
     if isinstance(default, int):
-        return StrictInt, {"ge": int(lo), "le": int(hi)}
+        return json_int(int(lo), int(hi))
     if isinstance(default, float):
-        return float, {"ge": lo, "le": hi, "allow_inf_nan": False}
+        return Annotated[float, Field(ge=lo, le=hi, allow_inf_nan=False)]
     raise TypeError(f"no API type for parameter {name} (default {default!r})")
 
 
@@ -87,10 +100,9 @@ def _params_model(model_name: str, doc: str, defaults: dict[str, Any]) -> type[B
     for name, default in defaults.items():
         if name in SERVER_SIDE:
             continue
-        ann, constraints = _annotation(name, default)
         shown = list(default) if isinstance(default, tuple) else default
-        fields[name] = (ann | None, Field(default=None, description=f"default: {shown!r}",
-                                          **constraints))
+        fields[name] = (_annotation(name, default) | None,
+                        Field(default=None, description=f"default: {shown!r}"))
     model = create_model(model_name, __config__=ConfigDict(extra="forbid"),
                          __doc__=doc, **fields)
     return model
@@ -106,24 +118,30 @@ def _dataclass_defaults(cls) -> dict[str, Any]:
 
 
 FlatParams = _params_model(
-    "FlatParams", "Parameters of flat, dense, keyword and hybrid search.",
-    {"kinds": (), **{n: d for n, d in _signature_defaults(_hybrid).items() if n != "kinds"}})
+    "FlatParams", "Parameters of flat (dense), dense and keyword search.", {"kinds": ()})
+HybridParams = _params_model(
+    "HybridParams", "Parameters of hybrid search (dense and BM25, fused by reciprocal rank).",
+    {"kinds": (), **_signature_defaults(_hybrid)})
 HierarchicalParams = _params_model(
     "HierarchicalParams", "Parameters of hierarchical search (HierarchicalConfig).",
-    {**_dataclass_defaults(HierarchicalConfig)})
+    _dataclass_defaults(HierarchicalConfig))
 DiffusionParams = _params_model(
     "DiffusionParams", "Parameters of diffusion search (DiffusionConfig).",
     _dataclass_defaults(DiffusionConfig))
 RoutedParams = _params_model(
     "RoutedParams", "Parameters of routed search.", _signature_defaults(_routed))
 
-PARAMS_OF_MODE: dict[str, type[BaseModel]] = {
-    "flat": FlatParams, "dense": FlatParams, "keyword": FlatParams, "hybrid": FlatParams,
-    "hierarchical": HierarchicalParams, "diffusion": DiffusionParams, "routed": RoutedParams,
+# mode → (the group of modes that share a parameter model, that model)
+GROUPS: dict[str, tuple[tuple[str, ...], type[BaseModel]]] = {
+    "flat": (("flat", "dense", "keyword"), FlatParams),
+    "hybrid": (("hybrid",), HybridParams),
+    "hierarchical": (("hierarchical",), HierarchicalParams),
+    "diffusion": (("diffusion",), DiffusionParams),
+    "routed": (("routed",), RoutedParams),
 }
-_HYBRID_ONLY = set(FlatParams.model_fields) - {"kinds"}
-
-AnyParams = Union[FlatParams, HierarchicalParams, DiffusionParams, RoutedParams]  # type: ignore
+GROUP_OF_MODE = {m: g for g, (modes, _) in GROUPS.items() for m in modes}
+assert set(GROUP_OF_MODE) == set(MODES), "every retrieval mode has a parameter model"
+DEFAULT_MODE = "hierarchical"
 
 
 class _Query(BaseModel):
@@ -132,50 +150,47 @@ class _Query(BaseModel):
     index: str | None = Field(default=None, max_length=200,
                               description="index name (GET /indexes); optional when the "
                                           "service serves one index")
-    mode: Mode = "hierarchical"  # type: ignore[valid-type]
-    k: StrictInt = Field(default=10, ge=1, le=MAX_K, description="results wanted")
-    params: AnyParams | None = Field(  # type: ignore[valid-type]
-        default=None, description="the mode's parameters (see FlatParams, HierarchicalParams, "
-                                  "DiffusionParams, RoutedParams); unset ones take the defaults")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _params_of_the_mode(cls, data: Any) -> Any:
-        """Validate ``params`` against the model of the request's mode (a union
-        alone would accept a diffusion field on a hierarchical request)."""
-        if not isinstance(data, dict) or data.get("params") is None:
-            return data
-        mode = data.get("mode", "hierarchical")
-        model = PARAMS_OF_MODE.get(mode) if isinstance(mode, str) else None
-        params = data["params"]
-        if model is None or isinstance(params, BaseModel):
-            return data
-        if not isinstance(params, dict):
-            raise ValueError("params must be an object")
-        if mode != "hybrid" and model is FlatParams and set(params) & _HYBRID_ONLY:
-            raise ValueError(f"{', '.join(sorted(set(params) & _HYBRID_ONLY))} apply to "
-                             "mode 'hybrid' only")
-        try:
-            return {**data, "params": model.model_validate(params)}
-        except ValidationError as e:
-            problems = "; ".join(f"params.{'.'.join(map(str, err['loc']))}: {err['msg']}"
-                                 for err in e.errors())
-            takes = [f for f in model.model_fields if mode == "hybrid" or f not in _HYBRID_ONLY]
-            raise ValueError(f"{problems} (mode {mode!r} takes {', '.join(takes)})") from None
 
     def mode_params(self) -> dict[str, Any]:
-        return self.params.model_dump(exclude_none=True) if self.params is not None else {}
+        params = getattr(self, "params", None)
+        return params.model_dump(exclude_none=True) if params is not None else {}
 
 
-class SearchRequest(_Query):
-    query: str = Field(min_length=1, description="the search text")
-    verbose: StrictBool = Field(default=False,
-                                description="add the query trace (per-stage timings, counts)")
+def _mode_tag(value: Any) -> str | None:
+    mode = value.get("mode", DEFAULT_MODE) if isinstance(value, dict) else \
+        getattr(value, "mode", DEFAULT_MODE)
+    return GROUP_OF_MODE.get(mode) if isinstance(mode, str) else None
 
 
-class AskRequest(_Query):
-    question: str = Field(min_length=1)
-    k: StrictInt = Field(default=8, ge=1, le=MAX_K, description="passages retrieved")
+def request_model(kind: str, max_query_chars: int):
+    """The body of ``/search`` (``kind="search"``) or ``/ask``: one variant per
+    group of modes, each with its own ``params`` model, told apart by ``mode``
+    (default hierarchical). Built per service so the schema states the
+    service's query length limit."""
+    field, k_default = ("query", 10) if kind == "search" else ("question", 8)
+    text = (str, Field(min_length=1, max_length=max_query_chars, pattern=r"\S",
+                       description=f"the {field} text (at most {max_query_chars} characters)"))
+    variants = []
+    for group, (modes, params) in GROUPS.items():
+        mode_type = Literal[modes]  # type: ignore[valid-type]
+        mode = (mode_type, Field(default=DEFAULT_MODE) if group == DEFAULT_MODE else ...)
+        extra = {"verbose": (StrictBool, Field(
+            default=False, description="add the query trace (per-stage timings, counts)"))} \
+            if kind == "search" else {}
+        model = create_model(
+            f"{kind.title()}{group.title()}", __base__=_Query,
+            __doc__=f"{'Search' if kind == 'search' else 'Ask'} in mode "
+                    f"{' / '.join(modes)}.",
+            mode=mode, **{field: text},
+            k=(json_int(1, MAX_K), Field(default=k_default,
+                                description="results (passages for ask) wanted")),
+            params=(params | None, Field(default=None, description=(
+                "the mode's parameters; unset ones take the defaults"))),
+            **extra)
+        variants.append(Annotated[model, Tag(group)])
+    return Annotated[Union[tuple(variants)], Discriminator(  # type: ignore[valid-type]
+        _mode_tag, custom_error_type="invalid_mode",
+        custom_error_message=f"mode must be one of {', '.join(sorted(MODES))}")]
 
 
 class Hit(BaseModel):

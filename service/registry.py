@@ -53,6 +53,7 @@ class IndexSlot:
         self.warm_up = warm_up
         self.latest_seen: int | None = None
         self.reload_error: str | None = None
+        self._failed: int | None = None  # a version that failed to load: not retried
         self._lock = threading.Lock()
         self._loading = False
         self._last_check = time.monotonic()
@@ -108,7 +109,7 @@ class IndexSlot:
             return
         self.latest_seen = published
         with self._lock:
-            if published == self._current.index.version or self._loading:
+            if published in (self._current.index.version, self._failed) or self._loading:
                 return
             self._loading = True
         t = threading.Thread(target=self._load, args=(published,), daemon=True,
@@ -123,12 +124,14 @@ class IndexSlot:
             idx = self._open(version, self._current.index)
         except Exception as e:  # noqa: BLE001 - keep serving the version in use
             self.reload_error = f"version {version}: {type(e).__name__}: {e}"
+            self._failed = version
             log.warning("index %s: could not load version %s (%s); still serving version %s",
                         self.name, version, self.reload_error, self._current.index.version)
         else:
             old = self._current.index.version
             self._current = Loaded(idx, _now())  # one assignment: requests see old or new
             self.reload_error = None
+            self._failed = None
             log.info("index %s: switched from version %s to %s (loaded in %.1f s)",
                      self.name, old, version, time.perf_counter() - t0)
         finally:

@@ -59,6 +59,22 @@ class _OtherModel:
         return np.zeros((len(texts), self.dim), np.float32)
 
 
+@pytest.mark.parametrize("mode", ["flat", "keyword", "hybrid"])
+def test_fact_hits_come_back_as_facts_placed_at_their_chunk(sample_index, mode):
+    """Facts are vectors, not graph nodes: a search over them returns each
+    triple's text with the chunk it was extracted from (found by the service's
+    schema fuzzing, where ``kinds: ["fact"]`` raised a KeyError)."""
+    idx = Index.open(sample_index)
+    results = idx.search("tide gauge calibration", mode=mode, k=5, kinds=["fact"])
+    assert results and all(r.kind == "fact" for r in results)
+    facts = idx.facts()
+    for r in results:
+        rows = facts.filter(facts["fact_id"] == r.node_id)
+        assert r.text == rows["text"][0] and r.via in rows["chunk_id"].to_list()
+        chunk = idx.node(r.via)
+        assert r.path == chunk["path"] and r.breadcrumb.startswith(chunk["breadcrumb"])
+
+
 def test_opening_with_another_model_is_a_clear_error(sample_index):
     with pytest.raises(EmbeddingModelMismatch, match="all-MiniLM-L6-v2"):
         Index.open(sample_index, encoder=_OtherModel("BAAI/bge-small-en-v1.5", 384))

@@ -1,0 +1,291 @@
+"""The HTTP API answers with what the query module answers, and refuses bad
+input with a 4xx that says why and leaks nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.serving.helpers import copy_index, make_client, settings_for
+
+QUERY = "how do I correct pressure readings for barometric drift?"
+
+
+@pytest.fixture(scope="module")
+def index(sample_index):
+    from retrieval import Index
+
+    return Index.open(sample_index)
+
+
+def test_health_reports_the_version_model_and_uptime(api, index):
+    body = api.get("/health").json()
+    assert body["status"] == "ok" and body["uptime_s"] >= 0 and body["auth"] is False
+    assert body["llm"] == "offline"
+    assert body["indexes"] == [{"name": "sample", "version": index.version,
+                                "model": index.manifest["model"], "reload_error": None}]
+
+
+def test_indexes_lists_corpus_versions_and_counts(api, index):
+    (info,) = api.get("/indexes").json()["indexes"]
+    assert info["name"] == info["corpus"] == "sample"
+    assert info["version"] == info["latest_version"] == index.version
+    assert index.version in info["versions"]
+    assert info["counts"]["files"] == index.manifest["counts"]["files"] > 10
+    assert info["dim"] == 384 and info["model"].endswith("all-MiniLM-L6-v2")
+
+
+@pytest.mark.parametrize("mode, params", [
+    ("flat", {}), ("keyword", {}), ("hybrid", {"candidates": 20}),
+    ("hierarchical", {"siblings": False, "max_children": 2}),
+    ("diffusion", {"spread_code_k": 3, "time_budget_s": 1.0}),
+    ("routed", {"max_files": 2}),
+])
+def test_search_is_the_query_module_over_http(api, index, mode, params):
+    """Same results, same order, same scores as ``Index.search`` with the same
+    parameters: the service has no retrieval code of its own."""
+    r = api.post("/search", json={"query": QUERY, "mode": mode, "k": 6, "params": params})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    direct = index.search(QUERY, mode=mode, k=6, **params)
+    assert [h["node_id"] for h in body["results"]] == [x.node_id for x in direct]
+    assert [h["score"] for h in body["results"]] == pytest.approx([x.score for x in direct],
+                                                                  abs=1e-5)
+    assert body["version"] == index.version and body["mode"] == mode and body["results"]
+    assert [h["rank"] for h in body["results"]] == list(range(1, len(direct) + 1))
+    assert "trace" not in body or body["trace"] is None
+
+
+def test_results_carry_the_markdown_context_block(api):
+    body = api.post("/search", json={"query": QUERY, "mode": "hierarchical", "k": 4}).json()
+    first = body["results"][0]
+    assert first["markdown"].startswith(f"### 1. {first['breadcrumb']}\n")
+    assert f"- source: {first['location']}" in first["markdown"]
+    assert f"- id: {first['node_id']} ({first['kind']}, {first['relation']}" in first["markdown"]
+    assert body["context"].split("\n\n### 2.")[0].startswith(first["markdown"][:200])
+    assert all(h["url"] is None for h in body["results"])  # the sample declares no url_template
+    code = [h for h in body["results"] if h["kind"] == "code"]
+    for h in code:
+        assert f"```{h['language'] or ''}\n" in h["markdown"]
+
+
+def test_hierarchical_params_change_the_expansion(api):
+    both = api.post("/search", json={"query": QUERY, "mode": "hierarchical", "k": 20}).json()
+    none = api.post("/search", json={
+        "query": QUERY, "mode": "hierarchical", "k": 20,
+        "params": {"parents": False, "siblings": False, "children": False, "fill": False}}).json()
+    assert {h["relation"] for h in both["results"]} - {"seed"}, "the default expands"
+    assert {h["relation"] for h in none["results"]} == {"seed"}
+    assert len(none["results"]) == 5  # the default number of seeds
+
+
+def test_verbose_adds_the_trace_with_stage_timings(api):
+    body = api.post("/search", json={"query": QUERY, "mode": "diffusion", "k": 5,
+                                     "verbose": True}).json()
+    trace = body["trace"]
+    assert trace["mode"] == "diffusion"
+    assert {"embed_query", "recall", "diffusion", "final"} <= set(trace["timings_ms"])
+    assert trace["counts"]["results"] == len(body["results"])
+    routed = api.post("/search", json={"query": QUERY, "mode": "routed", "verbose": True}).json()
+    assert routed["trace"]["router"] == "offline" and routed["trace"]["route"]
+
+
+def test_ask_answers_with_sources_connections_and_reasoning(api):
+    r = api.post("/ask", json={"question": QUERY, "mode": "routed"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["extractive"] is True and body["llm"] == "offline"
+    assert body["answer"].startswith("No LLM is configured")
+    assert "barometer" in body["answer"].lower()
+    assert body["sources"] and body["connections"], body
+    assert all(c["relation"] == "connection" for c in body["connections"])
+    assert "offline router chose" in body["reasoning"]
+    assert body["trace"]["route"]
+
+
+def test_ask_uses_the_configured_llm(sample_index):
+    """An injected ``str -> str`` LLM writes the answer from the numbered context."""
+    from strata.llm import LLM, LLMConfig
+
+    prompts = []
+
+    def model(prompt: str) -> str:
+        prompts.append(prompt)
+        return "Correct the readings with a nearby barometer [1]."
+
+    llm = LLM(LLMConfig(backend="callable"), fn=model)
+    with make_client(settings_for(sample_index), llm=llm) as client:
+        body = client.post("/ask", json={"question": QUERY, "k": 4}).json()
+        health = client.get("/health").json()
+    assert body["answer"] == "Correct the readings with a nearby barometer [1]."
+    assert body["extractive"] is False and body["llm"].startswith("callable:")
+    assert health["llm"].startswith("callable:")
+    assert any("<<<CONTEXT" in p and QUERY in p for p in prompts)
+
+
+def test_url_template_gives_each_result_a_source_link(sample_index, tmp_path):
+    template = "https://git.example.org/tidewater/blob/main/{path}#L{line}-L{end_line}"
+    idx = copy_index(sample_index, tmp_path / "index", url_template=template)
+    with make_client(settings_for(idx)) as client:
+        body = client.post("/search", json={"query": QUERY, "mode": "hierarchical"}).json()
+        ask = client.post("/ask", json={"question": QUERY}).json()
+    for h in body["results"]:
+        line = h["start_line"] or 1
+        assert h["url"] == (f"https://git.example.org/tidewater/blob/main/{h['path']}"
+                            f"#L{line}-L{h['end_line'] or line}")
+        assert f"- url: {h['url']}\n" in h["markdown"]
+    assert all(s["url"].startswith("https://git.example.org/") for s in ask["sources"])
+
+
+def test_images_are_served_from_the_index(api):
+    body = api.post("/search", json={"query": "tide curve chart at station 8443970",
+                                     "mode": "flat", "k": 5,
+                                     "params": {"kinds": ["image"]}}).json()
+    images = [h for h in body["results"] if h["image_url"]]
+    assert images, body
+    for h in images:
+        r = api.get(h["image_url"])
+        assert r.status_code == 200 and r.headers["content-type"] == "image/png"
+        assert r.content.startswith(b"\x89PNG")
+    # a blob extracted from a PDF/DOCX is served too
+    index_images = api.get("/indexes").json()["indexes"][0]
+    assert index_images["counts"]["nodes_by_kind"]["image"] >= 2
+
+
+def test_image_endpoint_serves_only_recorded_images(api, index):
+    import polars as pl
+
+    blob = index.table("images").filter(pl.col("source") == "blob").row(0, named=True)
+    ok = api.get(f"/indexes/sample/images/{blob['node_id']}")
+    assert ok.status_code == 200 and ok.content.startswith(b"\x89PNG")
+    missing = index.table("images").filter(pl.col("status") == "missing").row(0, named=True)
+    for node_id in (missing["node_id"], "image-0000000000000000", "..%2F..%2Fetc%2Fpasswd",
+                    "section-d360755e071a3910"):
+        r = api.get(f"/indexes/sample/images/{node_id}")
+        assert r.status_code == 404, node_id
+    assert api.get("/indexes/nope/images/x").status_code == 404
+
+
+BAD = [
+    ({"query": QUERY, "index": "nope"}, 404, "no index named 'nope'"),
+    ({"query": QUERY, "mode": "bogus"}, 422, "mode must be one of dense, diffusion, flat"),
+    ({"query": "x" * 2001}, 422, "at most 2000 characters"),
+    ({"query": "   "}, 422, "should match pattern"),
+    ({"query": ""}, 422, "at least 1 character"),
+    ({"query": QUERY, "k": 0}, 422, "greater than or equal to 1"),
+    ({"query": QUERY, "k": 101}, 422, "less than or equal to 100"),
+    ({"query": QUERY, "k": "ten"}, 422, "valid integer"),
+    ({"query": QUERY, "mode": "flat", "params": {"seeds": 3}}, 422,
+     '"params","seeds"],"msg":"Extra inputs are not permitted"'),
+    ({"query": QUERY, "mode": "diffusion", "params": {"time_budget_s": 600}}, 422,
+     '"params","time_budget_s"],"msg":"Input should be less than or equal to 10'),
+    ({"query": QUERY, "mode": "diffusion", "params": {"cross_encoder_path": "/etc/passwd"}}, 422,
+     '"cross_encoder_path"],"msg":"Extra inputs are not permitted"'),
+    ({"query": QUERY, "mode": "hierarchical", "params": {"seed_kinds": ["bogus"]}}, 422,
+     '"params","seed_kinds",0]'),
+    ({"query": QUERY, "mode": "flat", "params": {"candidates": 5}}, 422,
+     '"candidates"],"msg":"Extra inputs are not permitted"'),
+    ({"query": QUERY, "surprise": 1}, 422, "Extra inputs are not permitted"),
+    ({"question": QUERY}, 422, "Field required"),
+]
+
+
+@pytest.mark.parametrize("body, status, says", BAD, ids=[b[2][:30] for b in BAD])
+def test_bad_requests_get_a_clear_4xx(api, body, status, says):
+    r = api.post("/search", json=body)
+    assert r.status_code == status, r.text
+    text = r.text
+    assert says in text
+    assert "Traceback" not in text and 'File "' not in text
+    assert "x" * 100 not in text, "the offending input is not echoed back"
+    assert r.json()["request_id"] == r.headers["x-request-id"]
+
+
+def test_malformed_json_and_wrong_content(api):
+    r = api.post("/search", content=b'{"query": ', headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "json" in r.text.lower()
+    assert api.post("/search", content=b"query=x").status_code == 422
+    assert api.get("/search").status_code == 405
+
+
+def test_request_body_over_the_cap_is_refused_unread(sample_index):
+    with make_client(settings_for(sample_index, max_body_bytes=4096)) as client:
+        big = json.dumps({"query": "tide " * 2000})
+        r = client.post("/search", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "4096-byte limit" in r.json()["detail"]
+
+        def chunks():  # no Content-Length: the body arrives in pieces
+            yield b'{"query": "'
+            for _ in range(100):
+                yield b"tide " * 20
+            yield b'"}'
+        r = client.post("/search", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413
+        assert client.post("/search", json={"query": "tide gauge"}).status_code == 200
+
+
+def test_an_internal_error_is_a_500_without_internals(sample_index, monkeypatch, caplog):
+    from retrieval import Index
+
+    def boom(self, *a, **kw):
+        raise RuntimeError("secret internals at /srv/strata/x.py")
+
+    with make_client(settings_for(sample_index)) as client:
+        monkeypatch.setattr(Index, "search", boom)
+        r = client.post("/search", json={"query": QUERY})
+    assert r.status_code == 500
+    assert r.json() == {"detail": "internal error", "request_id": r.headers["x-request-id"]}
+    assert any("secret internals" in (rec.exc_text or "") or rec.exc_info
+               for rec in caplog.records if rec.name == "strata.service"), \
+        "the server log keeps the traceback"
+
+
+def test_retrieval_refusals_are_client_errors(api):
+    """A parameter combination the mode itself refuses (validated by retrieval,
+    not by the schema) is a 422 with retrieval's message."""
+    r = api.post("/search", json={"query": QUERY, "mode": "hierarchical",
+                                  "params": {"context_order": "similarity", "seeds": 0,
+                                             "fill": False}})
+    assert r.status_code in (200, 422)
+    r = api.post("/search", json={"query": "\x00\x01", "mode": "keyword"})
+    assert r.status_code == 200
+
+
+def test_openapi_schema_documents_every_mode_parameter(api):
+    from dataclasses import fields
+
+    from retrieval.modes.diffusion import DiffusionConfig
+    from retrieval.modes.hierarchical import HierarchicalConfig
+
+    schema = api.get("/openapi.json").json()
+    comps = schema["components"]["schemas"]
+    assert {"/search", "/ask", "/health", "/indexes",
+            "/indexes/{name}/images/{node_id}"} <= set(schema["paths"])
+    server_side = {"cross_encoder_path"}
+    assert set(comps["DiffusionParams"]["properties"]) == \
+        {f.name for f in fields(DiffusionConfig)} - server_side
+    assert set(comps["HierarchicalParams"]["properties"]) == \
+        {f.name for f in fields(HierarchicalConfig)}
+    assert set(comps["RoutedParams"]["properties"]) == {
+        "max_files", "sections_per_file", "connections", "max_connections", "min_relative"}
+    modes = set()
+    for name in ("SearchFlat", "SearchHybrid", "SearchHierarchical", "SearchDiffusion",
+                 "SearchRouted"):
+        mode = comps[name]["properties"]["mode"]
+        modes |= set(mode.get("enum") or [mode.get("const")])
+        assert comps[name]["properties"]["query"]["maxLength"] == 2000
+    assert modes == {"flat", "dense", "keyword", "hybrid", "hierarchical", "diffusion", "routed"}
+    assert "mode" not in comps["SearchHierarchical"].get("required", []), "the default mode"
+    assert "mode" in comps["SearchDiffusion"]["required"]
+
+
+def test_the_web_page_and_its_assets(api):
+    page = api.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    csp = page.headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp.split("style-src")[0]
+    assert '<script src="/static/app.js"' in page.text
+    js = api.get("/static/app.js")
+    assert js.status_code == 200 and "innerHTML" not in js.text  # index text is inserted as text
+    assert api.get("/static/style.css").status_code == 200
