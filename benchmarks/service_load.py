@@ -131,7 +131,7 @@ def load(base: str, mode: str, clients: int, seconds: float) -> dict:
             i = n
             while time.monotonic() < stop:
                 # distinct text per request: no query-embedding cache hits
-                q = f"{QUERIES[i % len(QUERIES)]} (client {n}, request {i})"
+                q = f"{QUERIES[i % len(QUERIES)]} ({mode} client {n}, request {i})"
                 mine.append(request(c, mode, q))
                 i += 1
         with lock:
@@ -172,6 +172,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=10.0, help="measured time per mode")
     ap.add_argument("--index", type=Path, default=None, help="serve this index (skip the build)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, in this order")
     args = ap.parse_args()
 
     work = SCRATCH / "service_load"
@@ -192,7 +193,7 @@ def main() -> None:
     try:
         health = wait_healthy(base, proc, log)
         print(f"serving {health['indexes']} on {base}", flush=True)
-        for mode in MODES:
+        for mode in args.modes.split(","):
             row = load(base, mode, args.clients, args.seconds)
             rows.append(row)
             print(f"  {mode}: {row['requests']} requests, {row['errors']} errors, "

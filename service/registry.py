@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from retrieval import EmbeddingModelMismatch, Index
+from strata.embedding import BatchingEncoder
 from strata.layout import IndexLayout, IndexNotFound
 
 log = logging.getLogger("strata.service")
@@ -74,11 +75,18 @@ class IndexSlot:
         return IndexLayout(self.location).versions()
 
     def _open(self, version: int | None, previous: Index | None) -> Index:
-        encoder = previous._encoder if previous is not None else None
+        """Open (and warm up) a version, embedding its queries with the previous
+        version's encoder when the model is the same (no second model load), else
+        with a new one; either way through one :class:`BatchingEncoder`, so
+        concurrent requests' queries are embedded together."""
+        encoder = previous.encoder if previous is not None else None
         try:
             idx = Index.open(self.location, version=version, encoder=encoder)
         except EmbeddingModelMismatch:
             idx = Index.open(self.location, version=version)  # the new version changed model
+        if not isinstance(idx.encoder, BatchingEncoder):
+            idx = Index.open(self.location, version=idx.version,
+                             encoder=BatchingEncoder(idx.encoder))
         if self.warm_up:
             for mode in WARM_UP_MODES:
                 idx.search("warm up", mode=mode, k=1)

@@ -128,6 +128,66 @@ class OpenAIEncoder:
         return (v / np.maximum(n, 1e-12)).astype(np.float32)
 
 
+class BatchingEncoder:
+    """Encodes the texts of concurrent callers together, on one thread.
+
+    Why: a service answers many queries at once, and each needs its query
+    embedded. Calling the model from many threads at once makes each call
+    fight the others for the cores (torch starts a thread team per calling
+    thread); one thread encoding whatever has queued up, as one batch, keeps
+    the cores busy with useful work (8 clients on 2 cores: 160 queries/s
+    instead of 103, MiniLM). A lone caller is encoded at once, without waiting
+    for company. Same ``spec``/``dim``/``encode`` as the encoder it wraps."""
+
+    def __init__(self, inner: Encoder, max_batch: int = 32):
+        import queue
+        import threading
+
+        self.inner = inner
+        self.spec = inner.spec
+        self.dim = inner.dim
+        self.max_batch = max_batch
+        self.batches = 0  # model calls made (a test and a curious operator read it)
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="strata-encoder")
+        self._thread.start()
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        from concurrent.futures import Future
+
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        done: Future = Future()
+        self._queue.put((texts, done))
+        return done.result()
+
+    def _run(self) -> None:
+        import queue
+
+        while True:
+            items = [self._queue.get()]
+            n = len(items[0][0])
+            while n < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                items.append(item)
+                n += len(item[0])
+            try:
+                vectors = self.inner.encode([t for texts, _ in items for t in texts])
+                self.batches += 1
+            except BaseException as e:  # noqa: BLE001 - every waiting caller gets the error
+                for _, done in items:
+                    done.set_exception(e)
+                continue
+            i = 0
+            for texts, done in items:
+                done.set_result(vectors[i:i + len(texts)])
+                i += len(texts)
+
+
 _CACHE: dict[EncoderSpec, Encoder] = {}
 
 

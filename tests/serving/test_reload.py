@@ -115,4 +115,4 @@ def test_a_new_version_reuses_the_loaded_encoder(sample_index, tmp_path):
         wait_for_version(client, v2)
         after = svc.registry.slots["sample"].current.index
     assert after is not before and after.version == v2
-    assert after._encoder is before._encoder, "no second model load on a reload"
+    assert after.encoder is before.encoder, "no second model load on a reload"
