@@ -289,3 +289,51 @@ def test_the_web_page_and_its_assets(api):
     js = api.get("/static/app.js")
     assert js.status_code == 200 and "innerHTML" not in js.text  # index text is inserted as text
     assert api.get("/static/style.css").status_code == 200
+
+
+def test_ask_with_an_openai_compatible_llm_from_the_settings(sample_index, monkeypatch):
+    """``--llm-backend openai --llm-base-url``: the answer comes over real HTTP
+    from an OpenAI-compatible server; when that server fails, the service still
+    answers (extractively, saying why)."""
+    from tests.fake_openai import FakeOpenAI, prompt_of
+
+    def reply(body):
+        if "<<<FILE_MAP" in prompt_of(body):  # the router's request
+            return {"files": [{"path": "docs/calibration.md", "confidence": 0.9,
+                               "reason": "it has the drift section"}]}
+        return "Use a nearby barometer to correct the readings [1]."
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-service")
+    with FakeOpenAI() as server:
+        server.reply = reply
+        settings = settings_for(sample_index, llm_backend="openai", llm_model="test-model",
+                                llm_base_url=server.base_url)
+        with make_client(settings) as client:
+            assert client.get("/health").json()["llm"] == "openai:test-model"
+            body = client.post("/ask", json={"question": QUERY, "mode": "routed"}).json()
+            assert body["answer"] == "Use a nearby barometer to correct the readings [1]."
+            assert body["extractive"] is False and body["llm"] == "openai:test-model"
+            assert body["trace"]["router"] == "llm"  # the router asked the model too
+            assert body["sources"][0]["path"] == "docs/calibration.md"
+            assert "it has the drift section" in body["reasoning"]
+            server.add_fault("500", times=None)
+            failed = client.post("/ask", json={"question": QUERY}).json()
+        assert failed["extractive"] is True and "The LLM could not answer" in failed["answer"]
+        assert len(server.chat_requests()) >= 3
+
+
+def test_the_uvicorn_factory_reads_the_environment(sample_index, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app_from_env
+    from service.settings import ServiceConfigError
+
+    monkeypatch.delenv("STRATA_SERVE_INDEXES", raising=False)
+    with pytest.raises(ServiceConfigError, match="STRATA_SERVE_INDEXES"):
+        create_app_from_env()
+    monkeypatch.setenv("STRATA_SERVE_INDEXES", f"docs={sample_index}")
+    monkeypatch.setenv("STRATA_MAX_QUERY_CHARS", "50")
+    with TestClient(create_app_from_env(), client=("127.0.0.1", 1)) as client:
+        assert client.get("/health").json()["indexes"][0]["name"] == "docs"
+        assert client.post("/search", json={"query": "q" * 51}).status_code == 422
+        assert client.post("/search", json={"query": "tide", "index": "docs"}).status_code == 200
