@@ -87,8 +87,11 @@ def test_missing_index_is_a_clear_error(tmp_path):
         Index.open(tmp_path)
 
 
-def test_retrieval_never_imports_dagster():
-    code = ("import sys, retrieval; "
+@pytest.mark.parametrize("module", ["retrieval", "service.app"])
+def test_retrieval_and_the_service_never_import_dagster(module):
+    """Imports flow one way: the HTTP service → retrieval → strata; neither
+    reaches back into the pipeline."""
+    code = (f"import sys, {module}; "
             "bad = [m for m in sys.modules if m.split('.')[0] in "
             "('dagster', 'assets', 'pipelines', 'resources', 'stages')]; print(bad)")
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=REPO,
