@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test bench bench-stdlib ui serve validate clean
+.PHONY: install run test e2e bench bench-stdlib ui serve validate clean
 
 install: $(VENV)/.installed
 
@@ -30,7 +30,12 @@ run: install
 	@echo "Open the Dagster UI with:  make ui   (then http://127.0.0.1:3000)"
 
 test: install
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow and not e2e" -q
+
+# The Dagster UI in headless Chromium (Debian's chromium): dagster dev on loopback,
+# the asset graph, a materialization of the sample corpus; screenshots in docs/images/.
+e2e: install
+	STRATA_SCREENSHOTS=docs/images $(PY) -m pytest -m e2e -q -s
 
 # The README's benchmark tables come from here (benchmarks/results/, then benchmarks.report).
 bench: install

@@ -100,17 +100,34 @@ def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
     return len(rows)
 
 
-def llm_metadata(stats, failures: list[dict], offline: bool) -> dict:
-    """Calls, cache hits, tokens and failures of one stage, for the UI."""
+def llm_metadata(stats, failures: list[dict], offline: bool, resource=None) -> dict:
+    """Calls, cache hits, tokens, cost and failures of one stage, for the UI.
+
+    Cost is tokens × the resource's ``usd_per_million_*`` prices when they are set
+    (a price list goes stale in code; the operator knows what their endpoint
+    charges); cache hits cost nothing, which is the point of the cache."""
+    asked = stats.calls + stats.cache_hits
     meta = {
-        "llm_backend": "offline stand-in" if offline else "llm",
+        "llm_backend": "offline stand-in (no model, no cost)" if offline else
+        f"{getattr(resource, 'backend', 'llm')}:{getattr(resource, 'model', '')}",
         "llm_calls": stats.calls,
         "llm_cache_hits": stats.cache_hits,
+        "llm_cache_hit_rate": dg.MetadataValue.float(round(stats.cache_hits / asked, 4)
+                                                     if asked else 0.0),
         "llm_retries": stats.retries,
         "prompt_tokens": stats.prompt_tokens,
         "completion_tokens": stats.completion_tokens,
         "failures": len(failures),
     }
+    p_in = getattr(resource, "usd_per_million_prompt_tokens", None)
+    p_out = getattr(resource, "usd_per_million_completion_tokens", None)
+    if offline:
+        meta["llm_cost_usd"] = 0.0
+    elif p_in is not None or p_out is not None:
+        meta["llm_cost_usd"] = round((stats.prompt_tokens * (p_in or 0.0)
+                                      + stats.completion_tokens * (p_out or 0.0)) / 1e6, 6)
+    else:
+        meta["llm_cost_usd"] = "unknown: set usd_per_million_prompt_tokens / _completion_tokens"
     if failures:
         meta["failed_items"] = md([{"node_id": f["node_id"], "error": f["error"][:160],
                                     "attempts": f["attempts"]} for f in failures])

@@ -4,6 +4,7 @@
 import dagster as dg
 import polars as pl
 
+from assets.charts import bar_chart, md_image
 from assets.common import (corpus_and_layout, md, output_version, path_metadata, read_build_table,
                            record_stage)
 from assets.partitions import corpora_partitions
@@ -96,6 +97,8 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
         metadata={
             "dagster/row_count": df.height,
             "edges_by_type": md(edges_by_type(df), ("type", "edges")),
+            "edges_chart": md_image(bar_chart(edges_by_type(df), "edges by type", "type",
+                                              log=True), "edges by type"),
             "unresolved_links": md(result.unresolved, ("path", "target")),
             "unresolved_link_count": len(result.unresolved),
             "external_imports": result.external_imports,

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from assets.charts import contact_sheet, md_image
 from assets.common import (corpus_and_layout, llm_metadata, md, output_version, path_metadata,
                            progress_logger, read_build_table, record_stage, write_failures)
 from assets.partitions import corpora_partitions
@@ -18,6 +19,24 @@ class DedupConfig(dg.Config):
     use_ssim: bool = False
     """Confirm each candidate pair with SSIM (scikit-image) before merging."""
     ssim_threshold: float = 0.90
+
+
+def _group_sheet(df, records) -> bytes | None:
+    """Thumbnails of each near-duplicate group, the representative first."""
+    from pathlib import Path
+
+    import polars as pl
+
+    where = {r.node_id: r.location for r in records if r.location}
+    multi = (df.filter(pl.col("status") == "ok").group_by("group_id").len()
+             .filter(pl.col("len") > 1)["group_id"])
+    rows = []
+    for gid in sorted(multi.to_list()):
+        members = df.filter(pl.col("group_id") == gid).sort("is_representative",
+                                                             descending=True)
+        rows.append([(Path(where[n]), rep) for n, rep in
+                     members.select("node_id", "is_representative").iter_rows() if n in where])
+    return contact_sheet(rows)
 
 
 @dg.asset(
@@ -60,6 +79,8 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
         "duplicate_groups": groups.height,
         "merged_images": int(df.filter(~pl.col("is_representative")).height),
         "groups": md(dup_rows.to_dicts(), ("group_id", "path")),
+        "groups_picture": md_image(_group_sheet(df, records), "near-duplicate groups "
+                                   "(one row per group; green: the image kept)"),
         "unreadable_images": md(problems, ("path", "status")),
         "seconds": round(seconds, 3),
         "path": path_metadata(layout.build_table("images")),
@@ -106,6 +127,6 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
         "dagster/row_count": df.height,
         "by_source": md(dict(df.group_by("source").len().iter_rows()), ("source", "captions")),
         "sample": md(df.head(5).select("node_id", "caption").to_dicts()),
-        **llm_metadata(result.stats, result.failures, client.offline),
+        **llm_metadata(result.stats, result.failures, client.offline, llm),
         "path": path_metadata(layout.build_table("captions")),
     })

@@ -96,6 +96,6 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         "units_by_source": md(sources, ("source", "units")),
         "import_unmatched": len(unmatched),
         "import_unmatched_passages": md(unmatched[:50], ("idx", "passage_head")),
-        **llm_metadata(result.stats, result.failures, client.offline),
+        **llm_metadata(result.stats, result.failures, client.offline, llm),
         "path": path_metadata(layout.build_table("facts")),
     })

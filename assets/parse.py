@@ -4,6 +4,7 @@
 import dagster as dg
 import polars as pl
 
+from assets.charts import bar_chart, md_image
 from assets.common import (corpus_and_layout, md, output_version, path_metadata,
                            progress_logger, read_build_table, record_stage)
 from assets.partitions import corpora_partitions
@@ -117,6 +118,10 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
             "files_skipped": skipped.height,
             "nodes_by_kind": md(nodes_by_kind(df), ("kind", "nodes")),
             "depth_distribution": md(depth_distribution(df), ("depth", "nodes")),
+            "depth_chart": md_image(bar_chart(depth_distribution(df), "nodes by depth", "depth"),
+                                    "nodes by depth"),
+            "kinds_chart": md_image(bar_chart(nodes_by_kind(df), "nodes by kind", "kind",
+                                              log=True), "nodes by kind"),
             "files_by_type": md(files_by_format(docs), ("format", "files")),
             "skipped_files": md(skipped.to_dicts(), ("path", "reason")),
             "parser_notes": md(noted, ("path", "notes")),

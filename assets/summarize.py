@@ -47,6 +47,6 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
         "dagster/row_count": df.height,
         "by_source": md(dict(df.group_by("source").len().iter_rows()), ("source", "summaries")),
         "sample": md(df.head(5).select("kind", "summary").to_dicts()),
-        **llm_metadata(result.stats, result.failures, client.offline),
+        **llm_metadata(result.stats, result.failures, client.offline, llm),
         "path": path_metadata(layout.build_table("summaries")),
     })

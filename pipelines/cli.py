@@ -94,15 +94,26 @@ def cmd_index(args: argparse.Namespace) -> int:
         return _dry_run(all_assets, name, instance, llm, ops)
     run_config = {
         "ops": ops,
-        "loggers": {"console": {"config": {"log_level": "ERROR" if args.quiet else "INFO"}}},
+        "loggers": {"console": {"config": {"log_level": "INFO" if args.verbose else "ERROR"}}},
     }
+    from contextlib import nullcontext
+    from uuid import uuid4
+
+    from pipelines.progress import PROGRESS_TAG, BuildProgress
+
+    tags = {"strata/cli": "index", PROGRESS_TAG: uuid4().hex}
+    # a progress bar (a line per step off a terminal) unless -q, or --verbose's Dagster logs
+    watch = nullcontext() if args.quiet or args.verbose else \
+        BuildProgress(instance, tags[PROGRESS_TAG])
     t0 = time.perf_counter()
-    if args.workers > 1:
-        result = _run_in_processes(instance, name, config_path, llm, run_config, args.workers)
-    else:
-        result = dg.materialize(all_assets, partition_key=name, instance=instance,
-                                resources=make_resources(llm), run_config=run_config,
-                                raise_on_error=False, tags={"strata/cli": "index"})
+    with watch:
+        if args.workers > 1:
+            result = _run_in_processes(instance, name, config_path, llm, run_config,
+                                       args.workers, tags)
+        else:
+            result = dg.materialize(all_assets, partition_key=name, instance=instance,
+                                    resources=make_resources(llm), run_config=run_config,
+                                    raise_on_error=False, tags=tags)
     wall = time.perf_counter() - t0
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
@@ -126,7 +137,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: dict, workers: int):
+def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: dict, workers: int,
+                      tags: dict):
     """The index job on Dagster's multiprocess executor: every step (each parse and
     embedding shard among them) in its own process, ``workers`` at a time. The
     workers rebuild their resources from the environment, so the flags go there."""
@@ -149,7 +161,7 @@ def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: d
         "start_method": {"forkserver": {"preload_modules": preload}}}}}
     with dg.execute_job(dg.reconstructable(multiprocess_index_job), instance=instance,
                         run_config=run_config, raise_on_error=False,
-                        tags={"strata/cli": "index", "dagster/partition": name}) as result:
+                        tags={**tags, "dagster/partition": name}) as result:
         result.all_events  # noqa: B018 - read the events before the result closes
         return result
 
@@ -486,20 +498,29 @@ def cmd_keys(args: argparse.Namespace) -> int:
         if args.keys_command == "new":
             key = new_key()
             entry = KeyEntry(args.name, hash_key(key), args.rate_per_minute)
-            if args.file:
+            if args.json:
+                if args.file:
+                    append_entry(args.file, entry)
+                _print(json.dumps({"name": args.name, "key": key, "entry": entry.line(),
+                                   "file": args.file}))
+            elif args.file:
                 append_entry(args.file, entry)
                 _print(f"added {args.name!r} to {args.file} (only its hash is stored); "
                        "the key, shown once:", err=True)
             else:
                 _print(f"entry for STRATA_API_KEY_HASHES: {entry.line()}", err=True)
                 _print("the key, shown once:", err=True)
-            _print(key)
+            if not args.json:
+                _print(key)
         elif args.keys_command == "hash":
             key = sys.stdin.readline().strip()
             if not key:
                 _print("error: give the key on standard input", err=True)
                 return EXIT_USAGE
             _print(KeyEntry(args.name, hash_key(key), args.rate_per_minute).line())
+        elif args.json:
+            _print(json.dumps([{"name": e.name, "rate_per_minute": e.rate_per_minute,
+                                "digest": e.digest} for e in load_entries(args.file)], indent=2))
         else:
             for e in load_entries(args.file):
                 rate = "default" if e.rate_per_minute is None else f"{e.rate_per_minute:g}/min"
@@ -533,7 +554,12 @@ def _add_query_args(p: argparse.ArgumentParser, default_mode: str, default_k: in
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="strata", description="Structure-keeping retrieval indexes.")
+    p = argparse.ArgumentParser(
+        prog="strata", description="Structure-keeping retrieval indexes.",
+        epilog="exit codes: 0 success; 1 the build or query failed (the message says which "
+               "step; the run is in the Dagster UI); 2 bad usage: a missing folder or index, "
+               "an invalid name, mode or configuration; 130 interrupted. Every command that "
+               "reports takes --json for scripts.")
     sub = p.add_subparsers(dest="command", required=True)
 
     ix = sub.add_parser("index", help="build or update the index of a folder (runs the Dagster assets)")
@@ -561,6 +587,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="parse only and print how many LLM calls a build would make")
     ix.add_argument("--json", action="store_true", help="print the resulting stats as JSON")
     ix.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    ix.add_argument("-v", "--verbose", action="store_true",
+                    help="Dagster's own log lines instead of the progress bar")
     ix.set_defaults(func=cmd_index)
 
     mp = sub.add_parser("map", help="describe an index")
@@ -617,11 +645,13 @@ def build_parser() -> argparse.ArgumentParser:
     kn.add_argument("name")
     kn.add_argument("--file", default=None, help="key file to append to (else print the entry)")
     kn.add_argument("--rate-per-minute", type=float, default=None)
+    kn.add_argument("--json", action="store_true", help="print name, key and entry as JSON")
     kh = ksub.add_parser("hash", help="the entry of a key read from standard input")
     kh.add_argument("name")
     kh.add_argument("--rate-per-minute", type=float, default=None)
     kl = ksub.add_parser("list", help="names and rates in a key file")
     kl.add_argument("--file", required=True)
+    kl.add_argument("--json", action="store_true")
     ks.set_defaults(func=cmd_keys)
     return p
 

@@ -16,6 +16,15 @@ from pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
 from resources import CorpusRegistry, EmbedderResource, LLMResource
 
 
+def _price(var: str) -> float | None:
+    raw = dg.EnvVar(var).get_value(None)
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        raise ValueError(f"${var} must be a number (US dollars per million tokens), "
+                         f"not {raw!r}") from None
+
+
 def make_resources(llm: dict | None = None) -> dict:
     """Resources from the environment; ``llm`` overrides LLM settings (the CLI's flags)."""
     llm_settings = {
@@ -23,6 +32,8 @@ def make_resources(llm: dict | None = None) -> dict:
         "model": dg.EnvVar("STRATA_LLM_MODEL").get_value("gpt-4o-mini"),
         "base_url": dg.EnvVar("STRATA_LLM_BASE_URL").get_value(None),
         "callable_path": dg.EnvVar("STRATA_LLM_CALLABLE").get_value(None),
+        "usd_per_million_prompt_tokens": _price("STRATA_LLM_USD_PER_M_PROMPT"),
+        "usd_per_million_completion_tokens": _price("STRATA_LLM_USD_PER_M_COMPLETION"),
         **{k: v for k, v in (llm or {}).items() if v is not None},
     }
     return {

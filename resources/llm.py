@@ -29,6 +29,9 @@ class LLMResource(dg.ConfigurableResource):
     max_retries: int = 5
     callable_path: str | None = None
     vision_callable_path: str | None = None
+    # what the endpoint charges, for the cost shown with each materialization
+    usd_per_million_prompt_tokens: float | None = None
+    usd_per_million_completion_tokens: float | None = None
 
     def client(self, cache_path: Path, vision: bool = False):
         """The LLM for one stage. A ``callable`` backend without a vision

@@ -61,7 +61,6 @@ class ServiceSettings:
         indexes = [p for p in (env.get("STRATA_SERVE_INDEXES") or "").split(os.pathsep) if p]
         return cls(
             indexes=indexes,
-            host=env.get("STRATA_SERVE_HOST", "127.0.0.1"),
             api_keys_file=env.get("STRATA_API_KEYS_FILE") or None,
             api_key_hashes=env.get("STRATA_API_KEY_HASHES") or None,
             rate_per_minute=_float("STRATA_RATE_PER_MINUTE", 120.0),

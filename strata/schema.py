@@ -113,6 +113,43 @@ FACTS = pa.schema([
     ("text", pa.string()),  # "(head, relation, tail)": what gets embedded
 ])
 
+# A summary per section, code block, table and file (the embedded text of
+# files, code and tables).
+SUMMARIES = pa.schema([
+    ("node_id", pa.string()),
+    ("kind", pa.string()),
+    ("summary", pa.string()),
+    ("source", pa.string()),  # llm | cache | offline | offline-fallback
+])
+
+# A caption per image node (duplicates copy their representative's).
+CAPTIONS = pa.schema([
+    ("node_id", pa.string()),
+    ("caption", pa.string()),
+    ("source", pa.string()),  # llm | cache | offline | none
+    # ok | failed (LLM call failed, offline caption used) | the image's own
+    # status when it could not be used: missing | external | outside_root | broken | too_large
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("copied_from", pa.string()),  # representative whose caption a duplicate copies
+])
+
+# Every image node, the picture behind it and its near-duplicate group.
+IMAGES = pa.schema([
+    ("node_id", pa.string()),
+    ("path", pa.string()),  # corpus path, blob file name, or the src of an external image
+    ("source", pa.string()),  # file | blob | external | missing | outside_root
+    ("status", pa.string()),  # ok | missing | external | outside_root | broken | too_large
+    ("error", pa.string()),
+    ("hash", pa.string()),  # 16 hex digits (64-bit dHash/pHash); null unless ok
+    ("byte_hash", pa.string()),  # sha256 of the file bytes; null when unread
+    ("width", pa.int32()),
+    ("height", pa.int32()),
+    ("group_id", pa.string()),
+    ("representative_id", pa.string()),
+    ("is_representative", pa.bool_()),
+])
+
 # Columns of every LanceDB vector table besides ``vector``.
 VECTOR_COLUMNS = pa.schema([
     ("node_id", pa.string()),

@@ -102,4 +102,5 @@ def oh_build(tmp_path_factory, openharmony):
                            "--corpus", "oh", "--out", str(base / "index"), "--json"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    (base / "index.stderr").write_text(proc.stderr)  # the progress lines, for the CLI tests
     return base, env, json.loads(proc.stdout)

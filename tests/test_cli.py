@@ -62,6 +62,25 @@ def test_cli_runs_are_recorded_in_the_dagster_instance(oh_index):
         assert stats["run_id"] == runs[0].run_id
 
 
+def test_index_shows_progress_per_step(oh_index):
+    """Off a terminal (here: a pipe) `strata index` prints one line per finished
+    step, numbered against the plan; stdout keeps only the --json document."""
+    base, _, stats = oh_index
+    lines = (base / "index.stderr").read_text().splitlines()
+    steps = [ln for ln in lines if ln.lstrip().startswith("[")]
+    total = int(steps[-1].split("/")[1].split("]")[0])
+    assert len(steps) == total >= 10
+    assert steps[-1].split()[1:3] == ["done", "mirrored_index"]
+    assert any("index_manifest" in ln for ln in steps)
+    assert "dagster - DEBUG" not in "\n".join(lines), "Dagster's log lines only with --verbose"
+    assert stats["version"] == 1
+
+
+def test_help_documents_exit_codes():
+    out = strata("--help").stdout
+    assert "exit codes: 0 success; 1" in " ".join(out.split())
+
+
 def test_search_cli_json(oh_index):
     base, env, _ = oh_index
     out = json.loads(strata("search", "--index", str(base / "index"), "-k", "3", "--json",

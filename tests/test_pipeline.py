@@ -47,6 +47,39 @@ def test_first_build_passes_checks_and_reports(sample_build):
     assert set(idx.stats()["nodes_by_kind"]) == {"file", "section", "chunk", "code", "table", "image",
                                                  "entity"}
     assert idx.version == 1 and idx.manifest["dim"] == 384
+    _check_pictures_and_llm_figures(result)
+
+
+def _png_of(markdown: str) -> bytes:
+    import base64
+    import re
+
+    m = re.fullmatch(r"!\[[^\]]*\]\(data:image/png;base64,([A-Za-z0-9+/=]+)\)", markdown)
+    assert m, markdown[:120]
+    png = base64.b64decode(m.group(1))
+    assert png.startswith(b"\x89PNG") and 1_000 < len(png) < 200_000
+    return png
+
+
+def _check_pictures_and_llm_figures(result) -> None:
+    """Charts travel inline with the materialization (PNG data URIs in Markdown
+    metadata): node depths and kinds, edge types, the near-duplicate groups as
+    thumbnails; the LLM stages report calls, cache hits and cost."""
+    import io
+
+    from PIL import Image
+
+    nodes_meta = _meta(result, "nodes")
+    for key in ("depth_chart", "kinds_chart"):
+        _png_of(nodes_meta[key])
+    _png_of(_meta(result, "edges")["edges_chart"])
+    sheet = Image.open(io.BytesIO(_png_of(_meta(result, "image_groups")["groups_picture"])))
+    groups = _meta(result, "image_groups")["duplicate_groups"]
+    assert groups >= 2 and sheet.height >= groups * 72  # one row of thumbnails per group
+    for asset in ("summaries", "captions", "facts"):
+        meta = _meta(result, asset)
+        assert meta["llm_cost_usd"] == 0.0 and meta["llm_backend"].startswith("offline")
+        assert 0.0 <= meta["llm_cache_hit_rate"] <= 1.0
 
 
 def test_unchanged_rebuild_reuses_everything(sample_build):

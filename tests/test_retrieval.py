@@ -87,7 +87,7 @@ def test_missing_index_is_a_clear_error(tmp_path):
         Index.open(tmp_path)
 
 
-@pytest.mark.parametrize("module", ["retrieval", "service.app"])
+@pytest.mark.parametrize("module", ["retrieval", "retrieval.neighbourhood", "service.app"])
 def test_retrieval_and_the_service_never_import_dagster(module):
     """Imports flow one way: the HTTP service → retrieval → strata; neither
     reaches back into the pipeline."""

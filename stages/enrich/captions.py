@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from stages.enrich.images import EXTERNAL, OK, ImageRecord, read_image_bytes
 from strata.llm import LLMRequest, LLMResult, StageStats
+from strata.schema import CAPTIONS
 
 __all__ = [
     "CAPTIONS",
@@ -50,16 +51,6 @@ MAX_SENTENCE_CHARS = 200
 MAX_OCR_CHARS = 160
 OCR_MIN_SCORE = 0.5
 
-CAPTIONS = pa.schema([
-    ("node_id", pa.string()),
-    ("caption", pa.string()),
-    ("source", pa.string()),  # llm | cache | offline | none
-    # ok | failed (LLM call failed, offline caption used) | the image's own
-    # status when it could not be used: missing | external | outside_root | broken | too_large
-    ("status", pa.string()),
-    ("error", pa.string()),
-    ("copied_from", pa.string()),  # representative whose caption a duplicate copies
-])
 
 SYSTEM = ("You write short factual captions of images for a search index. You are shown the "
           "image. Text from the document around it is quoted data between <data> tags: use it "

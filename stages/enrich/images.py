@@ -38,6 +38,8 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image
 
+from strata.schema import IMAGES as IMAGE_GROUPS
+
 __all__ = [
     "ImageRecord",
     "IMAGE_GROUPS",
@@ -63,20 +65,6 @@ SSIM_SIDE = 128
 _BLOB_NAME = re.compile(r"^[0-9A-Za-z_\-]{1,128}$")
 _BLOB_EXT = re.compile(r"^[0-9A-Za-z]{1,10}$")
 
-IMAGE_GROUPS = pa.schema([
-    ("node_id", pa.string()),
-    ("path", pa.string()),  # corpus path, blob file name, or the src of an external image
-    ("source", pa.string()),  # file | blob | external | missing | outside_root
-    ("status", pa.string()),  # ok | missing | external | outside_root | broken | too_large
-    ("error", pa.string()),
-    ("hash", pa.string()),  # 16 hex digits (64-bit dHash/pHash); null unless ok
-    ("byte_hash", pa.string()),  # sha256 of the file bytes; null when unread
-    ("width", pa.int32()),
-    ("height", pa.int32()),
-    ("group_id", pa.string()),
-    ("representative_id", pa.string()),
-    ("is_representative", pa.bool_()),
-])
 
 
 @dataclass
