@@ -27,7 +27,8 @@ run: install
 	@echo '--- sample query: "how do I correct pressure readings for barometric drift?"'
 	$(STRATA) search --index data/indexes/sample -k 5 "how do I correct pressure readings for barometric drift?"
 	@echo
-	@echo "Open the Dagster UI with:  make ui   (then http://127.0.0.1:3000)"
+	@echo "Next: make ui (Dagster UI on :3000) · make serve (HTTP API and web page on :8001) ·"
+	@echo "      notebooks/explore.ipynb · .venv/bin/strata --help"
 
 test: install
 	$(PY) -m pytest -m "not slow and not e2e" -q
