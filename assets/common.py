@@ -108,7 +108,7 @@ def llm_metadata(stats, failures: list[dict], offline: bool, resource=None) -> d
     charges); cache hits cost nothing, which is the point of the cache."""
     asked = stats.calls + stats.cache_hits
     meta = {
-        "llm_backend": "offline stand-in (no model, no cost)" if offline else
+        "llm_backend": "offline stand-in" if offline else
         f"{getattr(resource, 'backend', 'llm')}:{getattr(resource, 'model', '')}",
         "llm_calls": stats.calls,
         "llm_cache_hits": stats.cache_hits,

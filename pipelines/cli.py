@@ -91,7 +91,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     llm = {"backend": args.llm_backend, "model": args.llm_model, "base_url": args.llm_base_url,
            "callable_path": args.llm_callable}
     if args.dry_run:
-        return _dry_run(all_assets, name, instance, llm, ops)
+        return _dry_run(all_assets, name, instance, llm, ops, as_json=args.json)
     run_config = {
         "ops": ops,
         "loggers": {"console": {"config": {"log_level": "INFO" if args.verbose else "ERROR"}}},
@@ -166,7 +166,7 @@ def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: d
         return result
 
 
-def _dry_run(all_assets, name: str, instance, llm: dict, ops: dict) -> int:
+def _dry_run(all_assets, name: str, instance, llm: dict, ops: dict, as_json: bool = False) -> int:
     """Parse only (cheap, no LLM), then count the LLM calls a build would make
     that the cache cannot answer."""
     import dagster as dg
@@ -192,8 +192,11 @@ def _dry_run(all_assets, name: str, instance, llm: dict, ops: dict) -> int:
     nodes = pl.read_parquet(layout.build_table("nodes"))
     client = resources["llm"].client(layout.cache / "llm.sqlite")
     if client.offline:
-        _print("dry run: the LLM backend is 'offline' — a build makes 0 LLM calls "
-               "(extractive summaries, heuristic OpenIE, captions from alt text and context)")
+        if as_json:
+            _print(json.dumps({"corpus": name, "llm": "offline", "calls_needed": 0}))
+        else:
+            _print("dry run: the LLM backend is 'offline' — a build makes 0 LLM calls "
+                   "(extractive summaries, heuristic OpenIE, captions from alt text and context)")
         return EXIT_OK
     summary = client.estimate(planned_requests(nodes), "summarize")
     files = nodes.filter(pl.col("kind") == "file").height
@@ -201,6 +204,13 @@ def _dry_run(all_assets, name: str, instance, llm: dict, ops: dict) -> int:
     openie = {"requests": 0, "calls_needed": 0, "est_prompt_tokens": 0} if "facts" in ops else \
         client.estimate([openie_request(u) for u in units.to_dicts()], "openie")
     images = nodes.filter(pl.col("kind") == "image").height
+    if as_json:
+        _print(json.dumps({"corpus": name, "llm": client.name, "summarize": summary,
+                           "file_summaries_max": files, "openie": openie,
+                           "openie_imported": "facts" in ops, "caption_requests_max": images},
+                          indent=2))
+        client.close()
+        return EXIT_OK
     _print(f"dry run for corpus '{name}' with {client.name}:")
     _print(f"  summarize: {summary['calls_needed']} of {summary['requests']} section/code/table "
            f"requests not cached (~{summary['est_prompt_tokens']} prompt tokens), "

@@ -3,6 +3,8 @@ over real HTTP with injected faults, the cache, and resume after a crash."""
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 import pytest
 
@@ -147,13 +149,18 @@ def test_dry_run_counts_calls_without_spending(tmp_path):
              "--llm-base-url", server.base_url, "--llm-model", "fake"],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
+        as_json = subprocess.run(proc.args + ["--json"], cwd=REPO, env=env, capture_output=True,
+                                 text=True, timeout=600)
+        assert as_json.returncode == 0, as_json.stderr[-2000:]
         assert server.chat_requests() == []  # nothing was spent
+    figures = json.loads(as_json.stdout)
+    assert figures["llm"] == "openai:fake" and figures["openie"]["calls_needed"] > 0
     out = proc.stdout
     assert "dry run for corpus 'dry'" in out and "summarize:" in out and "openie:" in out
     import re
 
     needed = int(re.search(r"summarize: (\d+) of (\d+)", out).group(1))
-    assert needed > 50
+    assert needed > 50 and figures["summarize"]["calls_needed"] == needed
     assert not (tmp_path / "idx" / "CURRENT").exists()  # nothing was published
 
 
