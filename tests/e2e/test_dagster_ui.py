@@ -20,14 +20,11 @@ import httpx
 import pytest
 
 from tests.conftest import REPO, SAMPLE, write_corpora
+from tests.browser import chromium
 from tests.serving.helpers import free_port
 
 pytestmark = pytest.mark.e2e
 
-CHROMIUM = os.environ.get("STRATA_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
 VIEWPORT = {"width": 1600, "height": 1000}
 LOAD_TIMEOUT_S = 180  # dagster dev up and the code location loaded
 RUN_TIMEOUT_S = float(os.environ.get("STRATA_E2E_RUN_TIMEOUT", "480"))  # ~100 s idle, 2 cores
@@ -138,17 +135,8 @@ def dagster_ui(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("STRATA_REQUIRE_BROWSER"):
-            pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium); "
-                        "STRATA_REQUIRE_BROWSER is set")
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def _png_size(path: Path) -> tuple[int, int]:

@@ -15,9 +15,9 @@ import pytest
 
 from service.auth import KeyEntry, hash_key, new_key
 from tests.conftest import REPO
+from tests.browser import chromium
 from tests.serving.helpers import free_port
 
-CHROMIUM = os.environ.get("STRATA_CHROMIUM", "/usr/bin/chromium")
 
 
 @pytest.fixture(scope="module")
@@ -90,19 +90,8 @@ def test_the_server_log_names_clients_but_never_keys(server):
 
 @pytest.fixture(scope="module")
 def browser():
-    if not os.path.exists(CHROMIUM):
-        if os.environ.get("STRATA_REQUIRE_BROWSER"):
-            pytest.fail(f"{CHROMIUM} is missing (apt-get install chromium); "
-                        "STRATA_REQUIRE_BROWSER is set")
-        pytest.skip(f"{CHROMIUM} not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def test_the_web_page_searches_and_asks(server, browser, tmp_path):
