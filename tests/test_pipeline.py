@@ -198,3 +198,21 @@ def test_workspace_validates(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "All code locations passed validation" in proc.stderr + proc.stdout
+
+
+def test_llm_cost_comes_from_the_configured_prices():
+    from types import SimpleNamespace
+
+    from assets.common import llm_metadata
+    from strata.llm import StageStats
+
+    stats = StageStats(calls=30, cache_hits=10, prompt_tokens=2_000_000,
+                       completion_tokens=500_000)
+    priced = SimpleNamespace(backend="openai", model="m", usd_per_million_prompt_tokens=0.15,
+                             usd_per_million_completion_tokens=0.6)
+    meta = llm_metadata(stats, [], offline=False, resource=priced)
+    assert meta["llm_cost_usd"] == 0.6  # 2 M × $0.15 + 0.5 M × $0.60
+    assert meta["llm_backend"] == "openai:m" and meta["llm_cache_hit_rate"].value == 0.25
+    unpriced = SimpleNamespace(backend="openai", model="m", usd_per_million_prompt_tokens=None,
+                               usd_per_million_completion_tokens=None)
+    assert "unknown" in llm_metadata(stats, [], offline=False, resource=unpriced)["llm_cost_usd"]
