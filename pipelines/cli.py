@@ -88,7 +88,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             _print(f"error: --openie-import {args.openie_import} is not a file", err=True)
             return EXIT_USAGE
         ops["facts"] = {"config": {"import_path": str(path)}}
-    llm = {"backend": args.llm_backend, "model": args.llm_model, "base_url": args.llm_base_url,
+    llm = {"backend": args.llm_backend or ("callable" if args.llm_callable else None),
+           "model": args.llm_model, "base_url": args.llm_base_url,
            "callable_path": args.llm_callable}
     if args.dry_run:
         return _dry_run(all_assets, name, instance, llm, ops, as_json=args.json)
@@ -556,11 +557,18 @@ def _add_query_args(p: argparse.ArgumentParser, default_mode: str, default_k: in
     g.add_argument("--max-connections", type=int, default=None,
                    help="direct connections read (default 6)")
     g.add_argument("--no-connections", action="store_true", help="do not read connected files")
-    llm = p.add_argument_group("LLM (routed router / answer; default: $STRATA_LLM_BACKEND or offline)")
-    llm.add_argument("--llm-backend", default=None, choices=["offline", "openai", "callable"])
-    llm.add_argument("--llm-model", default=None)
-    llm.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama...)")
-    llm.add_argument("--llm-callable", default=None, help="'module:function' (implies --llm-backend callable)")
+    _add_llm_args(p.add_argument_group(
+        "LLM (routed router / answer; default: $STRATA_LLM_BACKEND or offline)"))
+
+
+def _add_llm_args(group) -> None:
+    """The LLM flags every command that may call a model shares (else $STRATA_LLM_*)."""
+    group.add_argument("--llm-backend", default=None, choices=["offline", "openai", "callable"])
+    group.add_argument("--llm-model", default=None)
+    group.add_argument("--llm-base-url", default=None,
+                       help="OpenAI-compatible endpoint (vLLM, Ollama...)")
+    group.add_argument("--llm-callable", default=None,
+                       help="'module:function' (implies --llm-backend callable)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -585,11 +593,8 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--chunk-tokens", type=int, default=200, help="chunk budget (estimated tokens)")
     ix.add_argument("--openie-import", default=None,
                     help="HippoRAG openie_results JSON to use instead of LLM OpenIE calls")
-    ix.add_argument("--llm-backend", default=None, choices=["offline", "openai", "callable"],
-                    help="LLM for summaries/captions/OpenIE (default: $STRATA_LLM_BACKEND or offline)")
-    ix.add_argument("--llm-model", default=None)
-    ix.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama...)")
-    ix.add_argument("--llm-callable", default=None, help="'module:function' for --llm-backend callable")
+    _add_llm_args(ix.add_argument_group(
+        "LLM for summaries, captions and OpenIE (default: $STRATA_LLM_BACKEND or offline)"))
     ix.add_argument("--workers", type=int, default=1,
                     help="run the build's steps (parse and embedding shards among them) in this "
                          "many processes (Dagster's multiprocess executor; shards: $STRATA_SHARDS)")
@@ -642,11 +647,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="local CrossEncoder folder for diffusion's rerank='cross-encoder'")
     sv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sv.add_argument("-q", "--quiet", action="store_true")
-    llm = sv.add_argument_group("LLM for /ask and the routed router (default: $STRATA_LLM_BACKEND or offline)")
-    llm.add_argument("--llm-backend", default=None, choices=["offline", "openai", "callable"])
-    llm.add_argument("--llm-model", default=None)
-    llm.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (vLLM, Ollama...)")
-    llm.add_argument("--llm-callable", default=None, help="'module:function'")
+    _add_llm_args(sv.add_argument_group(
+        "LLM for /ask and the routed router (default: $STRATA_LLM_BACKEND or offline)"))
     sv.set_defaults(func=cmd_serve)
 
     ks = sub.add_parser("keys", help="API keys of `strata serve` (stored hashed)")

@@ -150,7 +150,11 @@ class IndexSlot:
 class Registry:
     def __init__(self, locations: list[str], reload_interval_s: float = 1.0,
                  warm_up: bool = True):
+        import weakref
+
         self.slots: dict[str, IndexSlot] = {}
+        # each index's table of usable images, read once (an index version never changes)
+        self._images: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         for entry in locations:
             name, location = self._split(entry)
             slot = IndexSlot(name or "", location, reload_interval_s, warm_up)
@@ -185,15 +189,18 @@ class Registry:
     def image_file(self, idx: Index, node_id: str) -> Path | None:
         """The image file of an image node: a blob in the version folder, or the
         file in the corpus root that the index recorded (never another path)."""
-        table = idx.table("images")
-        if table is None:
-            return None
-        import polars as pl
+        images = self._images.get(idx)
+        if images is None:
+            import polars as pl
 
-        rows = table.filter((pl.col("node_id") == node_id) & (pl.col("status") == "ok"))
-        if rows.height == 0:
+            table = idx.table("images")
+            images = {} if table is None else {
+                r["node_id"]: r for r in table.filter(pl.col("status") == "ok")
+                .select("node_id", "source", "path").iter_rows(named=True)}
+            self._images[idx] = images
+        row = images.get(node_id)
+        if row is None:
             return None
-        row = rows.row(0, named=True)
         if row["source"] == "blob":
             base = IndexLayout(idx.path).version_dir(idx.version) / "blobs"
         elif row["source"] == "file":
