@@ -6,7 +6,7 @@ import polars as pl
 
 from assets.charts import bar_chart, md_image
 from assets.common import (corpus_and_layout, md, output_version, path_metadata,
-                           progress_logger, read_build_table, record_stage)
+                           progress_logger, record_stage)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from stages.parse.finalize import PARSER_VERSION

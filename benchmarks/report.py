@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
 from benchmarks.common import REPO, RESULTS
+from strata.schema_doc import splice as splice_block
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = (
@@ -68,10 +68,8 @@ def block() -> str:
 
 
 def splice(readme: str, new_block: str) -> str:
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.S)
-    if not pattern.search(readme):
-        raise SystemExit(f"README has no {START} … {END} block to fill")
-    return pattern.sub(lambda _: new_block, readme)
+    """The README with its benchmark block replaced (the README's one splicer)."""
+    return splice_block(readme, START, END, new_block)
 
 
 def main() -> None:

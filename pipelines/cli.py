@@ -347,14 +347,6 @@ def _mode_params(args: argparse.Namespace) -> dict:
     return params
 
 
-def _trace_dict(results) -> dict:
-    trace = results.trace.to_dict()
-    for attr in ("route", "router", "connections"):
-        if hasattr(results.trace, attr):
-            trace[attr] = getattr(results.trace, attr)
-    return trace
-
-
 def _run_query(fn, what: str):
     """(value, exit code): usage errors exit 2, a missing mode or a failure 1."""
     from retrieval.modes import UnknownMode
@@ -403,13 +395,13 @@ def cmd_search(args: argparse.Namespace) -> int:
     if args.json:
         _print(json.dumps([r.to_dict() for r in results], indent=2))
         if args.trace:
-            _print(json.dumps(_trace_dict(results), indent=2), err=True)
+            _print(json.dumps(results.trace.to_dict(), indent=2), err=True)
         return EXIT_OK
     print_results(results)
     if args.trace:
         from pipelines.console import print_trace
 
-        print_trace(_trace_dict(results))
+        print_trace(results.trace.to_dict())
     return EXIT_OK
 
 
@@ -509,20 +501,19 @@ def cmd_keys(args: argparse.Namespace) -> int:
         if args.keys_command == "new":
             key = new_key()
             entry = KeyEntry(args.name, hash_key(key), args.rate_per_minute)
+            if args.file:
+                append_entry(args.file, entry)
             if args.json:
-                if args.file:
-                    append_entry(args.file, entry)
                 _print(json.dumps({"name": args.name, "key": key, "entry": entry.line(),
                                    "file": args.file}))
-            elif args.file:
-                append_entry(args.file, entry)
+                return EXIT_OK
+            if args.file:
                 _print(f"added {args.name!r} to {args.file} (only its hash is stored); "
                        "the key, shown once:", err=True)
             else:
                 _print(f"entry for STRATA_API_KEY_HASHES: {entry.line()}", err=True)
                 _print("the key, shown once:", err=True)
-            if not args.json:
-                _print(key)
+            _print(key)
         elif args.keys_command == "hash":
             key = sys.stdin.readline().strip()
             if not key:

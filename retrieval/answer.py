@@ -156,12 +156,12 @@ def _extractive_text(question: str, results, lead: str = NO_LLM) -> str:
 # --------------------------------------------------------------------------- reasoning
 
 def _reasoning(results, mode: str) -> str:
-    route = getattr(results.trace, "route", None)
+    route = results.trace.route
     if route:
-        who = "LLM router" if getattr(results.trace, "router", "") == "llm" else "offline router"
+        who = "LLM router" if results.trace.router == "llm" else "offline router"
         parts = [f"{r['path']} (confidence {r['confidence']:.2f}): {r['reason']}" for r in route]
         text = f"The {who} chose " + "; ".join(parts) + "."
-        conns = getattr(results.trace, "connections", None) or []
+        conns = results.trace.connections or []
         if conns:
             text += " Direct connections read (one hop): " + ", ".join(
                 f"{c['path']} ({c['relation']} from {c['via']})" for c in conns) + "."
@@ -190,9 +190,6 @@ def ask(index, question: str, mode: str = "hierarchical", llm=None, k: int = 8,
             params.setdefault("llm", client)
         results = index.search(question, mode=mode, k=k, **params)
         trace = results.trace.to_dict()
-        for attr in ("route", "router", "connections"):
-            if hasattr(results.trace, attr):
-                trace[attr] = getattr(results.trace, attr)
         url_template = index.manifest.get("url_template")
         sources = [_source(n, r, url_template) for n, r in enumerate(results, 1)
                    if r.relation != "connection"]

@@ -69,6 +69,11 @@ class Trace:
     timings_ms: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # set by the routed mode: the files chosen (path, confidence, reason), which
+    # router chose them ("llm" or "offline"), and the single-hop connections read
+    route: list[dict] | None = None
+    router: str | None = None
+    connections: list[dict] | None = None
 
     @contextmanager
     def stage(self, name: str):
@@ -84,8 +89,12 @@ class Trace:
         return round(sum(self.timings_ms.values()), 3)
 
     def to_dict(self) -> dict:
-        return {"mode": self.mode, "timings_ms": self.timings_ms, "total_ms": self.total_ms,
-                "counts": self.counts, "notes": self.notes}
+        d = {"mode": self.mode, "timings_ms": self.timings_ms, "total_ms": self.total_ms,
+             "counts": self.counts, "notes": self.notes}
+        for name in ("route", "router", "connections"):
+            if getattr(self, name) is not None:
+                d[name] = getattr(self, name)
+        return d
 
 
 class SearchResults(list):

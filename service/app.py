@@ -174,6 +174,13 @@ def _clean_errors(errors) -> list[dict]:
             for e in errors]
 
 
+def _error(request: Request, status: int, detail, headers=None) -> JSONResponse:
+    """Every error body: what went wrong, and the id the server log files it under."""
+    return JSONResponse({"detail": detail,
+                         "request_id": getattr(request.state, "request_id", None)},
+                        status_code=status, headers=headers)
+
+
 def create_app(settings: ServiceSettings, registry: Registry | None = None,
                llm=None) -> FastAPI:
     svc = Service(settings, registry, llm)
@@ -196,8 +203,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
             response = await call_next(request)
         except Exception:  # noqa: BLE001 - logged here, answered without internals
             log.exception("request %s failed", rid)
-            response = JSONResponse({"detail": "internal error", "request_id": rid},
-                                    status_code=500)
+            response = _error(request, 500, "internal error")
         response.headers["X-Request-ID"] = rid
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         # the path only: a query string could hold anything a client pasted
@@ -208,21 +214,15 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        return JSONResponse({"detail": _clean_errors(exc.errors()),
-                             "request_id": getattr(request.state, "request_id", None)},
-                            status_code=422)
+        return _error(request, 422, _clean_errors(exc.errors()))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        return JSONResponse({"detail": exc.detail,
-                             "request_id": getattr(request.state, "request_id", None)},
-                            status_code=exc.status_code, headers=exc.headers)
+        return _error(request, exc.status_code, exc.detail, exc.headers)
 
     @app.exception_handler(UnknownIndex)
     async def unknown_index(request: Request, exc: UnknownIndex):
-        return JSONResponse({"detail": str(exc.args[0]),
-                             "request_id": getattr(request.state, "request_id", None)},
-                            status_code=404)
+        return _error(request, 404, str(exc.args[0]))
 
     authorize = svc.authorize
     SearchRequest = request_model("search", settings.max_query_chars)
@@ -264,18 +264,13 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         t0 = time.perf_counter()
         results = run(lambda: idx.search(req.query, mode=req.mode, k=req.k, **params), "search")
         took = (time.perf_counter() - t0) * 1000
-        trace = None
-        if req.verbose:
-            trace = results.trace.to_dict()
-            for attr in ("route", "router", "connections"):
-                if hasattr(results.trace, attr):
-                    trace[attr] = getattr(results.trace, attr)
-        template = idx.manifest.get("url_template")
+        trace = results.trace.to_dict() if req.verbose else None
+        hits = [svc.hit(name, idx, n, r) for n, r in enumerate(results, 1)]
         return SearchResponse(
             index=name, version=idx.version, mode=req.mode, query=req.query, k=req.k,
-            took_ms=round(took, 3), results=[svc.hit(name, idx, n, r)
-                                             for n, r in enumerate(results, 1)],
-            context=results.to_markdown(url_template=template), trace=trace)
+            took_ms=round(took, 3), results=hits,
+            # the blocks of SearchResults.to_markdown, already rendered once per hit
+            context="\n\n".join(h.markdown for h in hits), trace=trace)
 
     @app.post("/ask", response_model=AskResponse, tags=["retrieval"])
     def ask(req: Annotated[AskRequest, Body(title="AskRequest")],

@@ -68,9 +68,19 @@ def block() -> str:
     return f"{START}\n{markdown()}\n{END}"
 
 
+def splice(text: str, start: str, end: str, new_block: str) -> str:
+    """``text`` with its ``start … end`` block replaced by ``new_block`` (which
+    carries the markers); the README's generated blocks (this one, the
+    benchmark tables) are written this way."""
+    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"no {start} … {end} block to fill")
+    return pattern.sub(lambda _: new_block, text)
+
+
 def update(readme: Path) -> bool:
     text = readme.read_text()
-    new = re.sub(re.escape(START) + r".*?" + re.escape(END), lambda _: block(), text, flags=re.S)
+    new = splice(text, START, END, block())
     if new != text:
         readme.write_text(new)
     return new != text

@@ -407,7 +407,5 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, llm=None,
                                    f"({rel})")
     trace.counts["connections"] = len(conn_records)
     routed_files = [{k_: v for k_, v in r.items() if not k_.startswith("_")} for r in route]
-    trace.route = routed_files  # type: ignore[attr-defined]
-    trace.router = router  # type: ignore[attr-defined]
-    trace.connections = conn_records  # type: ignore[attr-defined]
+    trace.route, trace.router, trace.connections = routed_files, router, conn_records
     return results
