@@ -1,4 +1,5 @@
-"""Embedding stage: embedded nodes → one LanceDB vector table per node kind."""
+"""Embedding stage: embedded nodes → one LanceDB vector table per node kind, and
+one BM25 index over the same units (lexical search)."""
 
 
 import dagster as dg
@@ -13,8 +14,6 @@ from resources.embedder import EmbedderResource
 class EmbedConfig(dg.Config):
     batch_size: int = 256
     """Texts per encoder call (also the progress-report step)."""
-    full_text_index: bool = True
-    """Build a full-text (BM25) index on each vector table for keyword search."""
 
 
 def load_embedding_items(layout):
@@ -32,12 +31,12 @@ def load_embedding_items(layout):
     group_name="embed",
     kinds={"lancedb", "pytorch"},
     deps=["nodes", "summaries", "captions", "facts", "embedding_shards"],
-    code_version="2",
+    code_version="3",
     retry_policy=dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL),
     description=(
         "Vectors for every embedded node (files and code/tables by their summaries, sections or "
         "their chunks, images by their captions, entities, and OpenIE facts), one LanceDB table "
-        "per kind with a full-text index. A node whose embedded text is unchanged "
+        "per kind, and one BM25 index over all of them (lexical/). A node whose embedded text is unchanged "
         "reuses its previous vector: an unchanged corpus computes 0 embeddings."),
     check_specs=[dg.AssetCheckSpec(
         "one_vector_per_embedded_node", asset="embeddings",
@@ -53,6 +52,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
 
     from assets.shards import shard_summaries, vector_cache_dir
     from stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
+    from stages.lexical import FINGERPRINT_FILE, build_lexical
     from strata.embedding import EncoderSpec, canonical_model
     from strata.layout import write_json_atomic
 
@@ -70,16 +70,17 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         return embedder.load(enc_spec)
 
     result = build_vectors(nodes, enc_spec, load, layout.build_lance, batch_size=config.batch_size,
-                           progress=progress_logger(context, "embed"), fts=config.full_text_index,
+                           progress=progress_logger(context, "embed"),
                            dim=previous.get("dim") if same else None,
                            precomputed=read_vector_cache(cache))
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
+    lexical = build_lexical(nodes, layout.build_lexical)
     computed, reused = result.computed + in_shards, result.reused - in_shards
     write_json_atomic(encoder_json, {**enc_spec.to_manifest(result.dim),
                                      "model": canonical_model(enc_spec.model)})
     record_stage(layout, "embed", seconds=result.seconds, computed=computed, reused=reused,
                  computed_in_shards=in_shards, dim=result.dim,
-                 tables_rewritten=not result.unchanged)
+                 tables_rewritten=not result.unchanged, lexical_docs=lexical.docs)
 
     # Check against what was written, read back from disk.
     db = lancedb.connect(str(layout.build_lance))
@@ -94,7 +95,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     lance = layout.build_lance
     return dg.MaterializeResult(
         # the Lance tables' row digest (text hashes stand for the vectors) and the encoder
-        data_version=output_version(lance.with_name(lance.name + FINGERPRINT_SUFFIX), encoder_json),
+        data_version=output_version(lance.with_name(lance.name + FINGERPRINT_SUFFIX), encoder_json,
+                                    layout.build_lexical / FINGERPRINT_FILE),
         metadata={
             "dagster/row_count": len(ids),
             "embeddings_computed": computed,
@@ -102,6 +104,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
             "embeddings_reused": reused,
             "tables_rewritten": not result.unchanged,
             "vectors_by_kind": md(result.by_kind, ("kind", "vectors")),
+            "lexical_docs": lexical.docs,
+            "lexical_rewritten": not lexical.unchanged,
             "model": f"{enc_spec.backend}:{canonical_model(enc_spec.model)}",
             "encoder_loaded": result.loaded_encoder,
             "dim": result.dim,

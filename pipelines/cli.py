@@ -338,6 +338,10 @@ def _check_mode(mode: str) -> bool:
 
 
 def _mode_params(args: argparse.Namespace) -> dict:
+    if args.budget_tokens is not None:
+        if args.mode != "auto":
+            raise ValueError("--budget-tokens works with --mode auto (the default)")
+        return {"budget_tokens": args.budget_tokens}
     if args.mode != "routed":
         return {}
     params = {"connections": not args.no_connections}
@@ -372,7 +376,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     idx = _open_index(args.index)
     if idx is None:
         return EXIT_USAGE
-    params = _mode_params(args)
+    try:
+        params = _mode_params(args)
+    except ValueError as e:
+        _print(f"error: {e}", err=True)
+        return EXIT_USAGE
     llm = None
     if args.mode == "routed":
         try:
@@ -393,7 +401,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from pipelines.console import print_results
 
     if args.json:
-        _print(json.dumps([r.to_dict() for r in results], indent=2))
+        _print(json.dumps({"query": args.query, "mode": args.mode, "index": str(idx.source),
+                           "version": idx.version, "results": [r.to_dict() for r in results]},
+                          indent=2))
         if args.trace:
             _print(json.dumps(results.trace.to_dict(), indent=2), err=True)
         return EXIT_OK
@@ -533,13 +543,16 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _add_query_args(p: argparse.ArgumentParser, default_mode: str, default_k: int) -> None:
-    from retrieval.modes import MODES
+def _add_query_args(p: argparse.ArgumentParser, default_k: int) -> None:
+    from retrieval.modes import DEFAULT_MODE, MODES
 
     p.add_argument("--index", required=True, help="index folder")
-    p.add_argument("--mode", default=default_mode,
-                   help=f"retrieval mode: {', '.join(sorted(MODES))} (default {default_mode})")
+    p.add_argument("--mode", default=DEFAULT_MODE,
+                   help=f"retrieval mode: {', '.join(sorted(MODES))} (default {DEFAULT_MODE})")
     p.add_argument("-k", type=int, default=default_k, help=f"results (default {default_k})")
+    p.add_argument("--budget-tokens", type=int, default=None, metavar="N",
+                   help="auto mode: instead of k results, the best context that fits N "
+                        "estimated tokens (siblings merged into their parent where cheaper)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--trace", action="store_true", help="print the query trace (to stderr for search)")
     g = p.add_argument_group("routed mode")
@@ -608,12 +621,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("search", help="search an index")
     se.add_argument("query")
-    _add_query_args(se, default_mode="flat", default_k=10)
+    _add_query_args(se, default_k=10)
     se.set_defaults(func=cmd_search)
 
     ak = sub.add_parser("ask", help="answer a question from an index (extractive without an LLM)")
     ak.add_argument("question")
-    _add_query_args(ak, default_mode="hierarchical", default_k=8)
+    _add_query_args(ak, default_k=8)
     ak.set_defaults(func=cmd_ask)
 
     sv = sub.add_parser("serve", help="serve indexes over HTTP (search, ask, a web page)")

@@ -43,6 +43,16 @@ def _relation(r) -> str:
     return r.relation + (f" via {r.via}" if r.via else "")
 
 
+def _context_line(r) -> str:
+    """Where a hit sits: 'in <parent> · next to <siblings>' (empty without context)."""
+    ctx = r.context or []
+    parent = [c["title"] for c in ctx if c["relation"] in ("parent", "container")][:2]
+    near = [c["title"] for c in ctx if c["relation"] == "sibling"]
+    parts = ([f"in {' / '.join(parent)}"] if parent else []) + \
+        ([f"next to {'; '.join(near)}"] if near else [])
+    return _snippet(" · ".join(parts), 200)
+
+
 def print_results(results, file=None) -> None:
     file = file or sys.stdout
     console = _rich_console(file)
@@ -54,6 +64,8 @@ def print_results(results, file=None) -> None:
         rel = f"  {_relation(r)}" if r.relation != "seed" else ""
         print(f"{i}. [{r.kind}] {r.breadcrumb}  score {r.score:.3f}{rel}", file=file)
         print(f"   {r.path}{_lines(r)}  {r.node_path}", file=file)
+        if _context_line(r):
+            print(f"   {_context_line(r)}", file=file)
         print(f"   {_snippet(r.text)}", file=file)
 
 
@@ -71,8 +83,10 @@ def _rich_results(console, results) -> None:
     table.add_column("relation", style="magenta")
     table.add_column("score", justify="right", no_wrap=True)
     for i, r in enumerate(results, 1):
+        where = _context_line(r)
         cell = (f"[bold]{escape(r.breadcrumb)}[/bold]\n[dim]{escape(r.path + _lines(r))}[/dim]\n"
-                f"{escape(_snippet(r.text, 300))}")
+                + (f"[dim italic]{escape(where)}[/dim italic]\n" if where else "")
+                + f"{escape(_snippet(r.text, 300))}")
         rel = r.relation if r.relation == "seed" else f"[yellow]{escape(_relation(r))}[/yellow]"
         table.add_row(str(i), cell, r.kind, rel, f"{r.score:.3f}")
     console.print(table)

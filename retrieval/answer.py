@@ -173,6 +173,8 @@ def _reasoning(results, mode: str) -> str:
         "keyword": "BM25 keyword match", "hybrid": "a fusion of dense similarity and BM25",
         "hierarchical": "similarity, expanded along the document hierarchy",
         "diffusion": "similarity, spread over the index graph",
+        "auto": "a fusion of dense similarity and BM25 (with the entity walk where the "
+                "index has model-made facts)",
     }.get(mode, f"the {mode} mode")
     files = list(dict.fromkeys(r.path for r in results))
     return (f"{mode} retrieval picked the top {len(results)} passages by {how}, from "
@@ -181,9 +183,13 @@ def _reasoning(results, mode: str) -> str:
 
 # --------------------------------------------------------------------------- ask
 
-def ask(index, question: str, mode: str = "hierarchical", llm=None, k: int = 8,
+def ask(index, question: str, mode: str | None = None, llm=None, k: int = 8,
         **params) -> Answer:
-    """Retrieve with ``mode``, then answer with ``llm`` (or extractively without one)."""
+    """Retrieve with ``mode`` (default: the default search mode), then answer
+    with ``llm`` (or extractively without one)."""
+    from retrieval.modes import DEFAULT_MODE
+
+    mode = mode or DEFAULT_MODE
     client, owned = as_llm(llm, max_tokens=1024)
     try:
         if mode == "routed" and client is not None:

@@ -11,8 +11,9 @@ import polars as pl
 from retrieval.results import Result, SearchResults
 from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
 from strata.layout import IndexLayout, read_manifest
-from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, TABLE_FILES,
-                           VECTOR_KINDS, vector_table_name)
+from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
+                           LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
+                           vector_table_name)
 from strata.stats import index_stats
 
 _NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "title",
@@ -308,35 +309,87 @@ class Index:
         hits.sort(key=lambda h: -h[1])
         return hits[:k]
 
+    @cached_property
+    def _lexical(self) -> dict:
+        """The BM25 collections (:mod:`strata.lexical`): ``units`` and ``graph``."""
+        from strata.lexical import LexicalIndex
+
+        folder = self._vdir / LEXICAL_DIR
+        return {name: LexicalIndex.load(folder / name) for name in (LEXICAL_UNITS, LEXICAL_GRAPH)}
+
     def keyword(self, query: str, k: int, kinds=None) -> list[tuple[str, float]]:
-        """(node_id, BM25 score) from the full-text indexes."""
-        hits: list[tuple[str, float]] = []
-        for kind in (kinds or EMBEDDED_KINDS):
-            table = self._all_vector_tables.get(kind)
-            if table is None:
-                continue
-            try:
-                rows = (table.search(query, query_type="fts").limit(k)
-                        .select(["node_id", "_score"]).to_list())
-            except Exception:  # noqa: BLE001 - a table without an FTS index, or an empty query
-                continue
-            hits += [(r["node_id"], float(r["_score"])) for r in rows]
-        hits.sort(key=lambda h: -h[1])
-        return hits[:k]
+        """(node_id, BM25 score) of the ``k`` best matches over ``kinds`` (default:
+        the hierarchy kinds), from one BM25 index, so scores of different kinds
+        are comparable. Entities and facts live in a second collection; when
+        both are asked for, the two rankings are merged by reciprocal rank."""
+        kinds = list(kinds or EMBEDDED_KINDS)
+        unit_kinds = [kd for kd in kinds if kd in EMBEDDED_KINDS]
+        graph_kinds = [kd for kd in kinds if kd not in EMBEDDED_KINDS]
+        lists = [self._lexical[name].search(query, k, ks) for name, ks in
+                 ((LEXICAL_UNITS, unit_kinds), (LEXICAL_GRAPH, graph_kinds)) if ks]
+        if len(lists) == 1:
+            return lists[0]
+        score: dict[str, float] = {}
+        for ranking in lists:
+            for rank, (nid, _) in enumerate(ranking):
+                score[nid] = score.get(nid, 0.0) + 1.0 / (60 + rank + 1)
+        return sorted(score.items(), key=lambda kv: -kv[1])[:k]
+
+    @cached_property
+    def _lexical_rows(self):
+        """Dense graph id of every document of the ``units`` collection."""
+        import numpy as np
+
+        g = self.graph
+        return np.array([g.index.get(n, -1) for n in self._lexical[LEXICAL_UNITS].node_ids],
+                        dtype=np.int64)
+
+    @cached_property
+    def _fact_lexical_rows(self):
+        """Row of each fact of ``_fact_unit`` in the ``graph`` collection (-1: absent)."""
+        import numpy as np
+
+        pos = {n: i for i, n in enumerate(self._lexical[LEXICAL_GRAPH].node_ids)}
+        return np.array([pos.get(f, -1) for f in self._fact_unit[0]], dtype=np.int64)
+
+    def fact_lexical_scores(self, query: str):
+        """BM25 score of every fact, aligned with :meth:`fact_vectors`."""
+        import numpy as np
+
+        rows = self._fact_lexical_rows
+        s = self._lexical[LEXICAL_GRAPH].scores(query)
+        return np.where(rows >= 0, s[np.maximum(rows, 0)], 0.0) if len(s) else \
+            np.zeros(len(rows), dtype=np.float32)
+
+    def lexical_scores(self, query: str):
+        """BM25 score of every graph node for ``query`` (0 for nodes without text
+        or without a matching term), aligned with ``graph``: the lexical
+        counterpart of one dense matrix-vector product."""
+        import numpy as np
+
+        out = np.zeros(len(self.graph.ids), dtype=np.float32)
+        rows = self._lexical_rows
+        s = self._lexical[LEXICAL_UNITS].scores(query)
+        ok = rows >= 0
+        out[rows[ok]] = s[ok]
+        return out
 
     def result(self, node_id: str, score: float, relation: str = "seed",
                via: str | None = None) -> Result:
         return self._result(node_id, score, relation, via)
 
-    def search(self, query: str, mode: str = "flat", k: int = 10, **params) -> "SearchResults":
-        """Search in one of the modes: ``flat`` (dense kNN), ``keyword``, ``hybrid``,
+    def search(self, query: str, mode: str | None = None, k: int = 10,
+               **params) -> "SearchResults":
+        """Search in one of the modes: ``auto`` (the default: fused dense + BM25
+        recall, the entity walk where the facts are model-made, each hit with its
+        parent and siblings), ``flat`` (dense kNN), ``keyword``, ``hybrid``,
         ``hierarchical``, ``diffusion`` or ``routed``. Extra keyword arguments are
         that mode's parameters (see :mod:`retrieval.modes`)."""
-        from retrieval.modes import run_mode
+        from retrieval.modes import DEFAULT_MODE, run_mode
 
-        return run_mode(self, query, mode=mode, k=k, **params)
+        return run_mode(self, query, mode=mode or DEFAULT_MODE, k=k, **params)
 
-    def ask(self, question: str, mode: str = "hierarchical", llm=None, k: int = 8, **params):
+    def ask(self, question: str, mode: str | None = None, llm=None, k: int = 8, **params):
         """Retrieve, assemble the context and answer (see :mod:`retrieval.answer`)."""
         from retrieval.answer import ask
 

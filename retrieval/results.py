@@ -23,8 +23,11 @@ class Result:
     end_line: int | None = None
     page: int | None = None
     language: str | None = None
-    relation: str = "seed"  # seed | parent | sibling | child | diffused | connection
+    relation: str = "seed"  # seed | parent | sibling | child | diffused | walk | connection | merged
     via: str | None = None  # the node that brought this one in
+    # where the hit sits: its parent, nearest siblings, first children (and containers
+    # it displaced), each {"node_id", "relation", "kind", "title", "location"}
+    context: list[dict] | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -128,7 +131,9 @@ def markdown_block(n: int, r: Result, max_chars: int = 1200,
     body = r.text if len(r.text) <= max_chars else r.text[:max_chars] + " …"
     fence = "```" + (r.language or "") if r.kind == "code" else ""
     url = source_url(url_template, r)
+    near = [c["title"] for c in (r.context or []) if c["relation"] == "sibling"]
     return (f"### {n}. {r.breadcrumb}\n- source: {r.location()}\n"
             + (f"- url: {url}\n" if url else "")
-            + f"- id: {r.node_id} ({r.kind}, {r.relation}{', via ' + r.via if r.via else ''})\n\n"
+            + f"- id: {r.node_id} ({r.kind}, {r.relation}{', via ' + r.via if r.via else ''})\n"
+            + (f"- next to: {'; '.join(near)}\n" if near else "") + "\n"
             + (f"{fence}\n{body}\n```" if fence else body))

@@ -151,7 +151,7 @@ class Service:
         return Hit(rank=n, node_id=r.node_id, kind=r.kind, path=r.path, node_path=r.node_path,
                    breadcrumb=r.breadcrumb, title=r.title or "", score=r.score, text=r.text,
                    start_line=r.start_line, end_line=r.end_line, page=r.page,
-                   language=r.language, relation=r.relation, via=r.via,
+                   language=r.language, relation=r.relation, via=r.via, context=r.context,
                    location=r.location(), url=source_url(template, r), image_url=image_url,
                    markdown=markdown_block(n, r, url_template=template))
 
@@ -187,8 +187,8 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
     app = FastAPI(
         title="Strata retrieval service",
         version="1",
-        summary="Search and ask the indexes Strata built: hierarchical, diffusion and routed "
-                "retrieval over HTTP.",
+        summary="Search and ask the indexes Strata built: auto (the default), hierarchical, "
+                "diffusion and routed retrieval over HTTP.",
         responses=ERRORS,
     )
     app.state.service = svc

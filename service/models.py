@@ -18,7 +18,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StrictBool,
                       StrictInt, Tag, create_model)
 
-from retrieval.modes import MODES
+from retrieval.modes import DEFAULT_MODE, MODES
+from retrieval.modes.auto import search as _auto
 from retrieval.modes.diffusion import DiffusionConfig
 from retrieval.modes.flat import hybrid as _hybrid
 from retrieval.modes.hierarchical import HierarchicalConfig
@@ -57,6 +58,9 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "max_children": (0, 200),
     "dense_lead": (0, 100),
     "walk_fact_k": (0, 200),
+    "candidates": (1, 1_000),
+    "alpha": (0.0, 1.0),
+    "budget_tokens": (1, 32_000),
 }
 INT_BOUNDS = (0, 1_000)
 FLOAT_BOUNDS = (0.0, 100.0)
@@ -83,6 +87,8 @@ def _annotation(name: str, default: Any):
         return Annotated[list[Kind], Field(max_length=len(EMBEDDED_KINDS) + 2)]
     if name == "walk":
         return Union[StrictBool, Literal["auto", "on", "off"]]
+    if name == "budget_tokens":  # None by default: k results instead of a budget
+        return json_int(*(int(b) for b in BOUNDS[name]))
     if name in CHOICES:
         return Literal[CHOICES[name]]  # type: ignore[valid-type]
     lo, hi = BOUNDS.get(name, INT_BOUNDS if isinstance(default, int) else FLOAT_BOUNDS)
@@ -117,6 +123,10 @@ def _dataclass_defaults(cls) -> dict[str, Any]:
     return {f.name: f.default for f in dataclasses.fields(cls)}
 
 
+AutoParams = _params_model(
+    "AutoParams", "Parameters of the default mode (fused dense + BM25 recall, the entity walk "
+    "where the facts are model-made, hierarchy context, optional token budget).",
+    _signature_defaults(_auto))
 FlatParams = _params_model(
     "FlatParams", "Parameters of flat (dense), dense and keyword search.", {"kinds": ()})
 HybridParams = _params_model(
@@ -133,6 +143,7 @@ RoutedParams = _params_model(
 
 # mode → (the group of modes that share a parameter model, that model)
 GROUPS: dict[str, tuple[tuple[str, ...], type[BaseModel]]] = {
+    "auto": (("auto",), AutoParams),
     "flat": (("flat", "dense", "keyword"), FlatParams),
     "hybrid": (("hybrid",), HybridParams),
     "hierarchical": (("hierarchical",), HierarchicalParams),
@@ -141,7 +152,6 @@ GROUPS: dict[str, tuple[tuple[str, ...], type[BaseModel]]] = {
 }
 GROUP_OF_MODE = {m: g for g, (modes, _) in GROUPS.items() for m in modes}
 assert set(GROUP_OF_MODE) == set(MODES), "every retrieval mode has a parameter model"
-DEFAULT_MODE = "hierarchical"
 
 
 class _Query(BaseModel):
@@ -165,7 +175,7 @@ def _mode_tag(value: Any) -> str | None:
 def request_model(kind: str, max_query_chars: int):
     """The body of ``/search`` (``kind="search"``) or ``/ask``: one variant per
     group of modes, each with its own ``params`` model, told apart by ``mode``
-    (default hierarchical). Built per service so the schema states the
+    (default: the default mode). Built per service so the schema states the
     service's query length limit."""
     field, k_default = ("query", 10) if kind == "search" else ("question", 8)
     text = (str, Field(min_length=1, max_length=max_query_chars, pattern=r"\S",
@@ -209,6 +219,9 @@ class Hit(BaseModel):
     language: str | None = None
     relation: str
     via: str | None = None
+    context: list[dict] | None = Field(default=None, description=(
+        "where the hit sits: its parent, nearest siblings and first children, each "
+        "{node_id, relation, kind, title, location}"))
     location: str = Field(description="path with lines or page")
     url: str | None = Field(default=None, description="the source online (corpus url_template)")
     image_url: str | None = Field(default=None, description="this service's copy of the image")

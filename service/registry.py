@@ -23,7 +23,7 @@ from strata.layout import IndexLayout, IndexNotFound
 
 log = logging.getLogger("strata.service")
 REMOTE_MIN_INTERVAL_S = 30.0
-WARM_UP_MODES = ("flat", "hierarchical", "diffusion", "routed")
+WARM_UP_MODES = ("auto", "flat", "hierarchical", "diffusion", "routed")
 
 
 class UnknownIndex(LookupError):

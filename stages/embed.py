@@ -1,5 +1,7 @@
 """The embedding stage: one LanceDB vector table per node kind, with reuse.
 
+(Full-text search lives in :mod:`stages.lexical`: one BM25 index over all kinds.)
+
 Each vector row carries ``text_hash`` = hash(model, embedding-text version,
 text). A node whose hash matches a row of the previous build takes that vector
 instead of being encoded again, so an unchanged document costs nothing.
@@ -152,7 +154,7 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
 
 def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
                   lance_dir: Path, batch_size: int = 256, progress: Progress | None = None,
-                  fts: bool = True, dim: int | None = None,
+                  dim: int | None = None,
                   precomputed: dict[str, np.ndarray] | None = None) -> EmbedResult:
     """Write the vector tables; ``load_encoder`` is only called when something
     must be encoded, so an unchanged corpus never loads the model. ``dim`` is
@@ -196,11 +198,11 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     kinds = table.column("kind").to_pylist()
     by_kind = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
     stamp = lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX)
-    fingerprint = _fingerprint(table, dim, fts)
+    fingerprint = _fingerprint(table, dim)
     if not missing and lance_dir.exists() and stamp.exists() \
             and stamp.read_text().strip() == fingerprint:
-        # The tables on disk hold exactly these rows: rewriting them (and their
-        # full-text indexes) would be most of an unchanged rebuild's time.
+        # The tables on disk hold exactly these rows: rewriting them would be
+        # most of an unchanged rebuild's time.
         return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=0,
                            reused=len(texts), by_kind=by_kind, unchanged=True,
                            seconds=time.perf_counter() - t0)
@@ -211,9 +213,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     for kind in by_kind:
         mask = pa.array([k == kind for k in kinds])
         part = table.filter(mask)
-        t = db.create_table(vector_table_name(kind), data=part, mode="overwrite")
-        if fts and part.num_rows:
-            t.create_fts_index("text", replace=True)
+        db.create_table(vector_table_name(kind), data=part, mode="overwrite")
     old = lance_dir.with_name(lance_dir.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if lance_dir.exists():
@@ -229,12 +229,12 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
 FINGERPRINT_SUFFIX = ".fingerprint"  # beside the Lance folder: what its tables hold
 
 
-def _fingerprint(table: pa.Table, dim: int, fts: bool) -> str:
+def _fingerprint(table: pa.Table, dim: int) -> str:
     """A digest of every column but the vectors (whose text hashes stand for
-    them), the dimension and the full-text setting."""
+    them) and the dimension."""
     import hashlib
 
-    h = hashlib.sha256(f"{dim}:{fts}:".encode())
+    h = hashlib.sha256(f"{dim}:".encode())
     sink = pa.BufferOutputStream()
     rows = table.drop_columns(["vector"])
     with pa.ipc.new_stream(sink, rows.schema) as writer:

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from strata.schema import BLOB_DIR, LANCE_DIR, MANIFEST, TABLE_FILES
+from strata.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, TABLE_FILES
 
 CURRENT = "CURRENT"
 VERSIONS = "versions"
@@ -58,6 +58,10 @@ class IndexLayout:
     @property
     def build_lance(self) -> Path:
         return self.build / LANCE_DIR
+
+    @property
+    def build_lexical(self) -> Path:
+        return self.build / LEXICAL_DIR
 
     @property
     def build_blobs(self) -> Path:
@@ -107,7 +111,7 @@ class IndexLayout:
             src = self.build / fname
             if src.exists():
                 _link_or_copy(src, tmp / fname)
-        for folder in (LANCE_DIR, BLOB_DIR):
+        for folder in (LANCE_DIR, LEXICAL_DIR, BLOB_DIR):
             if (self.build / folder).exists():
                 shutil.copytree(self.build / folder, tmp / folder, copy_function=_link_or_copy)
         manifest = dict(manifest, version=version)

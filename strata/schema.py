@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the lexical/ BM25 index replaces per-kind LanceDB full-text indexes
 
 # Node kinds. ``chunk`` is a piece of a long section, kept as its child.
 FILE, SECTION, CHUNK, CODE, TABLE, IMAGE, ENTITY = (
@@ -159,7 +159,7 @@ VECTOR_COLUMNS = pa.schema([
     ("language", pa.string()),
     ("depth", pa.int32()),
     ("text_hash", pa.string()),  # hash of the embedded text: the reuse key
-    ("text", pa.string()),  # the embedded text, full-text indexed
+    ("text", pa.string()),  # the embedded text
 ])
 
 
@@ -185,6 +185,8 @@ TABLE_FILES = {
     "failures": "failures.parquet",
 }
 LANCE_DIR = "lance"
+# BM25 (strata.lexical): two collections, text units and graph items (entities, facts)
+LEXICAL_DIR, LEXICAL_UNITS, LEXICAL_GRAPH = "lexical", "units", "graph"
 BLOB_DIR = "blobs"  # images extracted from PDFs/DOCX, named <hash>.<ext>
 MANIFEST = "manifest.json"
 

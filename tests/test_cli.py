@@ -83,9 +83,12 @@ def test_help_documents_exit_codes():
 
 def test_search_cli_json(oh_index):
     base, env, _ = oh_index
-    out = json.loads(strata("search", "--index", str(base / "index"), "-k", "3", "--json",
-                            "how do I share state between a parent and child component?",
-                            env_extra=env).stdout)
+    body = json.loads(strata("search", "--index", str(base / "index"), "-k", "3", "--json",
+                             "how do I share state between a parent and child component?",
+                             env_extra=env).stdout)
+    assert body["mode"] == "auto", "no --mode: the default mode, named in the output"
+    assert body["version"] == 1
+    out = body["results"]
     assert len(out) == 3
     assert {"node_id", "kind", "path", "node_path", "breadcrumb", "score", "text",
             "start_line", "end_line"} <= set(out[0])

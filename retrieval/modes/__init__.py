@@ -8,7 +8,10 @@ import importlib
 
 from retrieval.results import SearchResults, Trace
 
+DEFAULT_MODE = "auto"  # what every entry point uses when no mode is named
+
 MODES = {
+    "auto": ("retrieval.modes.auto", "search"),
     "flat": ("retrieval.modes.flat", "dense"),
     "dense": ("retrieval.modes.flat", "dense"),
     "keyword": ("retrieval.modes.flat", "keyword"),
@@ -23,7 +26,7 @@ class UnknownMode(ValueError):
     pass
 
 
-def run_mode(index, query: str, mode: str = "flat", k: int = 10, **params) -> SearchResults:
+def run_mode(index, query: str, mode: str = DEFAULT_MODE, k: int = 10, **params) -> SearchResults:
     if mode not in MODES:
         raise UnknownMode(f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODES))}")
     if not query or not query.strip():

@@ -1,5 +1,5 @@
-"""Hierarchical retrieval: dense kNN seeds, then their parent, siblings and
-children from the document / code hierarchy.
+"""Hierarchical retrieval: seeds from fused dense + BM25 recall, then their
+parent, siblings and children from the document / code hierarchy.
 
 The design follows HypRAG's ``subtree_expand`` (the flat encoder finds the
 right region, the hierarchy supplies the surrounding context) with one
@@ -14,7 +14,9 @@ kept).
 
 Rules
 -----
-* Seeds are ``index.dense(query vector, seeds, seed_kinds)``, best first.
+* Seeds are the best ``seeds`` units of :func:`retrieval.fusion.fused_recall`
+  (dense and BM25 evidence fused on one scale; ``lexical=False``: dense kNN
+  alone, ``index.dense(query vector, seeds, seed_kinds)``), best first.
 * For each seed, best first: its parent (relation ``"parent"``), up to
   ``max_siblings`` siblings nearest in document order (ties: the preceding one
   first; relation ``"sibling"``), then up to ``max_children`` children in
@@ -26,9 +28,9 @@ Rules
   also another seed's parent/sibling/child; an expanded node keeps the
   relation of the first (best) seed that reached it, in the order parent,
   siblings, children.
-* Scores: with ``rescore`` an expanded node that has a vector gets
-  ``cosine(node vector, query vector)`` — the same scale as the seeds' scores,
-  computed in one matrix product; one without a vector (or with ``rescore``
+* Scores: with ``rescore`` an expanded node that has a vector gets its
+  similarity to the query on the seeds' scale (the fused score, or with
+  ``lexical=False`` the cosine); one without a vector (or with ``rescore``
   off) gets ``seed score × decay`` (parent) or ``seed score × decay²``
   (sibling, child).
 * ``max_expand`` caps the expanded nodes in the output. Candidates are
@@ -44,6 +46,11 @@ Rules
   (relation ``"seed"``, not expanded) and re-ranked by score: asking for 20
   results returns 20 when the index has them (OpenHarmony dev set: file Hit@5
   94.0 → 97.6; trace count ``filled``).
+* Context: with ``context`` (default) every result also carries its parent,
+  nearest siblings and first children in ``Result.context``
+  (:func:`retrieval.context.attach_context`), whether or not they won a place
+  among the ``k``: at ``k=5`` the five places usually go to seeds, and the
+  context still says where each one sits.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from retrieval.context import attach_context
+from retrieval.fusion import ALPHA, fused_recall
 from retrieval.results import Result, Trace
 
 PARENT, SIBLING, CHILD = "parent", "sibling", "child"
@@ -80,6 +89,9 @@ class HierarchicalConfig:
     fill: bool = True  # a list shorter than k is topped up with the next dense hits
     decay: float = 0.85  # no vector: seed × decay (parent), × decay² (sibling, child)
     min_score: float = 0.0
+    lexical: bool = True  # seeds and scores from fused dense + BM25 recall (False: dense only)
+    alpha: float = ALPHA  # with lexical: weight of the dense signal
+    context: bool = True  # attach parent / siblings / children to every result
 
     def __post_init__(self):
         if self.seed_kinds is not None:
@@ -233,10 +245,12 @@ def expand_subtree(index, dense_ids, *, parents: bool = True, siblings: bool = T
 
 
 def score_expansion(index, expansion: Expansion, qvec, seed_score: dict[int, float],
-                    rescore: bool = True, decay: float = DEFAULTS.decay) -> np.ndarray:
-    """Scores of the expanded nodes: cosine to the query for those with a
-    non-zero vector (when ``rescore``), else the decay rule from the score of
-    the seed that brought them in."""
+                    rescore: bool = True, decay: float = DEFAULTS.decay,
+                    sims: np.ndarray | None = None) -> np.ndarray:
+    """Scores of the expanded nodes: cosine to the query (or ``sims``, a
+    per-node similarity such as the fused score) for those with a non-zero
+    vector (when ``rescore``), else the decay rule from the score of the seed
+    that brought them in."""
     n = len(expansion)
     if not n:
         return np.zeros(0, dtype=np.float64)
@@ -251,7 +265,8 @@ def score_expansion(index, expansion: Expansion, qvec, seed_score: dict[int, flo
             norms = np.linalg.norm(vecs, axis=1)
             has = norms > 0
             if has.any():
-                scores[has] = (vecs[has] @ q) / (norms[has] * qn)
+                scores[has] = sims[expansion.ids[has]] if sims is not None else \
+                    (vecs[has] @ q) / (norms[has] * qn)
     return scores
 
 
@@ -270,7 +285,13 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None,
         qvec = index.embed_query(query)
     with trace.stage("seeds"):
         want = max(cfg.seeds, int(k)) if cfg.fill else cfg.seeds
-        dense_hits = index.dense(qvec, want, cfg.seed_kinds) if want else []
+        sims = None
+        if cfg.lexical and want:
+            recall = fused_recall(index, query, qvec, kinds=cfg.seed_kinds, alpha=cfg.alpha)
+            sims = recall.fused_all()
+            dense_hits = [(index.graph.ids[j], s) for j, s in recall.top(want)]
+        else:
+            dense_hits = index.dense(qvec, want, cfg.seed_kinds) if want else []
         hits, spare = dense_hits[:cfg.seeds], dense_hits[cfg.seeds:]
 
     with trace.stage("expand"):
@@ -287,7 +308,7 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None,
                                    max_children=cfg.max_children,
                                    qvec=qvec if cfg.context_order == "similarity" else None)
     with trace.stage("rescore"):
-        scores = score_expansion(index, expansion, qvec, seed_score, cfg.rescore, cfg.decay)
+        scores = score_expansion(index, expansion, qvec, seed_score, cfg.rescore, cfg.decay, sims)
         candidates = len(expansion)
         if candidates > cfg.max_expand:
             keep = np.sort(np.argsort(-scores, kind="stable")[:cfg.max_expand])
@@ -314,6 +335,8 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None,
                     filled += 1
             ranked.sort(key=lambda r: -r[1])
         results = [index.result(nid, s, rel, via) for nid, s, rel, via in ranked]
+        if cfg.context:
+            attach_context(index, results)
 
     trace.counts.update(seeds=len(hits), candidates=candidates, expanded=len(expansion),
                         filled=filled, **expansion.counts())

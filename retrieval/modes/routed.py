@@ -6,9 +6,10 @@
    callable) it sends one request with the question and the map as quoted data
    and validates the JSON reply against the map (a path not in the map is
    dropped: model output is never trusted). Without one, or when the model
-   fails or names nothing usable, the offline router ranks files by the cosine
-   of the question to the file's vector combined with the best
-   section/chunk/code hit inside the file.
+   fails or names nothing usable, the offline router ranks files by the
+   question's similarity to the file's own vector combined with the best
+   section/chunk/code hit inside the file — similarity being the fused dense +
+   BM25 score of :mod:`retrieval.fusion` (``lexical=False``: the cosine).
 2. **Reader** (``read``): for each chosen file, its ``sections_per_file`` nodes
    closest to the question (relation ``seed``).
 3. **Traverser** (``connections``): the chosen files' *direct* outgoing
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from strata.llm import as_llm
-from retrieval.graph import EDGE_CODE, KIND_CODE
+from retrieval.fusion import fused_recall
+from retrieval.graph import EDGE_CODE, KIND_CODE, top_k
 from retrieval.results import Result, Trace
 
 MAP_LIMIT = 300  # files in one router prompt; larger maps are pre-filtered by similarity
@@ -146,19 +148,27 @@ def _descendants(g, root: int) -> list[int]:
 # --------------------------------------------------------------------------- routers
 
 def _offline_route(index, fm: _FileMap, qvec, max_files: int,
-                   min_relative: float = 0.0) -> list[dict]:
-    """Files by cosine(question, file vector) combined with their best hit; a
-    file scoring under ``min_relative`` times the best file's score is dropped."""
+                   min_relative: float = 0.0, sims: np.ndarray | None = None) -> list[dict]:
+    """Files by their similarity to the question (``sims``, per node, e.g. the
+    fused score; default the cosine) combined with their best hit; a file
+    scoring under ``min_relative`` times the best file's score is dropped."""
     g = index.graph
     file_sim: dict[int, float] = {}
-    # the nearest file vectors (a file beyond them but with a strong hit is scored below)
-    for nid, s in index.dense(qvec, max(1, min(len(fm.file_ids), OFFLINE_FILE_CANDIDATES)),
-                              kinds=["file"]):
-        j = g.index.get(nid)
-        if j is not None:
-            file_sim[j] = float(s)
+    if sims is not None:
+        file_sim = {f: float(sims[f]) for f in fm.file_ids}
+        hits = top_k(np.where(fm.has_vec & (g.kind != _FILE), sims, -np.inf),
+                     np.arange(len(sims)), 50)
+        top_hits = [(g.ids[j], float(s)) for j, s in zip(*hits) if np.isfinite(s)]
+    else:
+        # the nearest file vectors (a file beyond them but with a strong hit is scored below)
+        for nid, s in index.dense(qvec, max(1, min(len(fm.file_ids), OFFLINE_FILE_CANDIDATES)),
+                                  kinds=["file"]):
+            j = g.index.get(nid)
+            if j is not None:
+                file_sim[j] = float(s)
+        top_hits = index.dense(qvec, 50)
     best: dict[int, tuple[float, int]] = {}  # file → (score, node)
-    for nid, s in index.dense(qvec, 50):
+    for nid, s in top_hits:
         j = g.index.get(nid)
         if j is None:
             continue
@@ -176,7 +186,11 @@ def _offline_route(index, fm: _FileMap, qvec, max_files: int,
         hit = best.get(f)
         if fs is None:  # file vector not among the hits: compute it directly
             fs = float(fm.unit[f] @ _unit(qvec)) if fm.has_vec[f] else 0.0
-        combined = FILE_WEIGHT * fs + HIT_WEIGHT * hit[0] if hit else FILE_WEIGHT * fs
+        fs = max(fs, 0.0)
+        if sims is not None:  # fused scores: a file is as good as its best evidence
+            combined = max(fs, hit[0]) if hit else fs
+        else:
+            combined = FILE_WEIGHT * fs + HIT_WEIGHT * hit[0] if hit else FILE_WEIGHT * fs
         reason = f"summary similarity {fs:.2f}"
         if hit:
             node = index.node(g.ids[hit[1]])
@@ -301,15 +315,20 @@ def _llm_route(index, fm: _FileMap, llm, question: str, qvec, max_files: int,
 
 # --------------------------------------------------------------------------- reader
 
-def _best_nodes(fm: _FileMap, g, file_id: int, q: np.ndarray, n: int) -> list[tuple[int, float]]:
+def _best_nodes(fm: _FileMap, g, file_id: int, q: np.ndarray, n: int,
+                node_sims: np.ndarray | None = None) -> list[tuple[int, float]]:
     """The ``n`` nodes below ``file_id`` closest to the question (only nodes with a
     vector: a chunked section is read through its chunks); the file node itself
-    when nothing below it has a vector."""
+    when nothing below it has a vector. ``node_sims``: per-node similarity to
+    use instead of the cosine."""
+    def sim(rows):
+        return node_sims[rows] if node_sims is not None else fm.unit[rows] @ q
+
     desc = [i for i in _descendants(g, file_id) if fm.has_vec[i]]
     if not desc:
-        return [(file_id, float(fm.unit[file_id] @ q) if fm.has_vec[file_id] else 0.0)]
+        return [(file_id, float(sim(np.array([file_id]))[0]) if fm.has_vec[file_id] else 0.0)]
     arr = np.asarray(desc, dtype=np.int64)
-    sims = fm.unit[arr] @ q
+    sims = sim(arr)
     order = np.argsort(-sims, kind="stable")[:n]
     return [(int(arr[o]), float(sims[o])) for o in order]
 
@@ -337,10 +356,13 @@ def direct_connections(index, file_id: int) -> dict[int, str]:
 
 def search(index, query: str, k: int = 10, trace: Trace | None = None, llm=None,
            max_files: int = 3, sections_per_file: int = 2, connections: bool = True,
-           max_connections: int = 6, min_relative: float = 0.7, **params) -> list[Result]:
+           max_connections: int = 6, min_relative: float = 0.7, lexical: bool = True,
+           **params) -> list[Result]:
     """Route to at most ``max_files`` files (the offline router also drops files
     scoring under ``min_relative`` × the best one), read their best
-    ``sections_per_file`` nodes, then their direct connections (one hop)."""
+    ``sections_per_file`` nodes, then their direct connections (one hop).
+    ``lexical``: rank files and their nodes by the fused dense + BM25 score
+    (False: by cosine alone)."""
     trace = trace or Trace()
     max_files = max(1, int(max_files))
     sections_per_file = max(1, int(sections_per_file))
@@ -349,6 +371,10 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, llm=None,
     fm = _file_map(index)
     g = index.graph
     q = _unit(qvec)
+    sims = None
+    if lexical:
+        with trace.stage("recall"):
+            sims = fused_recall(index, query, qvec).fused_all()
 
     with trace.stage("route"):
         client, owned = as_llm(llm)
@@ -366,7 +392,7 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, llm=None,
             if owned:
                 client.close()
         if route is None:
-            route = _offline_route(index, fm, qvec, max_files, min_relative)
+            route = _offline_route(index, fm, qvec, max_files, min_relative, sims)
     trace.counts["map_files"] = trace.counts.get("map_files", len(fm.file_ids))
     trace.counts["files"] = len(route)
     for r in route:
@@ -377,7 +403,7 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, llm=None,
     chosen = [r["_file"] for r in route]
     with trace.stage("read"):
         for f in chosen:
-            for i, s in _best_nodes(fm, g, f, q, sections_per_file):
+            for i, s in _best_nodes(fm, g, f, q, sections_per_file, sims):
                 if len(results) < k:
                     results.append(index.result(g.ids[i], s, relation="seed"))
     trace.counts["sections"] = len(results)
@@ -393,7 +419,7 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, llm=None,
                         found[c] = (f, rel)
             cands = []
             for c, (via_file, rel) in found.items():
-                (i, s), = _best_nodes(fm, g, c, q, 1)
+                (i, s), = _best_nodes(fm, g, c, q, 1, sims)
                 cands.append((s, c, i, via_file, rel))
             cands.sort(key=lambda t: (-t[0], g.ids[t[1]]))
             room = max(0, min(int(max_connections), k - len(results)))

@@ -151,7 +151,7 @@ async function ask() {
   if (!$("query").value.trim()) return;
   await busy(async () => {
     const req = request("question");
-    if (req.mode === "hybrid" || req.mode === "flat" || req.mode === "keyword") req.mode = "hierarchical";
+    if (req.mode === "hybrid" || req.mode === "flat" || req.mode === "keyword") req.mode = "auto";
     const data = await call("POST", "/ask", req);
     renderAnswer(data);
     $("results").replaceChildren();

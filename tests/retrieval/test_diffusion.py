@@ -271,17 +271,22 @@ def _random_prepared(n: int, degree: int, seed: int = 0):
         nbr=nbr, cost=cost, edge_pos=np.arange(n * degree), facts={}, fact_text={}), rng
 
 
-def test_time_budget_is_honest_on_a_large_graph():
+def test_time_budget_is_honest_on_a_large_graph(monkeypatch):
+    """The loop reads the clock every TIME_CHECK_EVERY pops and stops at the first
+    reading past the budget. A fake clock (1 ms per reading) makes that exact and
+    independent of the machine's load."""
     prep, rng = _random_prepared(200_000, 12)
     sims = rng.uniform(0.5, 1.0, prep.n)
     seeds = {int(i): (1.0, None) for i in rng.choice(prep.n, 50, replace=False)}
     cfg = DiffusionConfig(time_budget_s=0.05, max_expansions=10**9, max_frontier_size=10**9,
                           min_enqueue_score=0.0, spread_chunk_k=10**9)
-    t0 = time.perf_counter()
-    run = diffusion.diffuse(prep, sims, seeds, set(), cfg, t0=t0)
-    elapsed = time.perf_counter() - t0
+    reads = []
+    monkeypatch.setattr(diffusion.time, "perf_counter", lambda: len(reads.append(1) or reads) * 1e-3)
+    run = diffusion.diffuse(prep, sims, seeds, set(), cfg, t0=0.0)
     assert run.stop_reason == "time_budget" and run.expansions > 100
-    assert elapsed < 0.05 + 0.03, elapsed
+    # 50 readings of 1 ms reach the budget; each reading follows TIME_CHECK_EVERY pops
+    assert len(reads) == 50
+    assert run.pops == 49 * diffusion.TIME_CHECK_EVERY
 
 
 def test_frontier_is_capped_and_neighbours_limited():

@@ -330,7 +330,9 @@ def test_cli_search_routed_json(sample_index):
     proc = strata("search", "--index", str(sample_index), "--mode", "routed", "--json",
                   "--trace", DRIFT_Q)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout)
+    body = json.loads(proc.stdout)
+    assert body["mode"] == "routed" and body["query"] == DRIFT_Q
+    out = body["results"]
     assert isinstance(out, list) and out
     assert all("relation" in r and "node_id" in r and "breadcrumb" in r for r in out)
     assert {r["relation"] for r in out} <= {"seed", "connection"}

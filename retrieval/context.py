@@ -1,0 +1,192 @@
+"""A hit's place in its document, and a context assembled to a token budget.
+
+Two uses of the hierarchy that do not spend result slots:
+
+* :func:`attach_context` gives every result its parent, its nearest siblings
+  and (for a section or a class) its first children, as ``Result.context`` —
+  the reader sees where a hit sits without the relatives competing with other
+  hits for the ``k`` places.
+* :func:`denest` keeps a result list free of containment: a section listed
+  below one of its own subsections (or a class below one of its methods) is
+  dropped from the list and becomes part of that descendant's context — the
+  more specific unit already answers, and its parent is named with it.
+* :func:`assemble` packs the best units into ``budget_tokens`` estimated
+  tokens, merging siblings into their parent when the parent's whole text
+  costs less than listing them one by one (the "auto-merging" of LlamaIndex's
+  hierarchical retriever, decided here by cost rather than by a fixed ratio).
+"""
+
+from __future__ import annotations
+
+
+from retrieval.results import Result
+
+CHARS_PER_TOKEN = 4  # the usual estimate for English text and code
+CONTEXT_SIBLINGS = 2  # nearest siblings named with each hit
+CONTEXT_CHILDREN = 4  # first children named with a container hit
+MERGE_SLACK = 1.25  # a parent replaces its listed children if it costs ≤ this × their sum
+
+
+def estimate_tokens(text: str | None) -> int:
+    return max(1, len(text or "") // CHARS_PER_TOKEN)
+
+
+def ancestors(graph, i: int, limit: int = 64) -> list[int]:
+    out: list[int] = []
+    p = int(graph.parent[i])
+    while p >= 0 and len(out) < limit:
+        out.append(p)
+        p = int(graph.parent[p])
+    return out
+
+
+def denest(graph, rows: list[int], yielding=()) -> tuple[list[int], dict[int, int]]:
+    """``rows`` (best first) without any node that a descendant of it precedes;
+    returns (kept rows, dropped container → the descendant that displaced it).
+
+    A node whose kind code is in ``yielding`` (files: a whole file is rarely
+    the answer when one of its parts is also listed) also gives way to a
+    descendant listed *after* it: the best such descendant moves up into the
+    container's place, and the container becomes that descendant's context."""
+    rows = list(rows)
+    dropped: dict[int, int] = {}
+    if yielding:
+        anc_of = {r: set(ancestors(graph, r)) for r in rows}
+        out: list[int] = []
+        moved: set[int] = set()
+        for r in rows:
+            if r in moved:
+                continue
+            if int(graph.kind[r]) in yielding:
+                below = next((d for d in rows if d not in moved and d != r and r in anc_of[d]
+                              and d not in out), None)
+                if below is not None:
+                    dropped[r] = below
+                    moved.add(below)
+                    out.append(below)
+                    continue
+            out.append(r)
+        rows = out
+    pos = {r: i for i, r in enumerate(rows)}
+    for r in rows:
+        for a in ancestors(graph, r):
+            if a in pos and pos[a] > pos[r] and a not in dropped:
+                dropped[a] = r
+    return [r for r in rows if r not in dropped], dropped
+
+
+def _item(index, j: int, relation: str) -> dict:
+    node = index.node(index.graph.ids[j])
+    loc = Result(**node, score=0.0).location()
+    return {"node_id": node["node_id"], "relation": relation, "kind": node["kind"],
+            "title": node["title"] or node["node_path"] or node["kind"], "location": loc}
+
+
+def _nearest_siblings(graph, i: int, n: int) -> list[int]:
+    p = int(graph.parent[i])
+    if p < 0 or n <= 0:
+        return []
+    kids = graph.children(p).tolist()
+    if i not in kids:
+        return []
+    pos = kids.index(i)
+    order = sorted((abs(j - pos), j) for j in range(len(kids)) if j != pos)
+    return [int(kids[j]) for _, j in order[:n]]
+
+
+def attach_context(index, results: list[Result], siblings: int = CONTEXT_SIBLINGS,
+                   children: int = CONTEXT_CHILDREN,
+                   displaced: dict[str, list[str]] | None = None) -> list[Result]:
+    """Fill ``Result.context`` of each result with a graph node: its parent, its
+    nearest ``siblings`` in document order, its first ``children``, and the
+    containers :func:`denest` dropped in its favour (relation ``"container"``).
+    Cost: a few CSR slices per result, whatever the size of the index."""
+    g = index.graph
+    for r in results:
+        i = g.index.get(r.node_id)
+        if i is None:
+            continue
+        items = []
+        p = int(g.parent[i])
+        if p >= 0:
+            items.append(_item(index, p, "parent"))
+        items += [_item(index, j, "sibling") for j in _nearest_siblings(g, i, siblings)]
+        items += [_item(index, int(j), "child") for j in g.children(i)[:max(0, children)]]
+        for nid in (displaced or {}).get(r.node_id, []):
+            j = g.index.get(nid)
+            if j is not None and j != p:
+                items.append(_item(index, j, "container"))
+        r.context = items
+    return results
+
+
+def subtree(graph, i: int) -> list[int]:
+    """``i`` and everything below it, in document order (pre-order)."""
+    out, stack = [], [i]
+    while stack:
+        j = stack.pop()
+        out.append(j)
+        stack.extend(int(c) for c in graph.children(j)[::-1])
+    return out
+
+
+def assemble(index, ranked: list[tuple[int, float]], budget_tokens: int) -> list[tuple[int, float, str]]:
+    """The best units of ``ranked`` (dense id, score; best first) that fit in
+    ``budget_tokens``: returns (dense id, score, relation) where relation is
+    ``"seed"`` for a unit taken as it is and ``"merged"`` for a parent that
+    replaced two or more of its children.
+
+    Greedy by rank: a unit is taken when its text fits the remaining budget
+    (a longer one is skipped, a later shorter one may still fit). After each
+    take, when two or more taken units share a parent and the parent's whole
+    subtree costs at most ``MERGE_SLACK`` × their summed cost plus what is
+    left, the parent replaces them — one coherent block for about the same
+    tokens, carrying its children's text and the text between them."""
+    g = index.graph
+    texts = index._columns["text"]
+    row = index._row_of
+    cost_of: dict[int, int] = {}
+
+    def own_cost(j: int) -> int:
+        if j not in cost_of:
+            cost_of[j] = estimate_tokens(texts[row[g.ids[j]]])
+        return cost_of[j]
+
+    def subtree_cost(j: int) -> int:
+        return sum(own_cost(x) for x in subtree(g, j))
+
+    taken: dict[int, tuple[float, str]] = {}
+    covered: set[int] = set()  # nodes whose text a taken block includes
+    used = 0
+    for j, s in ranked:
+        if j in covered:
+            continue
+        c = own_cost(j)
+        if used + c > budget_tokens:
+            continue
+        taken[j] = (s, "seed")
+        covered.add(j)
+        used += c
+        p = int(g.parent[j])
+        if p < 0 or p in covered:
+            continue
+        mine = [x for x in taken if int(g.parent[x]) == p]
+        if len(mine) < 2:
+            continue
+        listed = sum(own_cost(x) for x in mine)
+        whole = subtree_cost(p)
+        if whole <= MERGE_SLACK * listed and used - listed + whole <= budget_tokens:
+            best = max(taken[x][0] for x in mine)
+            for x in mine:
+                del taken[x]
+            used = used - listed + whole
+            taken[p] = (best, "merged")
+            covered.update(subtree(g, p))
+    return sorted(((j, s, rel) for j, (s, rel) in taken.items()), key=lambda t: -t[1])
+
+
+def subtree_text(index, j: int) -> str:
+    """The text of ``j`` and everything below it, in document order."""
+    g = index.graph
+    texts, row = index._columns["text"], index._row_of
+    return "\n\n".join(t for t in (texts[row[g.ids[x]]] for x in subtree(g, j)) if t)
