@@ -7,7 +7,7 @@ from assets.common import (corpus_and_layout, llm_metadata, md, output_version, 
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
-from stages.enrich.openie import TEMPLATE
+from stages.enrich.openie import OFFLINE_VERSION, TEMPLATE
 
 SEMANTIC_EDGES = "semantic_edges.parquet"  # build-only: merged into edges.parquet
 
@@ -23,7 +23,8 @@ class OpenIEConfig(dg.Config):
     group_name="openie",
     kinds={"python", "parquet"},
     deps=["nodes"],
-    code_version=TEMPLATE,  # a new prompt template reruns the stage (cached per item)
+    # a new prompt template or offline heuristic reruns the stage (cached per item)
+    code_version=f"{TEMPLATE}+offline/{OFFLINE_VERSION}",
     retry_policy=dg.RetryPolicy(max_retries=2, delay=10, backoff=dg.Backoff.EXPONENTIAL),
     description=(
         "facts.parquet and entities.parquet: entities (name + description, deduplicated by "

@@ -168,10 +168,10 @@ def run_systems(index, questions: list[str], modes: list[str], k: int, to_unit,
     return out
 
 
-def write_result(name: str, report: dict, table: str) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / f"{name}.md").write_text(table + "\n")
+def write_result(name: str, report: dict, table: str, results: Path = RESULTS) -> None:
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (results / f"{name}.md").write_text(table + "\n")
     print(table, flush=True)
 
 

@@ -26,6 +26,15 @@ SECTIONS = (
     ("musique_sweep", "MuSiQue-100: the entity-walk parameters, one at a time",
      "Each row changes one diffusion parameter from its default (`benchmarks.musique_sweep`); "
      "reported so the choice is visible, see `docs/benchmarks.md`."),
+    ("openie_quality", "OpenIE quality: the offline heuristic against GPT-3.5 on the MuSiQue passages",
+     "`benchmarks.openie_quality`: each passage as its section unit (`# title` + text), the "
+     "extractor's validated output against HippoRAG's GPT-3.5-turbo-1106 extraction. Names are "
+     "compared after normalisation (case, punctuation, a leading article). Exact: equal names; "
+     "equal head, relation and tail. Lenient: names sharing at least half of the longer one's "
+     "words, and relations at least half of their content words (one-to-one matching). Pair: "
+     "head and tail match leniently in either order, relation ignored. P / R / F1 in percent, "
+     "summed over passages. The v1 row is the heuristic before this change, measured once from "
+     "its commit (`--extractor FILE.py:offline_openie`)."),
     ("openharmony", "OpenHarmony dev set: the right page and the right section",
      "Labeled developer questions (`benchmarks/data/openharmony_dev.yaml`, written from the pages "
      "before any retrieval ran). File Hit@k: the gold page among the first k distinct pages; "

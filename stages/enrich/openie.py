@@ -9,15 +9,9 @@ Three sources, one output type (:class:`OpenIEOut`):
 - **Import** (:func:`load_openie_import` + :func:`match_import`): HippoRAG's
   ``openie_results`` files, matched back to units by their text, so published
   extractions can be reused without calling a model.
-- **Offline** (:func:`offline_openie`): a *heuristic stand-in, not an LLM and
-  not a real OpenIE system*. Entities are surface patterns (capitalized
-  multi-word spans, single capitalized words that do not start a sentence,
-  acronyms, `backticked` identifiers and snake_case names, quoted terms, dates,
-  years and numbers with units, plus the unit's title); a triple links two
-  entities mentioned in the same sentence, its relation being the words
-  between the two mentions (at most 6; "related to" when there are none). It is
-  deterministic and linear in the text length, and everything it returns is
-  literally present in the text, but its relations are crude.
+- **Offline** (:func:`offline_openie`, in :mod:`stages.enrich.openie_offline`):
+  a deterministic heuristic stand-in, not an LLM; measured against GPT-3.5 by
+  ``python -m benchmarks.openie_quality``.
 
 Every output goes through :func:`validate` before use: triples must be three
 non-empty strings whose head and tail occur in the unit's text (compared
@@ -34,10 +28,13 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import polars as pl
 
+from stages.enrich.openie_offline import OFFLINE_VERSION, offline_openie
+from stages.enrich.openie_text import (OpenIEOut, Triple, clean, normalize, strip_article,
+                                       unit_context)
 from strata.llm import LLMRequest, StageStats
 
 try:  # the shared tolerant JSON loader (fences, chatter, truncation)
@@ -46,9 +43,9 @@ except ImportError:  # pragma: no cover - only while strata.llm is being written
     _parse_json = json.loads
 
 __all__ = [
-    "OpenIEOut", "OpenIEResult", "TEMPLATE", "STAGE", "normalize", "openie_units",
-    "offline_openie", "openie_request", "parse_openie", "validate", "load_openie_import",
-    "match_import", "run_openie",
+    "OpenIEOut", "OpenIEResult", "TEMPLATE", "STAGE", "OFFLINE_VERSION", "normalize",
+    "openie_units", "unit_context", "offline_openie", "openie_request", "parse_openie", "validate",
+    "load_openie_import", "match_import", "match_import_cached", "run_openie",
 ]
 
 TEMPLATE = "openie/v1"
@@ -56,23 +53,9 @@ STAGE = "openie"
 PROSE_FILE_SUBKINDS = ("text", "markdown", "html", "pdf", "docx")
 MIN_UNIT_CHARS = 20  # units with less text are not worth an extraction
 MIN_FILE_CHARS = 40  # a file node's own text (its preamble) must be longer than this
-MAX_ENTITIES = 30  # per unit, offline
-MAX_TRIPLES = 50  # per unit, offline
-MAX_RELATION_WORDS = 6
-MAX_DESCRIPTION = 120
 MAX_INPUT_CHARS = 6000  # of a unit's text in one LLM prompt
 SHINGLE = 5  # words per shingle for fuzzy import matching
 MIN_JACCARD = 0.8
-
-Triple = tuple[str, str, str]
-
-
-@dataclass
-class OpenIEOut:
-    entities: list[tuple[str, str]] = field(default_factory=list)  # (name, description)
-    triples: list[Triple] = field(default_factory=list)  # (head, relation, tail)
-    ref: str | None = None  # provenance of imported output: the HippoRAG doc ``idx``
-
 
 @dataclass
 class OpenIEResult:
@@ -85,38 +68,7 @@ class OpenIEResult:
     offline_cache: dict[str, list] = field(default_factory=dict)  # what this run's units used
 
 
-# --------------------------------------------------------------------------- normalization
-
-# Everything but letters/digits of every script becomes a space, except "+"/"#"
-# ending a word (C++, C#, F#); "Science+Business" and "#tag" are split.
-_NON_WORD = re.compile(r"[^\w+#]+|_+|[+#]+(?=\w)|(?<![\w+#])[+#]+")
-_SPACES = re.compile(r"\s+")
-_SYMBOLS_ONLY = re.compile(r"[+#]+")  # a "#" heading mark or a lone "+" is not a word
-_ARTICLES = ("the ", "a ", "an ")
-
-
-def normalize(text: str) -> str:
-    """Lowercase, NFKC, punctuation to spaces, whitespace collapsed: the key used
-    to compare entity names, ground triples in text and match imported passages."""
-    s = unicodedata.normalize("NFKC", text or "").casefold()
-    return " ".join(w for w in _NON_WORD.sub(" ", s).split() if not _SYMBOLS_ONLY.fullmatch(w))
-
-
-def _clean(text: Any) -> str:
-    return _SPACES.sub(" ", str(text)).strip() if text is not None else ""
-
-
-def _strip_article(norm: str) -> str:
-    for a in _ARTICLES:
-        if norm.startswith(a) and len(norm) > len(a):
-            return norm[len(a):]
-    return norm
-
-
 # --------------------------------------------------------------------------- units
-
-_PART_SUFFIX = re.compile(r"\s*\(part \d+/\d+\)$")
-
 
 def openie_units(nodes: pl.DataFrame) -> pl.DataFrame:
     """The prose nodes OpenIE runs on: chunks, sections without chunk children,
@@ -141,194 +93,6 @@ def openie_units(nodes: pl.DataFrame) -> pl.DataFrame:
     )
     return (nodes.filter(prose & pl.col("language").is_null() & (text_len >= MIN_UNIT_CHARS))
             .select([pl.col(c).cast(pl.String) for c in cols]))
-
-
-def _unit_title(title: str | None) -> str:
-    """A chunk's title without its "(part i/n)" suffix."""
-    return _PART_SUFFIX.sub("", (title or "").strip())
-
-
-def unit_context(text: str, title: str | None) -> str:
-    """What a unit's triples are grounded against: its text plus its title, so the
-    subject a chunk is about ("Adolescence (part 2/2)") counts as mentioned."""
-    t = _unit_title(title)
-    return f"{t}\n{text}" if t else text
-
-
-# --------------------------------------------------------------------------- offline stand-in
-
-_MONTHS = ("January|February|March|April|May|June|July|August|September|October|"
-           "November|December|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec")
-_UNITS = ("%|percent|kg|km|km2|km²|cm|mm|mi|ft|m|mph|km/h|ms|sec|seconds?|min|minutes?|"
-          "hours?|days?|weeks?|months?|years?|GB|MB|KB|TB|GiB|MiB|KiB|Hz|kHz|MHz|GHz|"
-          "V|W|kW|MW|GW|°C|°F|K|hPa|Pa|kPa|bar|dB|px|pt|people|inhabitants|acres|hectares|"
-          "tons?|tonnes?|miles|metres|meters|feet|dollars|euros|USD|EUR")
-# One pass per sentence; each alternative is linear (no nested quantifiers).
-_PATTERNS = re.compile(
-    r"`(?P<code>[^`\n]{1,80})`"
-    r"|\"(?P<dq>[^\"\n]{2,80})\""
-    r"|\u201c(?P<cq>[^\u201d\n]{2,80})\u201d"
-    rf"|(?P<date>\b\d{{1,2}}\s+(?:{_MONTHS})\.?(?:\s+\d{{3,4}})?\b"
-    rf"|\b(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{3,4}}\b"
-    rf"|\b(?:{_MONTHS})\.?\s+\d{{3,4}}\b)"
-    rf"|(?P<qty>(?<![\w.])\d+(?:[.,]\d+)*\s?(?:{_UNITS})(?![\w]))"
-    r"|(?P<year>(?<![\w.,])(?:1[0-9]{3}|20[0-9]{2})s?(?!\w)(?![.,]\d))"
-    r"|(?P<ident>\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b|\b[A-Za-z_][\w.]*\(\))"
-)
-_WORD = re.compile(r"[^\W_](?:[\w\-]|['\u2019](?=\w))*")
-_CONNECTORS = frozenset("of the de la le du del della da van von der den for y di al bin & upon".split())
-_CAP_STOP = frozenset((
-    "The A An This That These Those It Its He She His Her Hers They Them Their We Our You Your "
-    "I In On At For From By With As To Of And Or But If When While After Before During Since "
-    "Although Though However Because So Then There Here Where What Which Who Whom Whose How Why "
-    "Is Are Was Were Be Been Has Have Had Do Does Did Not No Yes All Some Any Each Every Both "
-    "Many Most Such Other Another One Two Three First Second Also Only Even Later Today Use Using "
-    "See Note Example Returns Return Default True False None Null "
-    "NOTE TIP WARNING CAUTION IMPORTANT TODO FIXME DEPRECATED").split())
-_FILLER = frozenset("and or but the a an , ; : which who whom that".split())
-_ABBREV = re.compile(r"(?:\b[A-Z]|\b(?:Mr|Mrs|Ms|Dr|St|Jr|Sr|Prof|vs|etc|e\.g|i\.e|No|Vol|Inc|Ltd|Co|Fig|approx))\.$")
-_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+|\n\s*\n|\n(?=\s*(?:#|[-*+] |\d+[.)] ))")
-
-
-def _sentences(text: str) -> list[str]:
-    out: list[list[str]] = []  # pieces of each sentence, joined at the end (linear)
-    for raw in _SENT_SPLIT.split(text or ""):
-        piece = raw.strip()
-        if not piece:
-            continue
-        if out and _ABBREV.search(out[-1][-1][-8:]) and not out[-1][0].startswith("#"):
-            out[-1].append(piece)  # "G. Stanley Hall", "e.g. this": not a sentence end
-        else:
-            out.append([piece])
-    joined = (" ".join(parts) for parts in out)
-    return [s.lstrip("#").strip() if s.startswith("#") else s for s in joined]
-
-
-def _is_cap(word: str) -> bool:
-    return word[:1].isupper()
-
-
-def _cap_spans(sentence: str) -> Iterable[tuple[int, int]]:
-    """Runs of capitalized words (joined by spaces, optionally through "of",
-    "de", ... when another capitalized word follows), minus leading stopwords."""
-    words = [(m.start(), m.end(), m.group()) for m in _WORD.finditer(sentence)]
-    i, n = 0, len(words)
-    while i < n:
-        if not _is_cap(words[i][2]):
-            i += 1
-            continue
-        j = i  # last capitalized word in the run
-        k = i + 1
-        while k < n and sentence[words[k - 1][1]:words[k][0]].isspace():
-            w = words[k][2]
-            if _is_cap(w):
-                j = k
-                k += 1
-            else:  # "of", "de la", "of the" inside a name, if a capital follows
-                m = k
-                while m < n and m - k < 2 and words[m][2].lower() in _CONNECTORS \
-                        and sentence[words[m][1]:words[m + 1][0] if m + 1 < n else 0].isspace():
-                    m += 1
-                if m > k and m < n and _is_cap(words[m][2]):
-                    k = m
-                else:
-                    break
-        run = words[i:j + 1]
-        while run and run[0][2] in _CAP_STOP:
-            run = run[1:]
-        if run:
-            multi = len(run) > 1
-            word = run[0][2]
-            acronym = len(word) >= 2 and sum(c.isupper() for c in word) >= 2
-            at_start = run[0][0] == words[0][0]
-            if multi or acronym or (not at_start and len(word) > 1):
-                yield run[0][0], run[-1][1]
-        i = max(j + 1, i + 1)
-
-
-def _mention_name(raw: str) -> str:
-    name = _clean(raw).strip(" .,;:!?()[]{}")
-    for suffix in ("'s", "\u2019s"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name.strip()
-
-
-def _mentions(sentence: str, title: str) -> list[tuple[int, int, str]]:
-    cands: list[tuple[int, int, str, int]] = []  # start, end, name, priority
-    if title:
-        for m in re.finditer(re.escape(title).replace(r"\ ", r"\s+"), sentence, re.IGNORECASE):
-            cands.append((m.start(), m.end(), title, 0))
-    for m in _PATTERNS.finditer(sentence):
-        group = m.lastgroup or ""
-        s, e = m.span(group)
-        cands.append((s, e, m.group(group), 1))
-    for s, e in _cap_spans(sentence):
-        cands.append((s, e, sentence[s:e], 2))
-    cands.sort(key=lambda c: (c[0], -(c[1] - c[0]), c[3]))
-    out: list[tuple[int, int, str]] = []
-    last_end = -1
-    for s, e, name, _ in cands:
-        if s < last_end:
-            continue
-        name = name if name == title else _mention_name(name)
-        if len(normalize(name)) >= 2:
-            out.append((s, e, name))
-            last_end = e
-    return out
-
-
-def _relation(between: str) -> str:
-    """The words between two mentions (other mentions already cut out): the last
-    six, since the phrase leading into the tail is usually the relational one."""
-    words = _WORD.findall(between)
-    while words and words[0].lower() in _FILLER:
-        words.pop(0)
-    while words and words[-1].lower() in _FILLER:
-        words.pop()
-    words = words[-MAX_RELATION_WORDS:]
-    while words and words[0].lower() in _FILLER:
-        words.pop(0)
-    return " ".join(words) if words else "related to"
-
-
-def offline_openie(text: str, title: str = "") -> OpenIEOut:
-    """Heuristic stand-in for an LLM OpenIE (see the module docstring)."""
-    title = _clean(_unit_title(title))
-    if len(title) > 80 or not normalize(title):
-        title = ""
-    entities: dict[str, tuple[str, str]] = {}  # normalized name -> (name, description)
-    if title:
-        entities[normalize(title)] = (title, "")
-    triples: list[Triple] = []
-    seen: set[tuple[str, str, str]] = set()
-    for sentence in _sentences(text):
-        ms = []
-        for s, e, name in _mentions(sentence, title):
-            key = normalize(name)
-            if key not in entities:
-                if len(entities) >= MAX_ENTITIES:
-                    continue
-                entities[key] = (name, "")
-            if not entities[key][1] and normalize(sentence) != key:  # a heading is no description
-                entities[key] = (entities[key][0], _clean(sentence)[:MAX_DESCRIPTION])
-            ms.append((s, e, entities[key][0], key))
-        # the sentence's first mention (usually its subject) with every other,
-        # plus neighbours: linear in the mentions, not all pairs
-        pairs = [(0, j) for j in range(1, len(ms))] + [(i, i + 1) for i in range(1, len(ms) - 1)]
-        for a, b in pairs:
-            if len(triples) >= MAX_TRIPLES:
-                break
-            (_, ea, ha, ka), (sb, _, tb, kb) = ms[a], ms[b]
-            if ka == kb:
-                continue
-            between = " ".join(sentence[ms[x][1]:ms[x + 1][0]] for x in range(a, b))
-            rel = _relation(between)
-            key3 = (ka, normalize(rel), kb)
-            if key3 not in seen:
-                seen.add(key3)
-                triples.append((ha, rel, tb))
-    return OpenIEOut(entities=list(entities.values()), triples=triples)
 
 
 # --------------------------------------------------------------------------- LLM path
@@ -362,7 +126,7 @@ def openie_request(unit: dict) -> LLMRequest:
     return LLMRequest(
         key=unit["node_id"], template=TEMPLATE, json_mode=True,
         messages=({"role": "system", "content": SYSTEM},
-                  {"role": "user", "content": USER.format(where=_clean(where)[:300], text=text)}))
+                  {"role": "user", "content": USER.format(where=clean(where)[:300], text=text)}))
 
 
 def _scalar(x: Any) -> Any:
@@ -438,7 +202,7 @@ def validate(out: OpenIEOut, text: str) -> tuple[OpenIEOut, int]:
     hay = f" {normalize(text)} "
 
     def occurs(norm: str) -> bool:
-        return bool(norm) and (f" {norm} " in hay or f" {_strip_article(norm)} " in hay)
+        return bool(norm) and (f" {norm} " in hay or f" {strip_article(norm)} " in hay)
 
     entities: dict[str, tuple[str, str]] = {}
     for item in out.entities:
@@ -446,8 +210,8 @@ def validate(out: OpenIEOut, text: str) -> tuple[OpenIEOut, int]:
             item = (item, "")
         if not isinstance(item, (tuple, list)) or not item or not isinstance(item[0], str):
             continue
-        name = _clean(item[0])
-        desc = _clean(item[1]) if len(item) > 1 and isinstance(item[1], str) else ""
+        name = clean(item[0])
+        desc = clean(item[1]) if len(item) > 1 and isinstance(item[1], str) else ""
         key = normalize(name)
         if not key:
             continue
@@ -464,7 +228,7 @@ def validate(out: OpenIEOut, text: str) -> tuple[OpenIEOut, int]:
         if not isinstance(t, (tuple, list)) or len(t) != 3 or not all(isinstance(x, str) for x in t):
             dropped += 1
             continue
-        h, r, tl = (_clean(x) for x in t)
+        h, r, tl = (clean(x) for x in t)
         nh, nr, nt = normalize(h), normalize(r), normalize(tl)
         if not (nh and nr and nt) or nh == nt:
             dropped += 1
@@ -524,7 +288,7 @@ def _split_among(out: OpenIEOut, pieces: list[tuple[str, str]]) -> dict[str, Ope
 
     def has(hay: str, s: str) -> bool:
         n = normalize(s)
-        return bool(n) and (f" {n} " in hay or f" {_strip_article(n)} " in hay)
+        return bool(n) and (f" {n} " in hay or f" {strip_article(n)} " in hay)
 
     per: dict[str, OpenIEOut] = {uid: OpenIEOut(ref=out.ref) for uid, _ in pieces}
     for t in out.triples:
@@ -698,7 +462,7 @@ def match_import(records: list[dict], units: pl.DataFrame
                         ref=str(rec["idx"]))
         group = assigned.get(r)
         if group is None:
-            unmatched.append({"idx": rec["idx"], "passage_head": _clean(rec["passage"])[:80]})
+            unmatched.append({"idx": rec["idx"], "passage_head": clean(rec["passage"])[:80]})
         elif len(group) == 1:
             matches[ids[group[0]]] = out
         else:  # units are in document order
@@ -708,10 +472,6 @@ def match_import(records: list[dict], units: pl.DataFrame
 
 
 # --------------------------------------------------------------------------- runner
-
-# Bump when offline_openie() or validate() change: the offline cache is keyed by it.
-OFFLINE_VERSION = "1"
-
 
 def run_openie(units: pl.DataFrame, llm, imported: dict[str, OpenIEOut] | None = None,
                progress: Callable[[int, int], None] | None = None,

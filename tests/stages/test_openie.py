@@ -74,7 +74,8 @@ def test_offline_openie_on_a_musique_passage(musique):
         text = f"# {entry['title']}\n\n{entry['text']}\n"
         out = offline_openie(text, entry["title"])
         assert out == offline_openie(text, entry["title"])  # deterministic
-        assert out.entities[0][0] == entry["title"]
+        # the title is the first entity ("Hello Love (song)" gives "Hello Love")
+        assert out.entities[0][0] == entry["title"].split(" (")[0]
         assert len(out.entities) <= 30 and len(out.triples) <= 50
         for name, desc in out.entities:
             assert _grounded(name, text), name
@@ -92,7 +93,84 @@ def test_offline_openie_on_a_musique_passage(musique):
     names = {e[0] for e in out.entities}
     assert {"American Institute of Physics", "Jan Philip Solovej", "University of Copenhagen",
             "January 1960", "1963"} <= names
-    assert ("Jan Philip Solovej", "from", "University of Copenhagen") in out.triples
+    jmp = "Journal of Mathematical Physics"
+    assert {("Jan Philip Solovej", "from", "University of Copenhagen"),
+            (jmp, "published monthly by", "American Institute of Physics"),  # not "1960 is ..."
+            (jmp, "is", "peer-reviewed journal"),  # "X is a NOUN PHRASE"
+            (jmp, "became a monthly publication in", "1963"),  # "it" is the journal
+            } <= set(out.triples)
+
+
+def _passage(corpus: list[dict], title: str, contains: str = "") -> OpenIEOut:
+    entry = next(e for e in corpus if e["title"] == title and contains in e["text"])
+    return offline_openie(f"# {title}\n\n{entry['text']}", title)
+
+
+def test_offline_openie_names_on_musique_passages(musique):
+    """What the GPT-3.5 comparison (benchmarks.openie_quality) showed wrong in the
+    first heuristic, on the passages where it happened."""
+    corpus = json.loads((musique / "corpus.json").read_text())
+    names = lambda out: {e[0] for e in out.entities}  # noqa: E731
+
+    adolescence = _passage(corpus, "Adolescence")
+    # initials stay in the name; the later "Hall" is that person, not a new entity
+    assert "G. Stanley Hall" in names(adolescence)
+    assert not {"Stanley Hall", "Hall", "G"} & names(adolescence)
+    assert ("G. Stanley Hall", "was the first president of",
+            "American Psychological Association") in adolescence.triples
+
+    aesthetics = _passage(corpus, "British Journal of Aesthetics")
+    assert "Thames & Hudson" in names(aesthetics) and not {"Thames", "Hudson"} & names(aesthetics)
+    bja = "British Journal of Aesthetics"
+    assert {(bja, "established in", "1960"), (bja, "published by", "Oxford University Press"),
+            (bja, "edited by", "Harold Osborne"),
+            (bja, "originally published by", "Routledge")} <= set(aesthetics.triples)
+
+    sun = _passage(corpus, "The Sun (United Kingdom)")
+    # a "(qualifier)" title gives the name and the qualifier; a quoted remark is no entity
+    assert {"The Sun", "United Kingdom", "Wayne Rooney", "Graham Dudman"} <= names(sun)
+    assert "the worst mistake in our history" not in names(sun)
+    assert not any(h == "7 July 2004" for h, _, _ in sun.triples)  # a date opens, not a subject
+
+    mate = _passage(corpus, "Running mate")
+    # "of" joins a name only where the left part can head one
+    assert {"Andrew Johnson", "Democratic Party", "Republican Party"} <= names(mate)
+    assert not any("Johnson of" in n for n in names(mate))
+
+    bombings = _passage(corpus, "Atomic bombings of Hiroshima and Nagasaki", "President Harry S.")
+    assert "Harry S. Truman" in names(bombings)  # the office goes, the initial stays
+    assert not any(n.startswith("President") for n in names(bombings))
+    assert "U.S." in names(bombings)
+
+
+def test_offline_openie_relations_on_musique_passages(musique):
+    corpus = json.loads((musique / "corpus.json").read_text())
+    film = _passage(corpus, "Film Journal International")
+    fji = "Film Journal International"
+    # "It is a sister publication of A, B, and C": the topic, one relation, three objects
+    for other in ("Adweek", "Billboard", "The Hollywood Reporter"):
+        assert (fji, "is a sister publication of", other) in film.triples
+    assert (fji, "published by", "Prometheus Global Media") in film.triples
+    assert not any(h in {"Adweek", "Billboard"} for h, _, _ in film.triples)
+
+    church = _passage(corpus, "Catholic Church")
+    assert {("Catholic Church", "also known as", "Roman Catholic Church"),
+            ("Catholic Church", "is", "largest Christian church"),  # past the apposition
+            ("Catholic Church", "headed by", "Bishop of Rome"),
+            ("Bishop of Rome", "known as", "Pope"),  # "…, who is known as": the mention before
+            ("Vatican City", "enclave within", "Rome"),  # a verbless link to the mention before
+            } <= set(church.triples)
+    assert not any(t == "Christian" for _, _, t in church.triples)  # inside the noun phrase
+
+    arbor = _passage(corpus, "Ann Arbor, Michigan")
+    assert "Ann Arbor" not in names_of(arbor)  # it is the title "Ann Arbor, Michigan"
+    assert "Snowfall" not in names_of(arbor)  # a capital that only starts a sentence
+    # "The monthly daily average temperature in July is 72.6 °F" is no fact about the city
+    assert ("Ann Arbor, Michigan", "is", "72.6 °F") not in arbor.triples
+
+
+def names_of(out: OpenIEOut) -> set[str]:
+    return {e[0] for e in out.entities}
 
 
 def test_offline_openie_patterns_and_limits():
