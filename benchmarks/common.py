@@ -168,6 +168,41 @@ def run_systems(index, questions: list[str], modes: list[str], k: int, to_unit,
     return out
 
 
+# --------------------------------------------------------------------------- targets
+
+DEFAULT = "strata auto"  # the default mode's row in every benchmark
+FLAT_BASELINES = ("dense+BM25 RRF", "strata hybrid")  # "the best flat baseline" of issue 16
+P50_MS, P95_MS = 30.0, 80.0  # the default mode's latency budget (query embedding included)
+
+
+def target(name: str, measured, met: bool) -> dict:
+    return {"target": name, "measured": measured, "met": bool(met)}
+
+
+def default_targets(retrieval: dict, metrics: tuple[str, ...]) -> list[dict]:
+    """The default mode against the best flat baseline of the same run, metric by
+    metric, and its latency budget."""
+    d = retrieval.get(DEFAULT, {})
+    out = []
+    for m in metrics:
+        best_name = max(FLAT_BASELINES, key=lambda n: retrieval.get(n, {}).get(m, -1))
+        best = retrieval.get(best_name, {}).get(m)
+        if best is None or m not in d:
+            continue
+        out.append(target(f"default {m} ≥ best flat baseline ({best_name})",
+                          f"{d[m]} vs {best}", d[m] >= best))
+    if "p50_ms" in d:
+        out += [target(f"default p50 ≤ {P50_MS:.0f} ms", d["p50_ms"], d["p50_ms"] <= P50_MS),
+                target(f"default p95 ≤ {P95_MS:.0f} ms", d["p95_ms"], d["p95_ms"] <= P95_MS)]
+    return out
+
+
+def targets_md(targets: list[dict]) -> list[str]:
+    return ["", "| target | measured | met |", "|---|---|---|"] + [
+        f"| {t['target']} | {t['measured']} | {'yes' if t['met'] else '**no**'} |"
+        for t in targets]
+
+
 def write_result(name: str, report: dict, table: str, results: Path = RESULTS) -> None:
     results.mkdir(parents=True, exist_ok=True)
     (results / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")

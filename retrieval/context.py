@@ -40,14 +40,17 @@ def ancestors(graph, i: int, limit: int = 64) -> list[int]:
     return out
 
 
-def denest(graph, rows: list[int], yielding=()) -> tuple[list[int], dict[int, int]]:
+def denest(graph, rows: list[int], yielding=(),
+           drop_containers: bool = True) -> tuple[list[int], dict[int, int]]:
     """``rows`` (best first) without any node that a descendant of it precedes;
     returns (kept rows, dropped container → the descendant that displaced it).
 
     A node whose kind code is in ``yielding`` (files: a whole file is rarely
     the answer when one of its parts is also listed) also gives way to a
     descendant listed *after* it: the best such descendant moves up into the
-    container's place, and the container becomes that descendant's context."""
+    container's place, and the container becomes that descendant's context.
+    ``drop_containers=False`` applies only that (a budgeted context keeps a
+    section and its subsection: their own texts do not overlap)."""
     rows = list(rows)
     dropped: dict[int, int] = {}
     if yielding:
@@ -67,6 +70,8 @@ def denest(graph, rows: list[int], yielding=()) -> tuple[list[int], dict[int, in
                     continue
             out.append(r)
         rows = out
+    if not drop_containers:
+        return rows, dropped
     pos = {r: i for i, r in enumerate(rows)}
     for r in rows:
         for a in ancestors(graph, r):
@@ -156,28 +161,27 @@ def assemble(index, ranked: list[tuple[int, float]], budget_tokens: int) -> list
         return sum(own_cost(x) for x in subtree(g, j))
 
     taken: dict[int, tuple[float, str]] = {}
-    covered: set[int] = set()  # nodes whose text a taken block includes
+    covered: set[int] = set()  # nodes whose text a merged block already includes
     used = 0
     for j, s in ranked:
-        if j in covered:
+        if j in taken or j in covered:
             continue
         c = own_cost(j)
         if used + c > budget_tokens:
             continue
         taken[j] = (s, "seed")
-        covered.add(j)
         used += c
         p = int(g.parent[j])
         if p < 0 or p in covered:
             continue
-        mine = [x for x in taken if int(g.parent[x]) == p]
-        if len(mine) < 2:
+        if sum(1 for x in taken if int(g.parent[x]) == p) < 2:
             continue
-        listed = sum(own_cost(x) for x in mine)
+        inside = [x for x in taken if x == p or p in ancestors(g, x)]  # all taken below p
+        listed = sum(own_cost(x) for x in inside)
         whole = subtree_cost(p)
         if whole <= MERGE_SLACK * listed and used - listed + whole <= budget_tokens:
-            best = max(taken[x][0] for x in mine)
-            for x in mine:
+            best = max(taken[x][0] for x in inside)
+            for x in inside:
                 del taken[x]
             used = used - listed + whole
             taken[p] = (best, "merged")

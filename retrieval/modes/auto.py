@@ -92,7 +92,12 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
 
     with trace.stage("assemble"):
         if budget_tokens is not None:
-            blocks = assemble(index, ranked, int(budget_tokens))
+            kept, dropped = denest(g, [j for j, _ in ranked], yielding=(KIND_CODE["file"],),
+                                   drop_containers=False)
+            score = dict(ranked)
+            for container, child in dropped.items():
+                score[child] = max(score[child], score[container])
+            blocks = assemble(index, [(j, score[j]) for j in kept], int(budget_tokens))
             results = []
             for j, s, rel in blocks:
                 how, via = ("merged", None) if rel == "merged" else relation.get(j, ("seed", None))

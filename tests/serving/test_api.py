@@ -37,6 +37,7 @@ def test_indexes_lists_corpus_versions_and_counts(api, index):
 
 
 @pytest.mark.parametrize("mode, params", [
+    ("auto", {}), ("auto", {"alpha": 0.8, "budget_tokens": 300}),
     ("flat", {}), ("keyword", {}), ("hybrid", {"candidates": 20}),
     ("hierarchical", {"siblings": False, "max_children": 2}),
     ("diffusion", {"spread_code_k": 3, "time_budget_s": 1.0}),
@@ -268,16 +269,32 @@ def test_openapi_schema_documents_every_mode_parameter(api):
     assert set(comps["HierarchicalParams"]["properties"]) == \
         {f.name for f in fields(HierarchicalConfig)}
     assert set(comps["RoutedParams"]["properties"]) == {
-        "max_files", "sections_per_file", "connections", "max_connections", "min_relative"}
+        "max_files", "sections_per_file", "connections", "max_connections", "min_relative",
+        "lexical"}
+    assert set(comps["AutoParams"]["properties"]) == {
+        "kinds", "alpha", "candidates", "walk", "context", "budget_tokens"}
     modes = set()
-    for name in ("SearchFlat", "SearchHybrid", "SearchHierarchical", "SearchDiffusion",
-                 "SearchRouted"):
+    for name in ("SearchAuto", "SearchFlat", "SearchHybrid", "SearchHierarchical",
+                 "SearchDiffusion", "SearchRouted"):
         mode = comps[name]["properties"]["mode"]
         modes |= set(mode.get("enum") or [mode.get("const")])
         assert comps[name]["properties"]["query"]["maxLength"] == 2000
-    assert modes == {"flat", "dense", "keyword", "hybrid", "hierarchical", "diffusion", "routed"}
-    assert "mode" not in comps["SearchHierarchical"].get("required", []), "the default mode"
+    assert modes == {"auto", "flat", "dense", "keyword", "hybrid", "hierarchical", "diffusion",
+                     "routed"}
+    assert "mode" not in comps["SearchAuto"].get("required", []), "the default mode"
     assert "mode" in comps["SearchDiffusion"]["required"]
+    assert "mode" in comps["SearchHierarchical"]["required"]
+
+
+def test_search_without_a_mode_uses_the_default_and_says_so(api, index):
+    body = api.post("/search", json={"query": QUERY, "k": 5}).json()
+    assert body["mode"] == "auto"
+    direct = index.search(QUERY, k=5)
+    assert [h["node_id"] for h in body["results"]] == [x.node_id for x in direct]
+    # every hit says where it sits
+    assert all(h["context"] for h in body["results"])
+    parents = [c for h in body["results"] for c in h["context"] if c["relation"] == "parent"]
+    assert parents and all({"node_id", "title", "kind", "location"} <= set(c) for c in parents)
 
 
 def test_the_web_page_and_its_assets(api):

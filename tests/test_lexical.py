@@ -1,0 +1,65 @@
+"""The lexical (BM25) side: the code-aware tokenizer and the one index over all
+kinds, built by the real pipeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from retrieval import Index
+from strata.lexical import LexicalIndex, tokenize
+from strata.schema import LEXICAL_DIR
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("read_chunked", {"read_chunked", "read", "chunk"}),
+    ("HTTPResponse", {"httpresponse", "http", "respons"}),
+    ("readChunked", {"readchunked", "read", "chunk"}),
+    ("json.decoder.py_scanstring", {"json.decoder.py_scanstring", "json", "decod",
+                                    "py_scanstring", "py", "scanstr"}),
+    ("@State decorator", {"@state", "state", "decor"}),
+    ("What does !! do in Kotlin and $$ in ArkTS?", {"!!", "$$", "kotlin", "arkts"}),
+    ("state management V2 and utf8", {"state", "manag", "v2", "utf8", "utf"}),
+])
+def test_identifiers_are_indexed_whole_and_split(text, expected):
+    toks = set(tokenize(text))
+    assert expected <= toks, toks - expected
+    assert not {"the", "what", "does", "and", "in"} & toks, "stop words are dropped"
+    assert "2" not in toks, "a digit split off a name matches everywhere"
+
+
+def test_prose_and_code_meet_on_stems():
+    assert set(tokenize("encoding the body")) & set(tokenize("def encode_body(self):"))
+    assert tokenize("") == [] and tokenize(None) == []
+
+
+def test_one_index_scores_all_kinds_on_one_scale(tmp_path):
+    ids = ["s1", "c1", "t1", "s2"]
+    kinds = ["section", "code", "table", "section"]
+    texts = ["how to read a chunked body", "def _read_chunked(self): pass",
+             "| chunked | yes |", "nothing relevant here"]
+    LexicalIndex.build(ids, kinds, texts).save(tmp_path / "lex")
+    lex = LexicalIndex.load(tmp_path / "lex")
+    every = dict(lex.search("read_chunked", 10))
+    assert set(every) == {"s1", "c1", "t1"} and every["c1"] == max(every.values())
+    # a kind filter is a mask over the same scores, never a separate index
+    assert dict(lex.search("read_chunked", 10, kinds=["code", "table"])) == \
+        {k: v for k, v in every.items() if k in ("c1", "t1")}
+    assert lex.search("zebra", 10) == []
+    assert not np.any(lex.scores("the of and"))  # stop words only: no evidence at all
+
+
+def test_the_build_writes_one_lexical_index_per_version(sample_index):
+    idx = Index.open(sample_index)
+    folder = idx._vdir / LEXICAL_DIR
+    units = LexicalIndex.load(folder / "units")
+    graph = LexicalIndex.load(folder / "graph")
+    nodes = idx.nodes().filter(pl.col("embedded") & (pl.col("kind") != "entity"))
+    assert set(units.node_ids) == set(nodes["node_id"].to_list())
+    assert set(graph.kinds.tolist()) <= {"entity", "fact"} and len(graph)
+    # keyword mode reads it: results of several kinds, ranked together
+    res = idx.search("correct_barometric_drift density", mode="keyword", k=8)
+    assert res[0].node_path == "tidewater.calibration.correct_barometric_drift"
+    assert len({r.kind for r in res}) >= 2
+    assert [r.score for r in res] == sorted((r.score for r in res), reverse=True)
