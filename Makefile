@@ -44,6 +44,9 @@ bench: install
 	$(PY) -m benchmarks.musique_sweep
 	$(PY) -m benchmarks.openharmony_dev
 	$(PY) -m benchmarks.hyprag_peer
+	$(PY) -m benchmarks.stdlib_code
+	$(PY) -m benchmarks.context_budget
+	$(PY) -m benchmarks.fusion_sweep
 	$(PY) -m benchmarks.scale_out
 	$(PY) -m benchmarks.service_load
 	$(PY) -m benchmarks.openie_quality

@@ -1,8 +1,8 @@
 """Put the latest benchmark tables into the README.
 
 Reads ``benchmarks/results/*.json|md`` (written by the benchmarks ``make bench``
-runs) and replaces the README's block between ``<!-- bench:start -->`` and
-``<!-- bench:end -->``, so the numbers a reader sees are the ones the last
+runs) and replaces the block between ``<!-- bench:start -->`` and
+``<!-- bench:end -->`` in the README and in docs/benchmarks.md, so the numbers a reader sees are the ones the last
 ``make bench`` produced — never typed by hand.
 
 Usage: ``python -m benchmarks.report [--readme README.md]``
@@ -26,6 +26,20 @@ SECTIONS = (
     ("musique_sweep", "MuSiQue-100: the entity-walk parameters, one at a time",
      "Each row changes one diffusion parameter from its default (`benchmarks.musique_sweep`); "
      "reported so the choice is visible, see `docs/benchmarks.md`."),
+    ("stdlib_code", "Code questions: the default mode against the flat baselines (stdlib subset)",
+     "`benchmarks.stdlib_code`: 45 hand-labeled questions over 85 files of CPython 3.11's "
+     "standard library (the peer benchmark's index: same units, same encoder). Gold = the 1-3 "
+     "most specific definitions (dotted node paths); R@k = |gold ∩ top-k| / |gold|, in percent. "
+     "Latency is warm and includes the query embedding."),
+    ("context_budget", "Context under a token budget: the default mode vs flat top-k",
+     "`benchmarks.context_budget`: the share of gold units the context holds when it must fit "
+     "B estimated tokens (4 characters a token). Default: `budget_tokens=B` (units by fused "
+     "rank, siblings merged into their parent where that costs about as much); flat: dense "
+     "top-k taken in rank order while it fits. A gold section is held by itself, its chunks or a "
+     "merged ancestor; a gold definition by itself or a merged ancestor."),
+    ("fusion_sweep", "The fusion weight, swept on the three dev sets",
+     "`benchmarks.fusion_sweep`: the default mode with the entity walk off, for several "
+     "`alpha` (the dense signal's weight; 1 = dense alone). The headline metric of each set."),
     ("openie_quality", "OpenIE quality: the offline heuristic against GPT-3.5 on the MuSiQue passages",
      "`benchmarks.openie_quality`: each passage as its section unit (`# title` + text), the "
      "extractor's validated output against HippoRAG's GPT-3.5-turbo-1106 extraction. Names are "
@@ -84,10 +98,12 @@ def splice(readme: str, new_block: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--readme", default=str(REPO / "README.md"))
+    ap.add_argument("--docs", default=str(REPO / "docs" / "benchmarks.md"))
     args = ap.parse_args()
-    path = Path(args.readme)
-    path.write_text(splice(path.read_text(), block()))
-    print(f"benchmark tables written into {path}")
+    text = block()
+    for path in (Path(args.readme), Path(args.docs)):
+        path.write_text(splice(path.read_text(), text))
+        print(f"benchmark tables written into {path}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ once, as a team's editors and agents would. It builds the bundled sample corpus
 with ``strata index``, starts ``strata serve`` on it in a child process (a free
 loopback port, no API keys), and then, mode by mode, runs N client threads —
 each with its own ``httpx.Client`` — for a fixed time, looping over realistic
-questions about the sample corpus. ``ask`` is ``POST /ask`` (hierarchical, the
+questions about the sample corpus. ``ask`` is ``POST /ask`` (the default mode, the
 extractive answer: no LLM is configured). Latency is client-side wall time;
 ``server ms`` is the mean ``took_ms`` the service reports (retrieval only).
 Every request's text is distinct (a question with the client and request
@@ -35,7 +35,7 @@ import httpx
 
 from benchmarks.common import REPO, SCRATCH, build_with_cli, latency, machine, write_result
 
-MODES = ("flat", "hybrid", "hierarchical", "diffusion", "routed", "ask")
+MODES = ("auto", "flat", "hybrid", "hierarchical", "diffusion", "routed", "ask")
 QUERIES = (
     "how do I correct pressure readings for barometric drift?",
     "calibrate a gauge against a reference gauge",
@@ -98,7 +98,7 @@ def stop_server(proc: subprocess.Popen) -> None:
 def request(client: httpx.Client, mode: str, query: str) -> tuple[float, str | None, float | None]:
     """One request: (client ms, error or None, server took_ms)."""
     if mode == "ask":
-        path, body = "/ask", {"question": query, "mode": "hierarchical", "k": 8}
+        path, body = "/ask", {"question": query, "k": 8}  # the default mode
     else:
         path, body = "/search", {"query": query, "mode": mode, "k": 10}
     t0 = time.perf_counter()
@@ -160,7 +160,7 @@ def table(rows: list[dict], clients: int, seconds: float) -> str:
     lines = [f"| mode ({clients} clients, {seconds:g} s each) | requests | errors | req/s | "
              "p50 ms | p99 ms | server ms (mean) |", "|---|---|---|---|---|---|---|"]
     for r in rows:
-        name = "ask (`POST /ask`, hierarchical)" if r["mode"] == "ask" else r["mode"]
+        name = "ask (`POST /ask`, default mode)" if r["mode"] == "ask" else r["mode"]
         server = "—" if r["server_ms_mean"] is None else f"{r['server_ms_mean']:.1f}"
         lines.append(f"| {name} | {r['requests']} | {r['errors']} | {r['req_per_s']:.1f} | "
                      f"{r.get('p50_ms', 0):.1f} | {r['p99_ms']:.1f} | {server} |")

@@ -55,8 +55,11 @@ def markdown() -> str:
         rows.append(f"| `{s.TABLE_FILES[name]}` | {what} | {_columns(schema)} |")
     kinds = ", ".join(f"`{k}`" for k in s.VECTOR_KINDS)
     rows.append(f"| `{s.LANCE_DIR}/<kind>_vectors` | the vector of one node or fact; one table "
-                f"per kind ({kinds}), with a full-text index on `text` | "
-                f"{_columns(s.VECTOR_COLUMNS)}, `vector` float[dim] |")
+                f"per kind ({kinds}) | {_columns(s.VECTOR_COLUMNS)}, `vector` float[dim] |")
+    rows.append(f"| `{s.LEXICAL_DIR}/{s.LEXICAL_UNITS}/`, `{s.LEXICAL_DIR}/{s.LEXICAL_GRAPH}/` | "
+                "one BM25 index (bm25s, memory-mapped) over every text unit, and one over "
+                "entities and facts (`strata.lexical`) | `docs.parquet`: `node_id` str, "
+                "`kind` str |")
     rows.append(f"| `{s.BLOB_DIR}/` | images extracted from PDFs and DOCX, named by content "
                 "hash | — |")
     rows.append(f"| `{s.MANIFEST}` | the version: format, corpus, root, url_template, "

@@ -170,7 +170,7 @@ def test_image_endpoint_serves_only_recorded_images(api, index):
 
 BAD = [
     ({"query": QUERY, "index": "nope"}, 404, "no index named 'nope'"),
-    ({"query": QUERY, "mode": "bogus"}, 422, "mode must be one of dense, diffusion, flat"),
+    ({"query": QUERY, "mode": "bogus"}, 422, "mode must be one of auto, dense, diffusion, flat"),
     ({"query": "x" * 2001}, 422, "at most 2000 characters"),
     ({"query": "   "}, 422, "should match pattern"),
     ({"query": ""}, 422, "at least 1 character"),
