@@ -3,8 +3,8 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, md, output_version, path_metadata,
-                           progress_logger, read_build_table, record_stage)
+from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
+                           read_build_table, record_stage, stop_on_dead_endpoint, stoppable)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
@@ -43,6 +43,7 @@ def load_embedding_items(layout):
         "one_vector_per_embedded_node", asset="embeddings",
         description="Exactly one vector row per embedded node, all of the recorded dimension.")],
 )
+@stoppable
 def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: CorpusRegistry,
                embedder: EmbedderResource) -> dg.MaterializeResult:
     import json
@@ -69,10 +70,13 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         context.log.info(f"loading encoder {enc_spec.backend}:{enc_spec.model}")
         return embedder.load(enc_spec)
 
-    result = build_vectors(nodes, enc_spec, load, layout.build_lance, batch_size=config.batch_size,
-                           progress=progress_logger(context, "embed"), fts=config.full_text_index,
-                           dim=previous.get("dim") if same else None,
-                           precomputed=read_vector_cache(cache))
+    with stop_on_dead_endpoint():
+        result = build_vectors(nodes, enc_spec, load, layout.build_lance,
+                               batch_size=config.batch_size,
+                               progress=progress_logger(context, "embed"),
+                               fts=config.full_text_index,
+                               dim=previous.get("dim") if same else None,
+                               precomputed=read_vector_cache(cache))
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
     computed, reused = result.computed + in_shards, result.reused - in_shards
     write_json_atomic(encoder_json, {**enc_spec.to_manifest(result.dim),

@@ -5,7 +5,8 @@ import json
 
 import dagster as dg
 
-from assets.common import BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table
+from assets.common import (BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table,
+                           stoppable)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 
@@ -28,6 +29,7 @@ class PublishConfig(dg.Config):
         "source fingerprint, build time). The build is hard-linked into versions/vNNNNNN/ and the "
         "CURRENT pointer swapped atomically: readers see the old index or the new one, never a mix."),
 )
+@stoppable
 def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
     from datetime import datetime, timezone
@@ -74,6 +76,9 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     }
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
+    from strata.buildlock import release_for_run
+
+    release_for_run(layout.root)  # published: the next build may start (the CLI keeps its own)
     return dg.MaterializeResult(
         metadata={
             "version": version,
@@ -100,11 +105,12 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         "data/corpora.yaml), CURRENT written last so remote readers never see a partial version. "
         "Does nothing for a corpus without a mirror. Readers open the URI with Index.open."),
 )
+@stoppable
 def mirrored_index(context: dg.AssetExecutionContext,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
     from strata.remote import push_version
 
-    spec, layout = corpus_and_layout(context, corpora)
+    spec, layout = corpus_and_layout(context, corpora, write=False)
     version = layout.current_version()
     if not spec.mirror or version is None:
         return dg.MaterializeResult(metadata={"mirror": "none configured" if not spec.mirror

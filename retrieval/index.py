@@ -10,7 +10,7 @@ import polars as pl
 
 from retrieval.results import Result, SearchResults
 from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
-from strata.layout import IndexLayout, read_manifest
+from strata.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
 from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, TABLE_FILES,
                            VECTOR_KINDS, vector_table_name)
 from strata.stats import index_stats
@@ -81,7 +81,13 @@ class Index:
         path = Path(path)
         layout = IndexLayout(path)
         vdir = layout.resolve(version)
-        manifest = read_manifest(vdir)
+        try:
+            manifest = read_manifest(vdir)
+            if not isinstance(manifest, dict) or "version" not in manifest:
+                raise ValueError("not a Strata manifest")
+        except (OSError, ValueError) as e:
+            raise IndexDamaged(path, f"{vdir.relative_to(path)}/manifest.json", short_error(e),
+                               version=int(vdir.name[1:])) from None
         fmt = manifest.get("format_version")
         if fmt != FORMAT_VERSION:
             raise ValueError(f"{vdir} has index format {fmt}; this Strata reads format "
@@ -101,11 +107,19 @@ class Index:
         return self.manifest["corpus"]
 
     # -- tables -----------------------------------------------------------------
+    def _damaged(self, file: str | Path, exc: BaseException | str) -> IndexDamaged:
+        rel = Path(file).relative_to(self.path) if Path(file).is_absolute() else file
+        problem = exc if isinstance(exc, str) else short_error(exc)
+        return IndexDamaged(self.path, str(rel), problem, version=self.version)
+
     def _table(self, name: str, optional: bool = False) -> pl.DataFrame | None:
         path = self._vdir / TABLE_FILES[name]
         if optional and not path.exists():
             return None
-        return pl.read_parquet(path)
+        try:
+            return pl.read_parquet(path)
+        except Exception as e:  # noqa: BLE001 - missing, truncated, not Parquet: one message
+            raise self._damaged(path, e) from None
 
     @cached_property
     def _nodes(self) -> pl.DataFrame:
@@ -185,6 +199,22 @@ class Index:
 
         return lancedb.connect(str(self._vdir / LANCE_DIR))
 
+    def _lance_damage(self, kind: str, exc: BaseException | None = None) -> IndexDamaged:
+        """The damaged file of a vector table (the one whose Lance footer is gone),
+        or the table itself when no single file can be blamed."""
+        table_dir = self._vdir / LANCE_DIR / f"{vector_table_name(kind)}.lance"
+        bad = damaged_lance_file(table_dir)
+        if bad is not None:
+            return self._damaged(bad, "truncated or overwritten: no Lance footer"
+                                 + (f"; {short_error(exc)}" if exc is not None else ""))
+        return self._damaged(table_dir, exc if exc is not None else "unreadable")
+
+    def _read_vectors(self, kind: str, table, columns: list[str]):
+        try:
+            return table.to_arrow().select(columns)
+        except Exception as e:  # noqa: BLE001 - an I/O or format error from Lance
+            raise self._lance_damage(kind, e) from None
+
     def _result(self, node_id: str, score: float, relation: str = "seed",
                 via: str | None = None) -> Result:
         if node_id not in self._row_of and node_id in self._fact_source:
@@ -230,7 +260,7 @@ class Index:
         for kind, table in self._all_vector_tables.items():
             if kind == FACT:
                 continue
-            t = table.to_arrow().select(["node_id", "vector"])
+            t = self._read_vectors(kind, table, ["node_id", "vector"])
             vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
             for nid, v in zip(t.column("node_id").to_pylist(), vecs):
                 j = g.index.get(nid)
@@ -247,7 +277,7 @@ class Index:
         dim = int(self.manifest["dim"])
         if table is None:
             return [], np.zeros((0, dim), dtype=np.float32)
-        t = table.to_arrow().select(["node_id", "vector"])
+        t = self._read_vectors(FACT, table, ["node_id", "vector"])
         vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
         vecs = np.asarray(vecs, dtype=np.float32)
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
@@ -255,9 +285,39 @@ class Index:
 
     @cached_property
     def _all_vector_tables(self) -> dict:
-        names = set(getattr(r := self._lance.list_tables(), "tables", r))
-        return {k: self._lance.open_table(vector_table_name(k)) for k in VECTOR_KINDS
-                if vector_table_name(k) in names}
+        """The vector tables, each checked once: every data and index file still
+        ends as a Lance file does (four bytes read per file). A truncated file can
+        otherwise go unnoticed: Lance's full-text search answers an empty list."""
+        try:
+            names = set(getattr(r := self._lance.list_tables(), "tables", r))
+        except Exception as e:  # noqa: BLE001
+            raise self._damaged(self._vdir / LANCE_DIR, e) from None
+        tables = {}
+        for k in VECTOR_KINDS:
+            if vector_table_name(k) not in names:
+                continue
+            table_dir = self._vdir / LANCE_DIR / f"{vector_table_name(k)}.lance"
+            if damaged_lance_file(table_dir) is not None:
+                raise self._lance_damage(k)
+            try:
+                tables[k] = self._lance.open_table(vector_table_name(k))
+            except Exception as e:  # noqa: BLE001
+                raise self._lance_damage(k, e) from None
+        return tables
+
+    @cached_property
+    def _fts_kinds(self) -> set[str]:
+        """Kinds whose table has a full-text index (an index built with
+        ``full_text_index=False`` has none: keyword mode then has nothing to ask)."""
+        out = set()
+        for kind, table in self._all_vector_tables.items():
+            try:
+                indices = table.list_indices()
+            except Exception as e:  # noqa: BLE001
+                raise self._lance_damage(kind, e) from None
+            if any(str(getattr(i, "index_type", "")).upper() == "FTS" for i in indices):
+                out.add(kind)
+        return out
 
     @cached_property
     def _unit_vectors(self):
@@ -311,15 +371,17 @@ class Index:
     def keyword(self, query: str, k: int, kinds=None) -> list[tuple[str, float]]:
         """(node_id, BM25 score) from the full-text indexes."""
         hits: list[tuple[str, float]] = []
+        if not query.strip():
+            return hits
         for kind in (kinds or EMBEDDED_KINDS):
             table = self._all_vector_tables.get(kind)
-            if table is None:
+            if table is None or kind not in self._fts_kinds:
                 continue
             try:
                 rows = (table.search(query, query_type="fts").limit(k)
                         .select(["node_id", "_score"]).to_list())
-            except Exception:  # noqa: BLE001 - a table without an FTS index, or an empty query
-                continue
+            except Exception as e:  # noqa: BLE001 - never a silently partial answer
+                raise self._lance_damage(kind, e) from None
             hits += [(r["node_id"], float(r["_score"])) for r in rows]
         hits.sort(key=lambda h: -h[1])
         return hits[:k]

@@ -19,6 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from stages.parse.finalize import stable_hash
+from strata import stopping
 from strata.embedding import Encoder, EncoderSpec, canonical_model
 from strata.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
@@ -142,6 +143,7 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
     encoder = load_encoder()
     out = np.zeros((len(keys), encoder.dim), dtype=np.float32)
     for start in range(0, len(keys), batch_size):
+        stopping.check()
         if progress:
             progress(start, len(keys))
         out[start:start + batch_size] = encoder.encode([mine[k] for k in keys[start:start + batch_size]])
@@ -179,6 +181,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         if h in previous and previous[h].shape[0] == dim:
             vectors[i] = previous[h]
     for start in range(0, len(missing), batch_size):
+        stopping.check()
         if progress:
             progress(start, len(missing))
         idx = missing[start:start + batch_size]

@@ -22,6 +22,7 @@ from stages.discover import BINARY_PARSED, SourceFile
 from stages.parse.finalize import ParseSettings, finalize, stable_hash
 from stages.parse.model import ParsedFile, Reference
 from stages.parse.plain_text import parse_plain_text
+from strata import stopping
 from strata.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES, conform
 
 Progress = Callable[[int, int], None]
@@ -193,6 +194,7 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
     parsed: list[str] = []
     reused: list[str] = []
     for i, src in enumerate(sources):
+        stopping.check()
         if progress:
             progress(i, len(sources))
         doc = {"path": src.path, "format": src.format, "size": src.size,
