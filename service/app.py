@@ -303,10 +303,11 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         _, idx = svc.registry.get(name)
         if version is not None and version != idx.version:
             from retrieval import Index, IndexNotFound
+            from strata.layout import IndexDamaged
 
             try:
                 idx = Index.open(idx.path, version=version)
-            except (IndexNotFound, OSError, ValueError):
+            except (IndexNotFound, IndexDamaged, OSError, ValueError):
                 raise HTTPException(404, f"version {version} of {name} is no longer on disk") \
                     from None
         path = svc.registry.image_file(idx, node_id)

@@ -99,8 +99,15 @@ def test_symlink_outside_root_is_reported_and_never_read(tmp_path, monkeypatch):
         opened.append(str(Path(file).resolve()))
         return real_open(file, *a, **kw)
 
+    real_os_open = os.open
+
+    def spy_os_open(file, *a, **kw):  # what read_regular opens files with
+        opened.append(str(Path(file).resolve()))
+        return real_os_open(file, *a, **kw)
+
     monkeypatch.setattr(pathlib.Path, "read_bytes", spy_read_bytes)
     monkeypatch.setattr(discover_mod, "open", spy_open, raising=False)
+    monkeypatch.setattr(discover_mod.os, "open", spy_os_open)
 
     got = _by_path(root)
     assert sorted(got) == ["leak.md", "leak.png", "ok.md"]
