@@ -201,6 +201,11 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
                "content_hash": src.content_hash, "parse_key": None, "status": "indexed",
                "notes": src.note or ""}
         doc_rows.append(doc)
+        if src.format in ("asset", "binary") and src.reason:
+            # not even hashed: over the size cap, not a regular file, unreadable
+            doc["status"] = "skipped"
+            skipped.append({"path": src.path, "stage": "parse", "reason": src.reason})
+            continue
         if src.format in ("asset", "binary"):
             doc["status"] = "asset" if src.format == "asset" else "skipped"
             if src.format == "binary":

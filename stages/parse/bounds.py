@@ -37,9 +37,13 @@ def _mib(n: float) -> str:
     return f"{n / MiB:.0f} MiB"
 
 
-def zip_problem(data: bytes, what: str = "DOCX", max_total: int = DOCX_MAX_EXPANDED,
-                max_part: int = DOCX_MAX_PART, max_members: int = DOCX_MAX_MEMBERS) -> str | None:
-    """Why the zip container ``data`` must not be opened, or None."""
+def zip_problem(data: bytes, what: str = "DOCX", max_total: int | None = None,
+                max_part: int | None = None, max_members: int | None = None) -> str | None:
+    """Why the zip container ``data`` must not be opened, or None (caps default
+    to this module's constants, read at call time)."""
+    max_total = DOCX_MAX_EXPANDED if max_total is None else max_total
+    max_part = DOCX_MAX_PART if max_part is None else max_part
+    max_members = DOCX_MAX_MEMBERS if max_members is None else max_members
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             infos = z.infolist()
@@ -83,9 +87,10 @@ def _inflated_size(data: bytes, start: int, budget: int) -> int:
     return total
 
 
-def pdf_problem(data: bytes, max_total: int = PDF_MAX_EXPANDED) -> str | None:
+def pdf_problem(data: bytes, max_total: int | None = None) -> str | None:
     """Why the PDF ``data`` must not be parsed (its Flate streams inflate past
     ``max_total`` together), or None."""
+    max_total = PDF_MAX_EXPANDED if max_total is None else max_total
     total = 0
     for m in _STREAM.finditer(data):
         head = data[max(0, m.start() - 2048):m.start()]
