@@ -179,8 +179,11 @@ def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
     from strata.layout import write_parquet_atomic
     from strata.schema import FAILURES
 
+    from strata.layout import read_cache_table
+
     path = layout.build_table("failures")
-    old = pl.read_parquet(path).filter(pl.col("stage") != stage) if path.exists() else None
+    old = read_cache_table(path, "failure list")
+    old = old.filter(pl.col("stage") != stage) if old is not None else None
     new = pa.Table.from_pylist([{**r, "stage": stage} for r in rows], schema=FAILURES)
     if old is not None and old.height:
         new = pa.concat_tables([old.to_arrow().cast(FAILURES), new])

@@ -55,7 +55,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     from assets.shards import shard_summaries, vector_cache_dir
     from stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
     from strata.embedding import EncoderSpec, canonical_model
-    from strata.layout import write_json_atomic
+    from strata.layout import read_json_or_empty, write_json_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = load_embedding_items(layout)
@@ -63,7 +63,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     in_shards = sum(s["computed"] for s in shard_summaries(cache, "*.json", context.run.run_id))
     enc_spec = embedder.spec_for(spec.embedding)
     encoder_json = layout.build / "encoder.json"
-    previous = json.loads(encoder_json.read_text()) if encoder_json.exists() else {}
+    previous = read_json_or_empty(encoder_json)
     same = bool(previous) and EncoderSpec.from_manifest(previous).same_model(enc_spec)
 
     def load():

@@ -37,6 +37,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     import polars as pl
 
     from stages.parse.finalize import stable_hash
+    from strata.layout import read_json_or_empty
     from strata.schema import FORMAT_VERSION
     from strata.stats import index_stats
 
@@ -53,7 +54,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         raise FileNotFoundError(f"{encoder_path} missing: materialize embeddings first")
     encoder = json.loads(encoder_path.read_text())
     report_path = layout.build / BUILD_REPORT
-    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    report = read_json_or_empty(report_path)
     stats = index_stats(nodes, edges, documents, skipped)
     fingerprint = stable_hash(*[f"{p}:{h}" for p, h in
                                 sorted(documents.select("path", "content_hash").iter_rows())], size=32)

@@ -136,7 +136,12 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         enc_spec = embedder.spec_for(spec.embedding)
         target = vector_cache_dir(layout) / f"{shard:03d}.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
-        old = pq.read_table(target) if target.exists() else None
+        try:
+            old = pq.read_table(target) if target.exists() else None
+        except Exception as e:  # noqa: BLE001 - damaged: encode its share again
+            context.log.warning(f"vector cache {target.name} is unreadable ({e}); removed")
+            target.unlink(missing_ok=True)
+            old = None
         known = set(old.column("text_hash").to_pylist()) if old is not None else set()
         with stop_on_dead_endpoint():
             result = encode_shard(items, enc_spec, lambda: embedder.load(enc_spec),

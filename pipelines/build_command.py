@@ -71,7 +71,8 @@ def other_corpus(out: Path, name: str) -> dict | None:
 def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     from stages.corpora import (DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora,
                                 register_corpus, validate_name)
-    from strata.buildlock import BuildLock, BuildLocked, register_cli_lock
+    from strata.buildlock import (BuildLock, BuildLocked, register_cli_lock,
+                                  unregister_cli_lock)
     from strata.embedding import DEFAULT_MODEL, EncoderSpec
 
     root = Path(args.root).expanduser().resolve()
@@ -127,20 +128,24 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
             f"(Ctrl-C in its terminal, or `kill {e.info.get('pid', 'PID')}`)", err=True)
         return EXIT_LOCKED
     register_cli_lock(lock)
-    if taken:
-        # --force: the other corpus's caches would only mislead this one's build
-        for folder in ("build", "cache"):
-            shutil.rmtree(out / folder, ignore_errors=True)
-    register_corpus(spec, config_path)
-    if not args.quiet:
-        say(f"indexing {root} as corpus '{name}' → {out}", err=True)
-    from strata.layout import IndexLayout
+    try:
+        if taken:
+            # --force: the other corpus's caches would only mislead this one's build
+            for folder in ("build", "cache"):
+                shutil.rmtree(out / folder, ignore_errors=True)
+        register_corpus(spec, config_path)
+        if not args.quiet:
+            say(f"indexing {root} as corpus '{name}' → {out}", err=True)
+        from strata.layout import IndexLayout
 
-    before = IndexLayout(out).current_version()
-    stop.describe_after = (f"{out} still serves version {before}" if before is not None
-                           else f"nothing was published in {out}")
-    stop.describe_after += "; run the same command again to resume from what finished"
-    return _materialize(args, stop, name, out, config_path, llm, token)
+        before = IndexLayout(out).current_version()
+        stop.describe_after = (f"{out} still serves version {before}" if before is not None
+                               else f"nothing was published in {out}")
+        stop.describe_after += "; run the same command again to resume from what finished"
+        return _materialize(args, stop, name, out, config_path, llm, token)
+    finally:
+        unregister_cli_lock(lock)
+        lock.release()
 
 
 def _holder(info: dict | None) -> str:

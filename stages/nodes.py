@@ -38,10 +38,15 @@ class PreviousBuild:
 def read_previous(folder: Path) -> PreviousBuild | None:
     """The parse tables a build (or a parse shard) left in ``folder``, if all three
     are there: the per-document cache ``build_nodes`` reuses rows from."""
+    from strata.layout import read_cache_table
+
     files = [folder / TABLE_FILES[n] for n in ("documents", "nodes", "references")]
     if not all(f.exists() for f in files):
         return None
-    return PreviousBuild(*(pl.read_parquet(f) for f in files))
+    tables = [read_cache_table(f, "parse cache") for f in files]
+    if any(t is None for t in tables):
+        return None  # unreadable (damaged in place through a published hard link): parse again
+    return PreviousBuild(*tables)
 
 
 def overlay(previous: PreviousBuild | None, parts: list[PreviousBuild]) -> PreviousBuild | None:

@@ -257,9 +257,43 @@ def write_parquet_atomic(table, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def read_cache_table(path: Path, why: str = "cache"):
+    """A Parquet table a build reuses (a cache, the previous build's rows): a polars
+    DataFrame, or None when it is absent or unreadable.
+
+    Published versions are hard links of ``build/``, so a published file damaged
+    in place damages this copy too. An unreadable one is unlinked here (the
+    published version keeps its own link) and the caller rebuilds what it
+    covered, writing a new file."""
+    import logging
+
+    import polars as pl
+
+    if not path.exists():
+        return None
+    try:
+        return pl.read_parquet(path)
+    except Exception as e:  # noqa: BLE001 - truncated, overwritten, not Parquet
+        logging.getLogger(__name__).warning(
+            "%s %s is unreadable (%s): removed; what it held is rebuilt", why, path,
+            short_error(e))
+        path.unlink(missing_ok=True)
+        return None
+
+
+def read_json_or_empty(path: Path) -> dict[str, Any]:
+    """A small JSON file a build keeps (its report, the encoder it used); {} when
+    absent or unreadable (then rewritten whole by its writer)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def update_json(path: Path, **values: Any) -> dict[str, Any]:
     """Merge keys into a small JSON file (the build's per-stage report)."""
-    data = json.loads(path.read_text()) if path.exists() else {}
+    data = read_json_or_empty(path)
     data.update(values)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, data)
