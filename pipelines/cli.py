@@ -442,10 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     from strata.endpoints import EndpointError
     from strata.layout import IndexDamaged
 
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         rc = args.func(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT
     except (IndexDamaged, EndpointError) as e:  # one line, never a stack trace
         _print(f"error: {e}", err=True)

@@ -70,6 +70,7 @@ class BuildInterrupt:
         self._nudges = 0  # interrupts we simulated that the watcher has not read yet
         self._nudge_lock = threading.Lock()
         self._err_fd: int | None = None  # stderr as it was before Dagster captured it
+        self._unpatch = lambda: None
 
     # -- installation -----------------------------------------------------------
     def __enter__(self) -> "BuildInterrupt":
@@ -90,6 +91,7 @@ class BuildInterrupt:
         self._old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
         self._watcher = threading.Thread(target=self._watch, daemon=True, name="strata-signals")
         self._watcher.start()
+        self._unpatch = _own_group_for_log_mirrors()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -99,6 +101,7 @@ class BuildInterrupt:
         stopping.clear()
         if self._pipe is None:
             return
+        self._unpatch()
         signal.set_wakeup_fd(self._old_wakeup)
         for s, h in self._old.items():
             signal.signal(s, h)
@@ -261,6 +264,41 @@ class BuildInterrupt:
                       f"{self.describe_after or 'nothing was published'}")
             _end_children()
             os._exit(exit_code(self.signum))
+
+
+def _own_group_for_log_mirrors():
+    """Start Dagster's compute-log mirror (``tail -F`` and a watcher script that
+    kills it if we die) in a process group of its own; returns the undo.
+
+    Why: they run in our process group, so a Ctrl-C typed on the terminal reaches
+    them as well, and the watcher script dies with a KeyboardInterrupt traceback
+    printed on the user's terminal. In their own group they get only the signals
+    meant for them (Dagster ends them when the run ends; the watcher ends the
+    tail if we are killed). Dagster's own module is left alone when it no longer
+    looks as expected."""
+    import subprocess
+    import types
+
+    try:
+        from dagster._core.execution import compute_logs
+    except ImportError:  # pragma: no cover - another Dagster layout
+        return lambda: None
+    original = getattr(compute_logs, "subprocess", None)
+    if original is not subprocess:
+        return lambda: None
+
+    def popen(*args, **kwargs):
+        kwargs.setdefault("process_group", 0)
+        return subprocess.Popen(*args, **kwargs)
+
+    shim = types.SimpleNamespace(**{k: getattr(subprocess, k) for k in dir(subprocess)
+                                    if not k.startswith("__")})
+    shim.Popen = popen
+    compute_logs.subprocess = shim
+
+    def undo() -> None:
+        compute_logs.subprocess = original
+    return undo
 
 
 def _end_children(timeout_s: float = 1.0) -> None:
