@@ -40,17 +40,28 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
 
 
 def take_build_lock(context, layout: IndexLayout) -> None:
-    from strata.buildlock import RUN_TAG, BuildLocked, hold_for_run
+    from strata.buildlock import RUN_TAG, BuildLocked, claim_for_run
 
     run = context.run
     try:
-        hold_for_run(layout.root, run.run_id, run.tags.get(RUN_TAG))
+        claim_for_run(layout.root, run.run_id, run.tags.get(RUN_TAG),
+                      run_is_live=lambda run_id: run_is_live(context.instance, run_id))
     except BuildLocked as e:
         raise dg.Failure(
             description=f"{e}: this run stops before writing anything; run it again when that "
                         "build has finished",
             allow_retries=False, metadata={"strata/locked_by": str(e.info.get("what", ""))},
         ) from None
+
+
+def run_is_live(instance, run_id: str) -> bool:
+    """Whether a run holding an index's lease still runs (a finished or unknown
+    one has left a stale lease behind)."""
+    try:
+        run = instance.get_run_by_id(run_id)
+    except Exception:  # noqa: BLE001 - when in doubt, it is not ours to take
+        return True
+    return run is not None and not run.is_finished
 
 
 ENDPOINT_TAG = "strata/endpoint"  # metadata key of a step that stopped on a dead endpoint

@@ -79,7 +79,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
     from strata.buildlock import release_for_run
 
-    release_for_run(layout.root)  # published: the next build may start (the CLI keeps its own)
+    release_for_run(layout.root, context.run.run_id)  # published: the next build may start
     return dg.MaterializeResult(
         metadata={
             "version": version,

@@ -122,7 +122,8 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     try:
         lock.acquire(what=f"strata index {root} --corpus {name}", token=token, wait=args.wait,
                      on_wait=lambda info: say(f"waiting for the other build of {out} to finish "
-                                              f"({_holder(info)})…", err=True))
+                                              f"({_holder(info)})…", err=True),
+                     run_is_live=_run_is_live)
     except BuildLocked as e:
         say(f"error: {e}; wait for it to finish, pass --wait to wait for it, or stop it "
             f"(Ctrl-C in its terminal, or `kill {e.info.get('pid', 'PID')}`)", err=True)
@@ -146,6 +147,18 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     finally:
         unregister_cli_lock(lock)
         lock.release()
+
+
+def _run_is_live(run_id: str) -> bool:
+    """Whether the run named by a lease on the index (a build started from the UI
+    or a sensor) is still running in this Dagster instance."""
+    dagster_home()
+    import dagster as dg
+
+    from assets.common import run_is_live
+
+    with dg.DagsterInstance.get() as instance:
+        return run_is_live(instance, run_id)
 
 
 def _holder(info: dict | None) -> str:
