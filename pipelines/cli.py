@@ -219,7 +219,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_query_chars=args.max_query_chars, reload_interval_s=args.reload_interval,
         cross_encoder_path=args.cross_encoder or env.cross_encoder_path,
         llm_backend=args.llm_backend, llm_model=args.llm_model, llm_base_url=args.llm_base_url,
-        llm_callable=args.llm_callable)
+        llm_callable=args.llm_callable,
+        forwarded_allow_ips=args.forwarded_allow_ips or env.forwarded_allow_ips)
     try:
         keys = load_entries(settings.api_keys_file, settings.api_key_hashes)
     except (KeyFileError, OSError) as e:
@@ -255,7 +256,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                err=True)
     # uvicorn's access log prints query strings; the service logs paths only
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                access_log=False, server_header=False)
+                access_log=False, server_header=False, **settings.uvicorn_options())
     return EXIT_OK
 
 
@@ -411,6 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds between looks for a newly published version (default 1)")
     sv.add_argument("--cross-encoder", default=None,
                     help="local CrossEncoder folder for diffusion's rerank='cross-encoder'")
+    sv.add_argument("--forwarded-allow-ips", default=None,
+                    help="proxies whose X-Forwarded-For is believed (comma-separated addresses "
+                         "or networks, or '*'; default $STRATA_FORWARDED_ALLOW_IPS, else none: "
+                         "rate limits and the loopback rule use the connecting address)")
     sv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sv.add_argument("-q", "--quiet", action="store_true")
     _add_llm_args(sv.add_argument_group(
