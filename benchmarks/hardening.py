@@ -52,8 +52,8 @@ def _env(work: Path) -> dict:
             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 
 
-def _cmd(root: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pipelines.cli", "index", str(root), "--corpus", "hard",
+def _cmd(root: Path, out: Path, *extra: str, corpus: str = "hard") -> list[str]:
+    return [sys.executable, "-m", "pipelines.cli", "index", str(root), "--corpus", corpus,
             "--out", str(out), *extra]
 
 
@@ -198,7 +198,7 @@ def hostile_memory(work: Path) -> list[dict]:
         rows.append({"what": label, "wall_s": m["wall_s"], "peak_rss_mb": m["peak_rss_mb"],
                      "rc": m["returncode"]})
         print(rows[-1], flush=True)
-    m = _measured(_cmd(root, work / "hostile-index", "-q"), env)
+    m = _measured(_cmd(root, work / "hostile-index", "-q", corpus="hostile"), env)
     rows.append({"what": "strata index (whole build, encoder included)", "wall_s": m["wall_s"],
                  "peak_rss_mb": m["peak_rss_mb"], "rc": m["returncode"]})
     print(rows[-1], flush=True)

@@ -143,7 +143,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         stop.describe_after = (f"{out} still serves version {before}" if before is not None
                                else f"nothing was published in {out}")
         stop.describe_after += "; run the same command again to resume from what finished"
-        return _materialize(args, stop, name, out, config_path, llm, token)
+        return _materialize(args, stop, name, out, config_path, llm, token, before)
     finally:
         unregister_cli_lock(lock)
         lock.release()
@@ -168,7 +168,7 @@ def _holder(info: dict | None) -> str:
 
 
 def _materialize(args, stop: BuildInterrupt, name: str, out: Path, config_path: Path,
-                 llm: dict, token: str) -> int:
+                 llm: dict, token: str, before: int | None) -> int:
     home = dagster_home()
 
     import dagster as dg
@@ -218,7 +218,9 @@ def _materialize(args, stop: BuildInterrupt, name: str, out: Path, config_path: 
     if stop.signum is not None:
         return stop.finish()
     if not result.success:
-        return _report_failure(result, home)
+        serving = (f"version {before} keeps serving" if before is not None
+                   else "nothing was published")
+        return _report_failure(result, home, serving)
     from retrieval import Index
 
     idx = Index.open(out)
@@ -250,7 +252,7 @@ def _llm_failures(stats: dict) -> dict:
     return {"total": sum(by_stage.values()), "by_stage": by_stage}
 
 
-def _report_failure(result, home: Path) -> int:
+def _report_failure(result, home: Path, serving: str) -> int:
     """A dead endpoint or a held lock is one line, said once (several stages may
     have hit it); any other failure names its step, then where the run is."""
     from assets.common import ENDPOINT_TAG
@@ -273,12 +275,12 @@ def _report_failure(result, home: Path) -> int:
     if known and not other:
         for line in known[:-1]:
             say(f"error: {line}", err=True)
-        say(f"error: {known[-1]} ({run}; the previous version keeps serving)", err=True)
+        say(f"error: {known[-1]} ({run}; {serving})", err=True)
         return EXIT_FAILED
     for line in [f"error: {k}" for k in known] + other:
         say(line, err=True)
-    say(f"index build failed ({run}); the previous version keeps serving; see the run in "
-        f"the UI: DAGSTER_HOME={home} dagster dev -w workspace.yaml", err=True)
+    say(f"index build failed ({run}); {serving}; see the run in the UI: "
+        f"DAGSTER_HOME={home} dagster dev -w workspace.yaml", err=True)
     return EXIT_FAILED
 
 
