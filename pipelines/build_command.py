@@ -193,7 +193,8 @@ def _materialize(args, stop: BuildInterrupt, name: str, out: Path, config_path: 
         ops["facts"] = {"config": {"import_path": str(path)}}
     from pipelines.progress import PROGRESS_TAG, BuildProgress
 
-    tags = {"strata/cli": "index", PROGRESS_TAG: token, RUN_TAG: token}
+    tags = {"strata/cli": "index", PROGRESS_TAG: token, RUN_TAG: token, OUT_TAG: str(out)}
+    _close_abandoned_runs(instance, out)
     stop.attach(instance, {PROGRESS_TAG: token})
     if args.dry_run:
         return _dry_run(all_assets, name, instance, llm, ops, tags, as_json=args.json)
@@ -243,6 +244,32 @@ def _materialize(args, stop: BuildInterrupt, name: str, out: Path, config_path: 
     elif failed:
         say(f"warning: {failed}", err=True)
     return EXIT_OK
+
+
+OUT_TAG = "strata/out"  # the index folder a CLI run builds
+
+
+def _close_abandoned_runs(instance, out: Path) -> None:
+    """Earlier `strata index` runs of this folder still shown as running: their
+    process was killed (SIGKILL, a power cut) before it could say so. We hold the
+    folder's lock, so none of them is alive: mark them canceled, not left
+    "Started" in the UI forever."""
+    import dagster as dg
+
+    live = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING,
+            dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING]
+    try:
+        runs = instance.get_runs(filters=dg.RunsFilter(
+            tags={"strata/cli": "index", OUT_TAG: str(out)}, statuses=live), limit=50)
+    except Exception:  # noqa: BLE001 - housekeeping: never in the way of the build
+        return
+    for run in runs:
+        try:
+            instance.report_run_canceled(
+                run, message="strata index ended without finishing (its process was killed); "
+                             "closed by the next build of the same index")
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _llm_failures(stats: dict) -> dict:

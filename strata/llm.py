@@ -15,7 +15,13 @@ SQLite cache (:mod:`strata.llm_cache`; only successes are stored, each committed
 once, so rerunning an interrupted stage only calls the backend for what is missing),
 retries with jittered exponential backoff honouring ``Retry-After``, per-item
 failure isolation, and tolerant JSON parsing (:func:`parse_json`,
-:mod:`strata.llm_json`).
+:mod:`strata.llm_json`). Before a stage's first uncached call the endpoint is
+probed, and a run of connection failures with no answer trips a circuit breaker
+(:mod:`strata.endpoints`): a dead server stops the stage in seconds.
+
+Over 600 lines, on purpose: the retry loop, the breaker and both backends share
+one object's state (stats, the closed and tripped events, the client); what
+needs none of it lives beside it (``llm_cache``, ``llm_json``, ``endpoints``).
 """
 
 from __future__ import annotations

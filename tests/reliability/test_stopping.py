@@ -1,10 +1,10 @@
 """Stopping a build, endpoints that are down, one build per index (issue 17).
 
 Real processes, real signals, a real HTTP server: a `strata index` child process
-waits on an LLM request that the server holds open, gets SIGINT (through a pipe,
-and as Ctrl-C typed on a pseudo-terminal), and must stop with exit 130, the run
-marked CANCELED, the previous version still serving; the next build resumes
-from what the stopped ones finished. While it is blocked, a second
+waits on an LLM request that the server holds open, gets SIGTERM (sent to it
+alone) or SIGINT (Ctrl-C typed on its pseudo-terminal), and must stop with exit
+143 or 130, the run marked CANCELED, the previous version still serving; the
+next build resumes from what the stopped ones finished. While it is blocked, a second
 `strata index` and a Dagster run of the same index are refused by the lock.
 
 One small corpus and one server serve every test here, in order (each test
@@ -127,11 +127,13 @@ def _documents(ws) -> set[str]:
     return set(Index.open(ws["out"]).documents()["path"])
 
 
-def test_sigint_stops_a_build_waiting_on_the_llm_and_the_lock_refuses_a_second_build(
+def test_sigterm_stops_a_build_waiting_on_the_llm_and_the_lock_refuses_a_second_build(
         ws, server):
+    """SIGTERM to the process alone (as systemd, docker or `kill` send it); the
+    next test types Ctrl-C (SIGINT) on a terminal."""
     (ws["root"] / "late1.md").write_text("# Late one\n\nAdded before the first stopped build.\n")
     server.add_fault("slow", 600, match="SLOWPAGE", times=None)  # held open until stopped
-    log = ws["base"] / "sigint.log"
+    log = ws["base"] / "sigterm.log"
     since = len(server.requests)
     with open(log, "w") as err:
         proc = subprocess.Popen(_index_cmd(ws, *_llm_flags(server)), cwd=REPO, env=ws["env"],
@@ -159,16 +161,16 @@ def test_sigint_stops_a_build_waiting_on_the_llm_and_the_lock_refuses_a_second_b
         assert any("another build of" in m and "strata index" in m for m in errors), errors
 
         t0 = ws["signalled"] = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)
         rc = proc.wait(timeout=60)
-        ws["figures"]["sigint_pipe_stop_s"] = round(time.monotonic() - t0, 2)
+        ws["figures"]["sigterm_stop_s"] = round(time.monotonic() - t0, 2)
     finally:
         if proc.poll() is None:
             proc.kill()
         server.faults.clear()
     out = log.read_text()
-    assert rc == 130, out[-3000:]
-    assert "interrupted by SIGINT" in out and "still serves version 1" in out
+    assert rc == 143, out[-3000:]
+    assert "interrupted by SIGTERM" in out and "still serves version 1" in out
     assert "Traceback" not in out
     assert _last_run(ws).status == dg.DagsterRunStatus.CANCELED
     idx = Index.open(ws["out"])
