@@ -75,10 +75,20 @@ def corpus_change_sensor(context: dg.SensorEvaluationContext,
     return dg.SensorResult(run_requests=requests, cursor=new_cursor)
 
 
+IN_PROGRESS_WINDOW_S = 6 * 3600
+
+
 def _partitions_in_progress(instance) -> set[str]:
-    """Corpora with a run queued or running in this instance."""
+    """Corpora with a run queued or running in this instance. Only runs updated in
+    the last hours count: a run whose process died without Dagster noticing stays
+    "Started" for ever, and must not hold a corpus's rebuilds back for good (a
+    run launched beside a live one is refused by the index's lock anyway)."""
+    from datetime import datetime, timedelta, timezone
+
     statuses = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
                 dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
                 dg.DagsterRunStatus.CANCELING]
-    runs = instance.get_runs(filters=dg.RunsFilter(statuses=statuses), limit=200)
+    since = datetime.now(timezone.utc) - timedelta(seconds=IN_PROGRESS_WINDOW_S)
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=statuses, updated_after=since),
+                             limit=200)
     return {r.tags.get("dagster/partition") for r in runs if r.tags.get("dagster/partition")}
