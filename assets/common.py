@@ -80,15 +80,13 @@ def stoppable(fn):
 
     @functools.wraps(fn)
     def body(*args, **kwargs):
-        from dagster._core.errors import DagsterExecutionInterruptedError
-
         from strata import stopping
 
         try:
             return fn(*args, **kwargs)
         except dg.Failure:
             raise
-        except (KeyboardInterrupt, DagsterExecutionInterruptedError) as e:
+        except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError) as e:
             raise _stopped(stopping.requested() or type(e).__name__) from None
         except Exception:
             reason = stopping.requested()
