@@ -329,7 +329,8 @@ def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: d
             os.environ[env] = str(value)
     # forkserver with the code location and the encoder's libraries preloaded: each
     # step's process forks ready to run instead of importing them again (~3 s each)
-    preload = ["pipelines.definitions", "sentence_transformers", "lancedb"]
+    preload = ["pipelines.definitions", "pipelines.worker_setup", "sentence_transformers",
+               "lancedb"]
     run_config = {**run_config, "execution": {"config": {
         "max_concurrent": workers,
         "start_method": {"forkserver": {"preload_modules": preload}}}}}

@@ -91,7 +91,7 @@ class BuildInterrupt:
         self._old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
         self._watcher = threading.Thread(target=self._watch, daemon=True, name="strata-signals")
         self._watcher.start()
-        self._unpatch = _own_group_for_log_mirrors()
+        self._unpatch = own_group_for_log_mirrors()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -266,7 +266,7 @@ class BuildInterrupt:
             os._exit(exit_code(self.signum))
 
 
-def _own_group_for_log_mirrors():
+def own_group_for_log_mirrors():
     """Start Dagster's compute-log mirror (``tail -F`` and a watcher script that
     kills it if we die) in a process group of its own; returns the undo.
 
