@@ -94,18 +94,18 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
             f"{taken.get('root', '?')}), not '{name}'; choose another --out, or pass --force "
             f"to replace it", err=True)
         return EXIT_USAGE
-    if args.model or args.embed_backend or args.embed_base_url:
-        embedding = EncoderSpec(
-            backend=args.embed_backend or ("openai" if args.embed_base_url else
-                                           "sentence-transformers"),
-            model=args.model or DEFAULT_MODEL, base_url=args.embed_base_url)
-    else:
-        embedding = declared.embedding if declared else EncoderSpec()
+    # Flags are remembered for the corpus (its sensor and scheduled runs use them);
+    # what a flag does not say, the corpus keeps from before
+    base = declared.embedding if declared else EncoderSpec()
+    backend = args.embed_backend or ("openai" if args.embed_base_url else base.backend)
+    same = backend == base.backend
+    embedding = EncoderSpec(
+        backend=backend, model=args.model or (base.model if same else DEFAULT_MODEL),
+        base_url=args.embed_base_url or (base.base_url if same else None),
+        api_key_env=base.api_key_env)
     llm = _llm_flags(args)
     given = {k: v for k, v in llm.items() if v is not None}
-    # LLM flags are remembered for the corpus (sensor and scheduled runs use them);
-    # without flags, what the corpus remembers applies
-    remembered = given or (declared.llm if declared else None)
+    remembered = {**((declared.llm or {}) if declared else {}), **given} or None
     spec = CorpusSpec(
         name=name, root=root, out=out,
         include=args.include or (declared.include if declared else ["**/*"]),
