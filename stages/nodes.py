@@ -22,6 +22,7 @@ from stages.discover import BINARY_PARSED, SourceFile
 from stages.parse.finalize import ParseSettings, finalize, stable_hash
 from stages.parse.model import ParsedFile, Reference
 from stages.parse.plain_text import parse_plain_text
+from strata import stopping
 from strata.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES, conform
 
 Progress = Callable[[int, int], None]
@@ -37,10 +38,15 @@ class PreviousBuild:
 def read_previous(folder: Path) -> PreviousBuild | None:
     """The parse tables a build (or a parse shard) left in ``folder``, if all three
     are there: the per-document cache ``build_nodes`` reuses rows from."""
+    from strata.layout import read_cache_table
+
     files = [folder / TABLE_FILES[n] for n in ("documents", "nodes", "references")]
     if not all(f.exists() for f in files):
         return None
-    return PreviousBuild(*(pl.read_parquet(f) for f in files))
+    tables = [read_cache_table(f, "parse cache") for f in files]
+    if any(t is None for t in tables):
+        return None  # unreadable (damaged in place through a published hard link): parse again
+    return PreviousBuild(*tables)
 
 
 def overlay(previous: PreviousBuild | None, parts: list[PreviousBuild]) -> PreviousBuild | None:
@@ -193,12 +199,18 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
     parsed: list[str] = []
     reused: list[str] = []
     for i, src in enumerate(sources):
+        stopping.check()
         if progress:
             progress(i, len(sources))
         doc = {"path": src.path, "format": src.format, "size": src.size,
                "content_hash": src.content_hash, "parse_key": None, "status": "indexed",
                "notes": src.note or ""}
         doc_rows.append(doc)
+        if src.format in ("asset", "binary") and src.reason:
+            # not even hashed: over the size cap, not a regular file, unreadable
+            doc["status"] = "skipped"
+            skipped.append({"path": src.path, "stage": "parse", "reason": src.reason})
+            continue
         if src.format in ("asset", "binary"):
             doc["status"] = "asset" if src.format == "asset" else "skipped"
             if src.format == "binary":

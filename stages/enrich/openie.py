@@ -48,7 +48,7 @@ __all__ = [
     "load_openie_import", "match_import", "match_import_cached", "run_openie",
 ]
 
-TEMPLATE = "openie/v1"
+TEMPLATE = "openie/v2"  # v2: the location inside the quoted passage
 STAGE = "openie"
 PROSE_FILE_SUBKINDS = ("text", "markdown", "html", "pdf", "docx")
 MIN_UNIT_CHARS = 20  # units with less text are not worth an extraction
@@ -112,9 +112,10 @@ refer to. Only facts the passage states.
 
 Answer format: {{"entities": [{{"name": "...", "description": "..."}}], "triples": [["head", "relation", "tail"]]}}
 
-Location: {where}
-Passage:
+Passage (its location in the corpus first):
 ```
+Location: {where}
+
 {text}
 ```"""
 
@@ -122,7 +123,10 @@ Passage:
 def openie_request(unit: dict) -> LLMRequest:
     """One LLM call for a unit (a row of :func:`openie_units` as a dict)."""
     text = (unit.get("text") or "")[:MAX_INPUT_CHARS].replace("```", "'''")
-    where = unit.get("breadcrumb") or unit.get("title") or unit.get("path") or ""
+    # the breadcrumb is corpus text too (headings, file names): inside the quote, and it
+    # cannot close it either
+    where = (unit.get("breadcrumb") or unit.get("title") or unit.get("path") or "")
+    where = where.replace("```", "'''")
     return LLMRequest(
         key=unit["node_id"], template=TEMPLATE, json_mode=True,
         messages=({"role": "system", "content": SYSTEM},

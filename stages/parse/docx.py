@@ -85,6 +85,11 @@ def parse_docx(data: bytes, path: str, *, context_lines: int = 5) -> ParsedFile:
         return _bare(path, MISSING_NOTE)
     except Exception as exc:  # noqa: BLE001 - a broken install must not crash the build
         return _bare(path, f"python-docx could not be imported: {_describe(exc)}")
+    from stages.parse.bounds import zip_problem
+
+    too_big = zip_problem(bytes(data or b""))
+    if too_big:  # never inflated: python-docx would read every part whole
+        return _bare(path, too_big)
     try:
         document = docx.Document(io.BytesIO(bytes(data or b"")))
     except Exception as exc:  # noqa: BLE001 - bad zip, missing parts, wrong content type

@@ -91,6 +91,11 @@ def parse_pdf(data: bytes, path: str, *, context_lines: int = 5) -> ParsedFile:
         import pymupdf
     except Exception as exc:  # noqa: BLE001 - a broken install must not crash the build
         return _bare(path, f"PyMuPDF is not available: {type(exc).__name__}: {exc}")
+    from stages.parse.bounds import pdf_problem
+
+    too_big = pdf_problem(bytes(data or b""))
+    if too_big:  # PyMuPDF would inflate and interpret all of it
+        return _bare(path, too_big)
     quiet = _Quiet(pymupdf)
     doc = None
     try:
