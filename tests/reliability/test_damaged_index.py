@@ -63,15 +63,29 @@ def test_damage_is_one_line_with_the_file_and_the_rebuild_command(cli_env, tmp_p
         shutil.copytree(out, copy, symlinks=True)  # separate files: damage stays in the copy
         return copy, copy / "versions" / "v000001"
 
-    # a truncated Lance data file: every mode says which file, keyword mode included
-    # (Lance's full-text search alone answers an empty list)
+    # a truncated Lance data file: every mode that reads vectors says which file;
+    # keyword mode reads only the lexical index, and answers in full
+    assert main(["search", "--index", str(out), "--mode", "keyword", "--json",
+                 "barometric drift"]) == 0
+    whole = json.loads(capsys.readouterr().out)["results"]
     copy, vdir = damaged_copy("lance")
     bad = _lance_data_file(vdir)
     _truncate(bad)
-    for mode in ("keyword", "flat", "hybrid"):
+    for mode in ("auto", "flat", "hybrid"):
         assert main(["search", "--index", str(copy), "--mode", mode, "barometric drift"]) == 1
         line = _one_error_line(capsys)
         assert bad.name in line and "of version 1" in line and rebuild in line
+    assert main(["search", "--index", str(copy), "--mode", "keyword", "--json",
+                 "barometric drift"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"] == whole
+
+    # a truncated lexical index: the modes that read it say which file
+    copy, vdir = damaged_copy("lexical")
+    _truncate(vdir / "lexical" / "units" / "docs.parquet")
+    for mode in ("keyword", "auto"):
+        assert main(["search", "--index", str(copy), "--mode", mode, "barometric drift"]) == 1
+        line = _one_error_line(capsys)
+        assert "lexical/units" in line and "of version 1" in line and rebuild in line
 
     # a truncated nodes.parquet
     copy, vdir = damaged_copy("nodes")
@@ -104,6 +118,7 @@ def test_damage_is_one_line_with_the_file_and_the_rebuild_command(cli_env, tmp_p
     bad = _lance_data_file(v1)
     _truncate(v1 / "nodes.parquet")
     _truncate(bad)
+    _truncate(v1 / "lexical" / "units" / "docs.parquet")
     assert main(["index", str(cli_env), "--corpus", "dmg", "--out", str(out), "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["version"] == 2
