@@ -3,7 +3,6 @@ reading the previous build, logging progress and building metadata."""
 
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -12,6 +11,7 @@ import dagster as dg
 import polars as pl
 
 from resources.corpora import CorpusRegistry
+from resources.llm import usd_prices
 from stages.corpora import CorpusSpec
 from strata.layout import IndexLayout, update_json
 from strata.schema import TABLE_FILES
@@ -160,17 +160,13 @@ def output_version(*paths: Path) -> dg.DataVersion:
 
 
 def progress_logger(context: dg.AssetExecutionContext, label: str,
-                    every_s: float = 5.0) -> Callable[[int, int], None]:
-    """Log 'label: i/n' at most every few seconds, plus the first and last step."""
-    last = [0.0]
+                    every_s: float | None = None) -> Callable[[int, int], None]:
+    """Log 'label: i/n (p%) · rate/s · ETA m:ss' (:mod:`strata.progress`) every few
+    seconds, plus the first and the last: the UI's run log shows it, and
+    `strata index` draws its progress bar from it."""
+    from strata.progress import tracker
 
-    def report(done: int, total: int) -> None:
-        now = time.monotonic()
-        if done in (0, total) or now - last[0] >= every_s:
-            last[0] = now
-            pct = 100.0 * done / total if total else 100.0
-            context.log.info(f"{label}: {done}/{total} ({pct:.0f}%)")
-    return report
+    return tracker(label, context.log.info, every_s)
 
 
 def md(rows, headers=("key", "count")) -> dg.MetadataValue:
@@ -220,8 +216,7 @@ def llm_metadata(stats, failures: list[dict], offline: bool, resource=None,
         "completion_tokens": stats.completion_tokens,
         "failures": len(failures),
     }
-    p_in = getattr(resource, "usd_per_million_prompt_tokens", None)
-    p_out = getattr(resource, "usd_per_million_completion_tokens", None)
+    p_in, p_out = usd_prices(resource)
     if offline:
         meta["llm_cost_usd"] = 0.0
     elif p_in is not None or p_out is not None:

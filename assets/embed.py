@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
                            read_build_table, record_stage, stop_on_dead_endpoint, stoppable)
+from assets.groups import INDEX
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
@@ -28,7 +29,7 @@ def load_embedding_items(layout):
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="embed",
+    group_name=INDEX,
     kinds={"lancedb", "pytorch"},
     deps=["nodes", "summaries", "captions", "facts", "embedding_shards"],
     code_version="3",
@@ -51,6 +52,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     import lancedb
     import polars as pl
 
+    from assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
     from assets.shards import shard_summaries, vector_cache_dir
     from stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
     from stages.lexical import FINGERPRINT_FILE, build_lexical
@@ -62,6 +64,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     cache = vector_cache_dir(layout)
     in_shards = sum(s["computed"] for s in shard_summaries(cache, "*.json", context.run.run_id))
     enc_spec = embedder.spec_for(spec.embedding)
+    fill_run_tags(context, {EMBEDDING_TAG: embedding_label(enc_spec)})
     encoder_json = layout.build / "encoder.json"
     previous = read_json_or_empty(encoder_json)
     same = bool(previous) and EncoderSpec.from_manifest(previous).same_model(enc_spec)

@@ -7,6 +7,7 @@ import polars as pl
 from assets.charts import bar_chart, md_image
 from assets.common import (corpus_and_layout, md, output_version, path_metadata, read_build_table,
                            record_stage, stoppable)
+from assets.groups import INDEX
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from strata.layout import write_parquet_atomic
@@ -41,7 +42,7 @@ def _entity_vectors(layout):
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="graph",
+    group_name=INDEX,
     kinds={"python", "parquet"},
     deps=["nodes", "facts", "image_groups", "embeddings"],
     code_version=GRAPH_VERSION,

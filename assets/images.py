@@ -6,6 +6,7 @@ from assets.charts import contact_sheet, md_image
 from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
                            path_metadata, progress_logger, read_build_table, record_stage,
                            stop_on_dead_endpoint, stoppable, write_failures)
+from assets.groups import ENRICH
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
@@ -42,7 +43,7 @@ def _group_sheet(df, records) -> bytes | None:
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="dedup",
+    group_name=ENRICH,
     kinds={"python", "parquet"},
     deps=["nodes"],
     code_version="1",
@@ -91,7 +92,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="caption",
+    group_name=ENRICH,
     kinds={"python", "parquet"},
     deps=["nodes", "image_groups"],
     code_version=CAPTION_TEMPLATE,  # a new prompt template reruns the stage (cached per item)

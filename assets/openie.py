@@ -5,6 +5,7 @@ import dagster as dg
 from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
                            path_metadata, progress_logger, read_build_table, record_stage,
                            stop_on_dead_endpoint, stoppable, write_failures)
+from assets.groups import ENRICH
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
@@ -21,7 +22,7 @@ class OpenIEConfig(dg.Config):
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="openie",
+    group_name=ENRICH,
     kinds={"python", "parquet"},
     deps=["nodes"],
     # a new prompt template or offline heuristic reruns the stage (cached per item)

@@ -7,6 +7,7 @@ import polars as pl
 from assets.charts import bar_chart, md_image
 from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
                            record_stage, stoppable)
+from assets.groups import INGEST
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from stages.parse.finalize import PARSER_VERSION
@@ -48,7 +49,7 @@ def _shard_outputs(layout, run_id: str):
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="parse",
+    group_name=INGEST,
     kinds={"python", "parquet"},
     code_version=PARSER_VERSION,
     deps=["parsed_shards"],
@@ -76,7 +77,10 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     from stages.nodes import build_nodes, overlay
     from stages.parse.finalize import ParseSettings
 
+    from assets.run_tags import CORPUS_TAG, LAUNCHED_BY_TAG, fill_run_tags, launched_by
+
     spec, layout = corpus_and_layout(context, corpora)
+    fill_run_tags(context, {CORPUS_TAG: spec.name, LAUNCHED_BY_TAG: launched_by(context.run.tags)})
     context.log.info(f"corpus {spec.name}: scanning {spec.root}")
     sources = discover(spec.root, spec.include, spec.exclude)
     parts, shards_run, shard_parsed = _shard_outputs(layout, context.run.run_id)

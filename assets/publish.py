@@ -7,6 +7,7 @@ import dagster as dg
 
 from assets.common import (BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table,
                            stoppable)
+from assets.groups import INDEX
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 
@@ -21,7 +22,7 @@ class PublishConfig(dg.Config):
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="publish",
+    group_name=INDEX,
     kinds={"json"},
     deps=["nodes", "edges", "embeddings", "summaries", "captions", "facts", "image_groups"],
     description=(
@@ -97,7 +98,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="publish",
+    group_name=INDEX,
     kinds={"s3"},
     deps=["index_manifest"],
     retry_policy=dg.RetryPolicy(max_retries=3, delay=10, backoff=dg.Backoff.EXPONENTIAL),

@@ -25,6 +25,7 @@ import dagster as dg
 
 from assets.common import corpus_and_layout, md, progress_logger, stop_on_dead_endpoint, stoppable
 from assets.parse import ParseConfig
+from assets.groups import INDEX, INGEST
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
@@ -213,7 +214,7 @@ _parse_config = dg.ConfigMapping(
 
 @dg.graph_asset(
     partitions_def=corpora_partitions,
-    group_name="parse",
+    group_name=INGEST,
     kinds={"python"},
     config=_parse_config,
     description=(
@@ -227,7 +228,7 @@ def parsed_shards():
 
 @dg.graph_asset(
     partitions_def=corpora_partitions,
-    group_name="embed",
+    group_name=INDEX,
     kinds={"pytorch"},
     ins={name: dg.AssetIn(name, dagster_type=dg.Nothing)
          for name in ("nodes", "summaries", "captions", "facts")},

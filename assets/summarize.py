@@ -5,6 +5,7 @@ import dagster as dg
 from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
                            path_metadata, progress_logger, read_build_table, record_stage,
                            stop_on_dead_endpoint, stoppable, write_failures)
+from assets.groups import ENRICH
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
@@ -13,7 +14,7 @@ from stages.enrich.summarize import TEMPLATE
 
 @dg.asset(
     partitions_def=corpora_partitions,
-    group_name="summarize",
+    group_name=ENRICH,
     kinds={"python", "parquet"},
     deps=["nodes"],
     code_version=TEMPLATE,  # a new prompt template reruns the stage (cached per item)
@@ -33,7 +34,10 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
     from stages.enrich.summarize import run_summaries
     from strata.layout import write_parquet_atomic
 
+    from assets.run_tags import LLM_TAG, fill_run_tags
+
     spec, layout = corpus_and_layout(context, corpora)
+    fill_run_tags(context, {LLM_TAG: llm.label(spec.llm)})
     nodes = read_build_table(layout, "nodes")
     client = llm_client(llm, spec, layout)
     try:

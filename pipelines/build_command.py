@@ -27,12 +27,12 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def dagster_home() -> Path:
-    """The project-local instance (``.dagster/``) unless DAGSTER_HOME is set."""
+    """The project-local instance (``.dagster/``) unless DAGSTER_HOME is set; its
+    dagster.yaml holds one run per corpus at a time (:mod:`pipelines.instance_config`)."""
+    from pipelines.instance_config import ensure_instance_config
+
     home = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster").resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    cfg = home / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text("telemetry:\n  enabled: false\n")
+    ensure_instance_config(home)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
@@ -114,7 +114,17 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         url_template=declared.url_template if declared else None,
         mirror=declared.mirror if declared else None,
         llm=remembered,
+        workers=declared.workers if declared else None,
     )
+    if args.openie_import and not Path(args.openie_import).expanduser().is_file():
+        say(f"error: --openie-import {args.openie_import} is not a file", err=True)
+        return EXIT_USAGE
+    if args.dry_run:
+        # before the lock and the registration: a dry run writes nothing anywhere
+        from pipelines.dry_run import dry_run
+
+        return dry_run(spec, chunk_tokens=args.chunk_tokens,
+                       openie_imported=bool(args.openie_import), as_json=args.json)
     from uuid import uuid4
 
     token = uuid4().hex
@@ -143,7 +153,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         stop.describe_after = (f"{out} still serves version {before}" if before is not None
                                else f"nothing was published in {out}")
         stop.describe_after += "; run the same command again to resume from what finished"
-        return _materialize(args, stop, name, out, config_path, llm, token, before)
+        return _materialize(args, stop, spec, config_path, token, before)
     finally:
         unregister_cli_lock(lock)
         lock.release()
@@ -167,17 +177,33 @@ def _holder(info: dict | None) -> str:
     return describe(info or {})
 
 
-def _materialize(args, stop: BuildInterrupt, name: str, out: Path, config_path: Path,
-                 llm: dict, token: str, before: int | None) -> int:
+def _materialize(args, stop: BuildInterrupt, spec, config_path: Path, token: str,
+                 before: int | None) -> int:
+    """Run the code location's ``index_corpus`` job for the corpus partition: the
+    same job, executor and resources as a run launched from the UI, the change
+    sensor or the schedule, so a CLI build is listed under that job with its
+    partition, and differs only in where it runs (this process, or its step
+    processes with ``--workers``)."""
     home = dagster_home()
+    name, out = spec.name, spec.out
+    workers = args.workers or spec.workers or 1
+    # Read when the code location loads, so set before it is imported: one shard per
+    # worker process (in one process shards add steps, not speed), and the corpora
+    # file the run's resources and any step process read (through dg.EnvVar).
+    os.environ.setdefault("STRATA_SHARDS", str(max(1, workers)))
+    os.environ["STRATA_CORPORA"] = str(config_path)
+    if workers > 1:
+        # each step process gets its share of the cores for torch
+        os.environ.setdefault("STRATA_TORCH_THREADS",
+                              str(max(1, (os.cpu_count() or 1) // workers)))
 
     import dagster as dg
 
-    # One shard per worker process: in one process shards add steps, not speed.
-    # (Read when the assets module loads; the UI's code location keeps its own.)
-    os.environ.setdefault("STRATA_SHARDS", str(max(1, args.workers)))
-    from assets import all_assets, corpora_partitions
-    from pipelines.definitions import make_resources
+    from assets import corpora_partitions
+    from pipelines.definitions import index_job, resolved_resources
+    from pipelines.progress import PROGRESS_TAG, BuildProgress
+    from assets.run_tags import OUT_TAG
+    from pipelines.scaleout import PRELOAD
     from strata.buildlock import RUN_TAG
 
     instance = dg.DagsterInstance.get()
@@ -186,35 +212,37 @@ def _materialize(args, stop: BuildInterrupt, name: str, out: Path, config_path: 
     parse_config = {"config": {"chunk_tokens": args.chunk_tokens}}
     ops: dict = {"nodes": parse_config, "parsed_shards": parse_config}
     if args.openie_import:
-        path = Path(args.openie_import).expanduser().resolve()
-        if not path.is_file():
-            say(f"error: --openie-import {args.openie_import} is not a file", err=True)
-            return EXIT_USAGE
-        ops["facts"] = {"config": {"import_path": str(path)}}
-    from pipelines.progress import PROGRESS_TAG, BuildProgress
-
-    tags = {"strata/cli": "index", PROGRESS_TAG: token, RUN_TAG: token, OUT_TAG: str(out)}
+        ops["facts"] = {"config": {"import_path": str(Path(args.openie_import).expanduser()
+                                                      .resolve())}}
+    tags = {**_run_tags(spec, resolved_resources()), PROGRESS_TAG: token, RUN_TAG: token,
+            OUT_TAG: str(out), "dagster/partition": name}
     _close_abandoned_runs(instance, out)
     stop.attach(instance, {PROGRESS_TAG: token})
-    if args.dry_run:
-        return _dry_run(all_assets, name, instance, llm, ops, tags, as_json=args.json)
-    run_config = {
+    run_config: dict = {
         "ops": ops,
         "loggers": {"console": {"config": {"log_level": "INFO" if args.verbose else "CRITICAL"}}},
     }
+    job = index_job()
+    if job.executor_def.name == "strata":
+        execution: dict = {"workers": args.workers or 0}  # 0: the executor asks the corpus
+        if workers > 1:
+            # forkserver with the code location and the encoder's libraries preloaded: each
+            # step's process forks ready to run instead of importing them again (~3 s each)
+            execution["start_method"] = {"forkserver": {"preload_modules": [
+                *PRELOAD, "sentence_transformers", "lancedb"]}}
+        run_config["execution"] = {"config": execution}
+    elif args.workers:
+        say(f"note: STRATA_EXECUTOR pins the executor ({job.executor_def.name}); --workers is "
+            "not used", err=True)
     from contextlib import nullcontext
 
-    # a progress bar (a line per step off a terminal) unless -q, or --verbose's Dagster logs
+    # a progress bar (lines off a terminal) unless -q, or --verbose's Dagster logs
     watch = nullcontext() if args.quiet or args.verbose else BuildProgress(instance, token)
     t0 = time.perf_counter()
     with watch:
-        if args.workers > 1:
-            result = _run_in_processes(instance, name, config_path, llm, run_config,
-                                       args.workers, tags)
-        else:
-            result = dg.materialize(all_assets, partition_key=name, instance=instance,
-                                    resources=make_resources(llm), run_config=run_config,
-                                    raise_on_error=False, tags=tags)
+        with dg.execute_job(dg.reconstructable(index_job), instance=instance,
+                            run_config=run_config, raise_on_error=False, tags=tags) as result:
+            result.all_events  # noqa: B018 - read the events before the result closes
     wall = time.perf_counter() - t0
     if stop.signum is not None:
         return stop.finish()
@@ -239,37 +267,36 @@ def _materialize(args, stop: BuildInterrupt, name: str, out: Path, config_path: 
         failed = (f"{llm_failures['total']} LLM failure(s) ({by_stage}): those items kept their "
                   "offline stand-ins and are retried by the next build")
     if not args.json and not args.quiet:
-        say(f"\nbuilt in {wall:.1f}s (run {result.run_id[:8]}), version {idx.version}"
-            + (f"; {failed}" if failed else "") + "; open the UI with `make ui` to see it")
+        say(f"\nbuilt in {wall:.1f}s (run {result.run_id[:8]} of job index_corpus), version "
+            f"{idx.version}" + (f"; {failed}" if failed else "")
+            + "; open the UI with `make ui` to see it")
     elif failed:
         say(f"warning: {failed}", err=True)
     return EXIT_OK
 
 
-OUT_TAG = "strata/out"  # the index folder a CLI run builds
+def _run_tags(spec, resources: dict) -> dict[str, str]:
+    """The run's labels in the UI: corpus, LLM, embedding model, who launched it."""
+    import getpass
+
+    from assets.run_tags import CLI_TAG, LAUNCHED_BY_TAG, USER_TAG, build_tags
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = str(os.getuid())
+    return {**build_tags(spec, resources["llm"], resources["embedder"]), CLI_TAG: "index",
+            LAUNCHED_BY_TAG: "strata index", USER_TAG: user}
 
 
 def _close_abandoned_runs(instance, out: Path) -> None:
     """Earlier `strata index` runs of this folder still shown as running: their
     process was killed (SIGKILL, a power cut) before it could say so. We hold the
-    folder's lock, so none of them is alive: mark them canceled, not left
-    "Started" in the UI forever."""
-    import dagster as dg
+    folder's lock, so none of them is alive."""
+    from pipelines.abandoned import close_abandoned_cli_runs
 
-    live = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING,
-            dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING]
-    try:
-        runs = instance.get_runs(filters=dg.RunsFilter(
-            tags={"strata/cli": "index", OUT_TAG: str(out)}, statuses=live), limit=50)
-    except Exception:  # noqa: BLE001 - housekeeping: never in the way of the build
-        return
-    for run in runs:
-        try:
-            instance.report_run_canceled(
-                run, message="strata index ended without finishing (its process was killed); "
-                             "closed by the next build of the same index")
-        except Exception:  # noqa: BLE001
-            pass
+    close_abandoned_cli_runs(instance, is_alive=lambda run: False, out=out,
+                             by="the next build of the same index")
 
 
 def _llm_failures(stats: dict) -> dict:
@@ -299,6 +326,12 @@ def _report_failure(result, home: Path, serving: str) -> int:
             if line not in other:
                 other.append(line)
     run = f"run {result.run_id[:8]}"
+    if not known and not other:  # the run failed outside any step (its executor, resources)
+        for e in result.all_events:
+            if e.event_type_value == "PIPELINE_FAILURE" and e.message:
+                error = getattr(e.event_specific_data, "error", None)
+                other.append(f"the run failed: {e.message}"
+                             + (f" ({error.message.strip()})" if error is not None else ""))
     if known and not other:
         for line in known[:-1]:
             say(f"error: {line}", err=True)
@@ -309,92 +342,3 @@ def _report_failure(result, home: Path, serving: str) -> int:
     say(f"index build failed ({run}); {serving}; see the run in the UI: "
         f"DAGSTER_HOME={home} dagster dev -w workspace.yaml", err=True)
     return EXIT_FAILED
-
-
-def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: dict, workers: int,
-                      tags: dict):
-    """The index job on Dagster's multiprocess executor: every step (each parse and
-    embedding shard among them) in its own process, ``workers`` at a time. The
-    workers rebuild their resources from the environment, so the flags go there."""
-    import dagster as dg
-
-    from pipelines.scaleout import multiprocess_index_job
-
-    os.environ["STRATA_CORPORA"] = str(config_path)
-    # each worker process gets its share of the cores for torch
-    os.environ.setdefault("STRATA_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
-    for key, value in llm.items():
-        if value is not None:
-            env = {"callable_path": "STRATA_LLM_CALLABLE"}.get(key, f"STRATA_LLM_{key.upper()}")
-            os.environ[env] = str(value)
-    # forkserver with the code location and the encoder's libraries preloaded: each
-    # step's process forks ready to run instead of importing them again (~3 s each)
-    preload = ["pipelines.definitions", "pipelines.worker_setup", "sentence_transformers",
-               "lancedb"]
-    run_config = {**run_config, "execution": {"config": {
-        "max_concurrent": workers,
-        "start_method": {"forkserver": {"preload_modules": preload}}}}}
-    with dg.execute_job(dg.reconstructable(multiprocess_index_job), instance=instance,
-                        run_config=run_config, raise_on_error=False,
-                        tags={**tags, "dagster/partition": name}) as result:
-        result.all_events  # noqa: B018 - read the events before the result closes
-        return result
-
-
-def _dry_run(all_assets, name: str, instance, llm: dict, ops: dict, tags: dict,
-             as_json: bool = False) -> int:
-    """Parse only (cheap, no LLM), then count the LLM calls a build would make
-    that the cache cannot answer."""
-    import dagster as dg
-    import polars as pl
-
-    from pipelines.definitions import make_resources
-    from stages.corpora import load_corpora
-    from stages.enrich.openie import openie_request, openie_units
-    from stages.enrich.summarize import planned_requests
-    from strata.layout import IndexLayout
-
-    nodes_asset = next(a for a in all_assets if a.key.to_user_string() == "nodes")
-    resources = make_resources(llm)
-    res = dg.materialize([nodes_asset], partition_key=name, instance=instance, resources=resources,
-                         run_config={"ops": {"nodes": ops["nodes"]},
-                                     "loggers": {"console": {"config": {"log_level": "ERROR"}}}},
-                         raise_on_error=False, tags={**tags, "strata/cli": "dry-run"})
-    if not res.success:
-        say("dry run: parsing failed; see the run in the UI", err=True)
-        return EXIT_FAILED
-    spec = load_corpora(Path(os.environ.get("STRATA_CORPORA")
-                             or PROJECT_ROOT / "data" / "corpora.yaml"))[name]
-    layout = IndexLayout(spec.out)
-    nodes = pl.read_parquet(layout.build_table("nodes"))
-    client = resources["llm"].client(layout.cache / "llm.sqlite", overrides=spec.llm)
-    if client.offline:
-        if as_json:
-            say(json.dumps({"corpus": name, "llm": "offline", "calls_needed": 0}))
-        else:
-            say("dry run: the LLM backend is 'offline' — a build makes 0 LLM calls "
-                "(extractive summaries, heuristic OpenIE, captions from alt text and context)")
-        return EXIT_OK
-    summary = client.estimate(planned_requests(nodes), "summarize")
-    files = nodes.filter(pl.col("kind") == "file").height
-    units = openie_units(nodes)
-    openie = {"requests": 0, "calls_needed": 0, "est_prompt_tokens": 0} if "facts" in ops else \
-        client.estimate([openie_request(u) for u in units.to_dicts()], "openie")
-    images = nodes.filter(pl.col("kind") == "image").height
-    if as_json:
-        say(json.dumps({"corpus": name, "llm": client.name, "summarize": summary,
-                        "file_summaries_max": files, "openie": openie,
-                        "openie_imported": "facts" in ops, "caption_requests_max": images},
-                       indent=2))
-        client.close()
-        return EXIT_OK
-    say(f"dry run for corpus '{name}' with {client.name}:")
-    say(f"  summarize: {summary['calls_needed']} of {summary['requests']} section/code/table "
-        f"requests not cached (~{summary['est_prompt_tokens']} prompt tokens), "
-        f"plus up to {files} file summaries")
-    say(f"  openie:    {openie['calls_needed']} of {openie['requests']} chunk requests not cached "
-        f"(~{openie['est_prompt_tokens']} prompt tokens)"
-        + (" — imported from file, 0 calls" if "facts" in ops else ""))
-    say(f"  caption:   up to {images} image requests (one per duplicate group)")
-    client.close()
-    return EXIT_OK

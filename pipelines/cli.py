@@ -370,16 +370,20 @@ def build_parser() -> argparse.ArgumentParser:
         "LLM for summaries, captions and OpenIE (remembered for the corpus, so its sensor and "
         "scheduled runs use them; default: what the corpus remembers, else "
         "$STRATA_LLM_BACKEND or offline)"))
-    ix.add_argument("--workers", type=int, default=1,
+    ix.add_argument("--workers", type=int, default=None,
                     help="run the build's steps (parse and embedding shards among them) in this "
-                         "many processes (Dagster's multiprocess executor; shards: $STRATA_SHARDS)")
+                         "many processes (Dagster's multiprocess executor; shards: "
+                         "$STRATA_SHARDS); default: the corpus's `workers` setting, else every "
+                         "step in this process")
     ix.add_argument("--wait", action="store_true",
                     help="if another build of this index is running, wait for it instead of "
                          f"exiting with code {EXIT_LOCKED}")
     ix.add_argument("--force", action="store_true",
                     help="replace the index in --out even when it belongs to another corpus")
     ix.add_argument("--dry-run", action="store_true",
-                    help="parse only and print how many LLM calls a build would make")
+                    help="parse in memory and print, per LLM stage, the calls the cache cannot "
+                         "answer, estimated prompt and completion tokens and (with prices "
+                         "configured) dollars; writes nothing and leaves no Dagster run")
     ix.add_argument("--json", action="store_true", help="print the resulting stats as JSON")
     ix.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     ix.add_argument("-v", "--verbose", action="store_true",

@@ -1,49 +1,82 @@
 """Progress of a `strata index` run, read from the Dagster event log.
 
-Why from the event log: the run executes in this process (``materialize``) or
-in worker processes (``--workers``), and either way every step start, step end
-and stage message ("embed shard 0: 120/289 (41%)") lands in the instance's
-event log. A thread that follows the log shows the same progress for both, with
-nothing added to the assets. On a terminal it is a live bar (rich); elsewhere
-(CI, a pipe) one line per finished step.
+Why from the event log: the run executes in this process or, with
+``--workers``, in step processes, and either way every step start, step end and
+progress line a long step logs (:mod:`strata.progress`: ``embed shard 0:
+1200/3394 (35%) · 45.2/s · ETA 0:48``) lands in the instance's event log. A
+thread that follows the log shows the same progress for both.
+
+Why a terminal of its own: while a step runs in this process, Dagster points
+file descriptors 1 and 2 at the step's compute-log files, so anything written to
+``sys.stderr`` then goes to a file (issue 18: the bar sat at ``0/13 starting…``
+and jumped to ``12/13`` 80 s later). The view writes to a duplicate of the
+stderr descriptor taken before the run, which still reaches the terminal.
+
+On a terminal it is a live bar (rich): steps done of all steps, and the
+running step's items with their rate and ETA, redrawn at each event. Elsewhere
+(CI, a pipe) one line per finished step and, inside a long step, its progress
+line every few seconds.
 """
 
 from __future__ import annotations
 
-import re
+import os
 import sys
 import threading
 import time
 
+from strata.progress import Progress, clock, format_line, parse_line
+
 PROGRESS_TAG = "strata/progress"
-_FRACTION = re.compile(r"(\d+)/(\d+) \((\d+)%\)")
+LINE_EVERY_S = 5.0  # off a terminal: at most one progress line per step this often
+
+
+def _duplicate(stream):
+    """(a text stream on a duplicate of ``stream``'s descriptor, whether that is a
+    terminal, whether we own it); ``stream`` itself when it has no descriptor."""
+    try:
+        fd = os.dup(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return stream, False, False
+    try:
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+    return (os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace"), os.isatty(fd),
+            True)
 
 
 class BuildProgress:
     def __init__(self, instance, token: str, stream=None, interactive: bool | None = None,
-                 poll_s: float = 0.25):
+                 poll_s: float = 0.25, line_every_s: float = LINE_EVERY_S):
         self.instance = instance
         self.token = token
-        self.stream = stream or sys.stderr
-        if interactive is None:
-            try:
-                interactive = self.stream.isatty()
-            except (AttributeError, ValueError):
-                interactive = False
-        self.interactive = interactive
+        self._given = stream or sys.stderr
+        self._interactive = interactive
+        self.stream = None
+        self.interactive = False
+        self._owned = False
         self.poll_s = poll_s
+        self.line_every_s = line_every_s
         self.done_steps: list[str] = []
         self.failed_steps: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, daemon=True, name="strata-progress")
 
     def __enter__(self) -> "BuildProgress":
+        self.stream, tty, self._owned = _duplicate(self._given)
+        self.interactive = tty if self._interactive is None else self._interactive
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
+        if self._owned:
+            try:
+                self.stream.close()
+            except OSError:
+                pass
 
     # -- following the log -------------------------------------------------------
     def _find_run(self):
@@ -67,7 +100,8 @@ class BuildProgress:
         if run is None:
             return
         total = self._total_steps(run)
-        view = _LiveView(self.stream, total) if self.interactive else _LineView(self.stream, total)
+        view = _LiveView(self.stream, total) if self.interactive else \
+            _LineView(self.stream, total, self.line_every_s)
         cursor = None
         try:
             while True:
@@ -79,6 +113,7 @@ class BuildProgress:
                 if finishing and not conn.has_more:
                     break
                 if not conn.has_more:
+                    view.tick()
                     self._stop.wait(self.poll_s)
         finally:
             view.close()
@@ -88,7 +123,9 @@ class BuildProgress:
         step = entry.step_key
         if event is None:
             if step and entry.user_message:
-                view.message(step, entry.user_message)
+                p = parse_line(entry.user_message)
+                if p is not None:
+                    view.progress(step, p)
             return
         kind = event.event_type_value
         if kind == "STEP_START":
@@ -102,58 +139,103 @@ class BuildProgress:
 
 
 class _LineView:
-    """One line per finished step: readable in CI logs and pipes."""
+    """One line per finished step, and a long step's progress line every
+    ``every_s`` seconds: readable in CI logs and pipes."""
 
-    def __init__(self, stream, total: int | None):
-        self.stream, self.total = stream, total
+    def __init__(self, stream, total: int | None, every_s: float):
+        self.stream, self.total, self.every_s = stream, total, every_s
         self.started: dict[str, float] = {}
+        self.last_line: dict[str, float] = {}
         self.n = 0
+
+    def _print(self, text: str) -> None:
+        try:
+            print(text, file=self.stream, flush=True)
+        except (OSError, ValueError):
+            pass
 
     def start(self, step: str) -> None:
         self.started[step] = time.monotonic()
 
-    def message(self, step: str, text: str) -> None:
-        pass  # per-item progress only on a terminal
+    def progress(self, step: str, p: Progress) -> None:
+        now = time.monotonic()
+        if p.done >= p.total or now - self.last_line.get(step, self.started.get(step, now)) \
+                < self.every_s:
+            return
+        self.last_line[step] = now
+        self._print(f"         {format_line(p)}")
 
     def finish(self, step: str, ok: bool) -> None:
         self.n += 1
         secs = time.monotonic() - self.started.get(step, time.monotonic())
         of = f"/{self.total}" if self.total else ""
-        print(f"  [{self.n}{of}] {'done  ' if ok else 'FAILED'} {step} ({secs:.1f}s)",
-              file=self.stream, flush=True)
+        self._print(f"  [{self.n}{of}] {'done  ' if ok else 'FAILED'} {step} ({secs:.1f}s)")
+
+    def tick(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
 
 
 class _LiveView:
-    """A rich progress bar: steps done of all steps, the running step and its
-    latest 'i/n' message."""
+    """A rich progress display redrawn at every event: the steps done of all
+    steps and the running ones; below it the items of the step that reported
+    last, with their rate and ETA."""
 
     def __init__(self, stream, total: int | None):
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-        self.progress = Progress(TextColumn("[bold]indexing"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.description}"),
-                                 console=Console(file=stream), transient=False)
-        self.task = self.progress.add_task("starting…", total=total)
+        self.console = Console(file=stream, force_terminal=True, highlight=False)
+        self.progress = Progress(
+            TextColumn("{task.description}", style="bold"), BarColumn(bar_width=28),
+            MofNCompleteColumn(), TextColumn("{task.fields[extra]}"),
+            console=self.console, auto_refresh=False, transient=False)
+        self.t0 = time.monotonic()
+        self.steps = self.progress.add_task("indexing", total=total, extra="starting…")
+        self.items = self.progress.add_task("", total=1, visible=False, extra="")
+        self.running: list[str] = []
+        self.item_step: str | None = None
         self.progress.start()
+        self._draw()
+
+    def _draw(self) -> None:
+        names = ", ".join(s.split(".")[-1] for s in self.running) or "…"
+        self.progress.update(self.steps, extra=f"{clock(time.monotonic() - self.t0)}  {names}")
+        try:
+            self.progress.refresh()
+        except (OSError, ValueError):
+            pass
 
     def start(self, step: str) -> None:
-        self.progress.update(self.task, description=step)
+        self.running.append(step)
+        self._draw()
 
-    def message(self, step: str, text: str) -> None:
-        m = _FRACTION.search(text)
-        if m:
-            self.progress.update(self.task, description=f"{step}: {m.group(0)}")
+    def progress(self, step: str, p: Progress) -> None:
+        extra = "" if p.rate is None else f"{p.rate:.1f}/s" + (
+            f"  ETA {clock(p.eta_s)}" if p.eta_s is not None and p.done < p.total else "")
+        self.item_step = step
+        self.progress.update(self.items, description=f"  {p.label}", total=max(p.total, 1),
+                             completed=p.done, extra=extra, visible=True)
+        self._draw()
 
     def finish(self, step: str, ok: bool) -> None:
-        self.progress.advance(self.task)
+        if step in self.running:
+            self.running.remove(step)
+        self.progress.advance(self.steps)
+        if step == self.item_step:
+            self.progress.update(self.items, visible=False)
+            self.item_step = None
         if not ok:
             self.progress.console.print(f"[red]step {step} failed[/red]")
+        self._draw()
+
+    def tick(self) -> None:
+        self._draw()  # the elapsed time moves between events too
 
     def close(self) -> None:
-        self.progress.update(self.task, description="")
+        self.running = []
+        self.progress.update(self.items, visible=False)
+        self._draw()
         self.progress.stop()

@@ -1,14 +1,30 @@
-"""Executors for scale-out: where the index job's steps (and so the parse and
-embedding shards of `assets.shards`) run.
+"""Executors: where the steps of an index run execute.
 
-``STRATA_EXECUTOR`` picks the code location's executor: ``multiprocess``
-(default: each step in its own process, at most ``STRATA_MAX_CONCURRENT`` at
-once), ``in_process``, or ``dask`` (dagster-dask; a local cluster unless the
-run config names a scheduler address). Celery and Kubernetes are configured the
-same way with their Dagster packages; see docs/living-indexes.md.
+The code location's default is :data:`strata_executor`, which decides per run:
+every step in the run's own process (Dagster's in-process executor) unless the
+launch or the corpus asks for workers, then Dagster's multiprocess executor
+with that many step processes at a time.
 
-The ``*_index_job`` functions build the job for ``dg.reconstructable``, which
-out-of-process executors need to load the job again in each worker.
+Why in process by default (issue 18): an unchanged rebuild launched from the
+UI, the change sensor or the nightly schedule took 79 s on the multiprocess
+executor, where `strata index` took 11 s, because each of the 13 steps started
+its own process and loaded the code location again (4-5 s each). Most runs of
+a living index change little; the step processes pay off only for a large
+first build on a machine with cores to spare (the benchmark tables say how
+much). Who asks for workers, first match wins:
+
+- the launch: run config ``execution: {config: {workers: N}}`` (the UI's
+  launchpad, `strata index --workers N`), or the run tag ``strata/workers``
+  (sensors, ``dagster job launch --tags``);
+- the corpus: ``workers: N`` in its entry of ``data/corpora.yaml``;
+- otherwise 1: in process.
+
+``STRATA_EXECUTOR`` still pins the code location's executor for deployments
+that want one kind for every run: ``in_process``, ``multiprocess`` (at most
+``STRATA_MAX_CONCURRENT`` step processes), or ``dask`` (dagster-dask; a local
+cluster unless the run config names a scheduler address). Celery and
+Kubernetes are configured the same way with their Dagster packages; see
+docs/living-indexes.md.
 """
 
 from __future__ import annotations
@@ -18,10 +34,17 @@ import os
 import dagster as dg
 
 JOB_NAME = "index_corpus"
+WORKERS_TAG = "strata/workers"  # a launch's request for step processes
+PARTITION_TAG = "dagster/partition"
+# preloaded by the forkserver that step processes fork from: the code location, and
+# the set-up that keeps a terminal's Ctrl-C away from their log mirrors
+PRELOAD = ["pipelines.definitions", "pipelines.worker_setup"]
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
-    kind = os.environ.get("STRATA_EXECUTOR", "multiprocess").strip().lower()
+    kind = os.environ.get("STRATA_EXECUTOR", "auto").strip().lower()
+    if kind in ("auto", ""):
+        return strata_executor
     if kind == "in_process":
         return dg.in_process_executor
     if kind == "multiprocess":
@@ -35,24 +58,118 @@ def executor_from_env() -> dg.ExecutorDefinition:
             raise RuntimeError("STRATA_EXECUTOR=dask needs dagster-dask: "
                                "pip install 'strata[scale]'") from e
         return strata_dask_executor
-    raise ValueError(f"STRATA_EXECUTOR={kind!r}: use multiprocess, in_process or dask")
+    raise ValueError(f"STRATA_EXECUTOR={kind!r}: use auto, in_process, multiprocess or dask")
 
 
-def _index_job(executor: dg.ExecutorDefinition) -> dg.JobDefinition:
-    from assets import all_assets, corpora_partitions
-    from pipelines.definitions import make_resources
+def corpus_workers(corpus: str | None) -> int | None:
+    """The ``workers`` a corpus's entry asks for (None: it does not say, or the
+    corpora file cannot be read, which the run's first step reports)."""
+    if not corpus:
+        return None
+    from stages.corpora import DEFAULT_CONFIG, CorpusError, load_corpora
 
-    job = dg.define_asset_job(JOB_NAME, selection=dg.AssetSelection.assets(*all_assets),
-                              partitions_def=corpora_partitions, executor_def=executor)
-    defs = dg.Definitions(assets=all_assets, jobs=[job], resources=make_resources())
-    return defs.resolve_job_def(JOB_NAME)
+    try:
+        spec = load_corpora(os.environ.get("STRATA_CORPORA") or DEFAULT_CONFIG).get(corpus)
+    except (CorpusError, OSError, ValueError):
+        return None
+    return spec.workers if spec is not None else None
 
 
-def multiprocess_index_job() -> dg.JobDefinition:
-    return _index_job(dg.multiprocess_executor)
+def workers_for_run(config_workers: int, tags: dict) -> tuple[int, str]:
+    """How many step processes a run gets, and why (shown in the run's log)."""
+    if config_workers > 0:
+        return config_workers, f"the launch asks for {config_workers} (run config " \
+                               "execution.config.workers)"
+    raw = (tags.get(WORKERS_TAG) or "").strip()
+    if raw:
+        try:
+            n = max(1, int(raw))
+            return n, f"the launch asks for {n} (tag {WORKERS_TAG})"
+        except ValueError:
+            pass  # a bad tag counts as none
+    corpus = tags.get(PARTITION_TAG)
+    n = corpus_workers(corpus)
+    if n:
+        return n, f"corpus '{corpus}' asks for {n} (workers in its corpora.yaml entry)"
+    return 1, "neither the launch nor the corpus asks for step processes"
 
 
-def dask_index_job() -> dg.JobDefinition:
-    from pipelines.dask_engine import strata_dask_executor
+class _CorpusExecutor(dg.Executor):
+    """Decides between Dagster's in-process and multiprocess executors when the
+    run starts (the choice needs the run's tags and its corpus, which an
+    executor's init function does not see), then hands the plan to it."""
 
-    return _index_job(strata_dask_executor)
+    def __init__(self, init_context: dg.InitExecutorContext):
+        self._init = init_context
+        config = init_context.executor_config
+        self._workers = int(config.get("workers") or 0)
+        self._start_method = config.get("start_method")
+        self._retries_config = config.get("retries") or {"enabled": {}}
+        self._in_process = dg.in_process_executor.executor_creation_fn(self._context(
+            dg.in_process_executor, {"retries": self._retries_config}))
+
+    def _context(self, definition, config) -> dg.InitExecutorContext:
+        return dg.InitExecutorContext(job=self._init.job, executor_def=definition,
+                                      executor_config=config, instance=self._init.instance)
+
+    @property
+    def retries(self):
+        return self._in_process.retries
+
+    @property
+    def step_dependency_config(self):
+        return self._in_process.step_dependency_config
+
+    def execute(self, plan_context, execution_plan):
+        # the engine event's data: Dagster keeps no public name for it
+        from dagster._core.events import EngineEventData
+
+        workers, why = workers_for_run(self._workers, dict(plan_context.dagster_run.tags))
+        if workers > 1 and plan_context.instance.is_ephemeral:
+            workers, why = 1, why + ", but the instance is ephemeral (no step processes)"
+        if workers <= 1:
+            yield dg.DagsterEvent.engine_event(
+                plan_context, f"strata executor: every step in this process ({why})",
+                EngineEventData(metadata={"workers": 1, "why": why}))
+            yield from self._in_process.execute(plan_context, execution_plan)
+            return
+        start = self._start_method or {"forkserver": {"preload_modules": PRELOAD}}
+        delegate = dg.multiprocess_executor.executor_creation_fn(self._context(
+            dg.multiprocess_executor, {"max_concurrent": workers, "start_method": start,
+                                       "retries": self._retries_config}))
+        yield dg.DagsterEvent.engine_event(
+            plan_context, f"strata executor: {workers} step processes at a time ({why})",
+            EngineEventData(metadata={"workers": workers, "why": why}))
+        yield from delegate.execute(plan_context, execution_plan)
+
+
+def _requirements(config: dict):
+    # step processes need a job they can load again and a shared instance; a run
+    # that may get them from its corpus is checked when it starts (in-process then)
+    return dg.multiple_process_executor_requirements() if (config.get("workers") or 0) > 1 \
+        else []
+
+
+@dg.executor(
+    name="strata",
+    config_schema={
+        "workers": dg.Field(
+            int, default_value=0,
+            description="Step processes at a time. 0: the run tag strata/workers, else the "
+                        "corpus's `workers` setting, else 1; 1: every step in the run's process "
+                        "(the fastest for small and unchanged corpora); N > 1: Dagster's "
+                        "multiprocess executor, N step processes at a time."),
+        "start_method": dg.Field(
+            dg.Selector({"spawn": {},
+                         "forkserver": {"preload_modules": dg.Field([str], is_required=False)}}),
+            is_required=False,
+            description="How step processes start when workers > 1 (default: forkserver with "
+                        "the code location preloaded)."),
+        "retries": dg.Field(dg.Selector({"enabled": {}, "disabled": {}}),
+                            default_value={"enabled": {}}),
+    },
+    requirements=_requirements,
+)
+def strata_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
+    """In process unless the launch or the corpus asks for workers (module docstring)."""
+    return _CorpusExecutor(init_context)

@@ -6,8 +6,11 @@ import json
 import dagster as dg
 
 from assets.partitions import corpora_partitions
+from assets.run_tags import LAUNCHED_BY_TAG, build_tags
 from pipelines.jobs import index_corpus_job
 from resources.corpora import CorpusRegistry
+from resources.embedder import EmbedderResource
+from resources.llm import LLMResource
 
 
 @dg.sensor(
@@ -34,15 +37,23 @@ def corpora_partitions_sensor(context: dg.SensorEvaluationContext,
                 "per file; contents are re-hashed only when sizes or times moved, and a touched "
                 "but unchanged file does not trigger a build. A corpus with a build in progress "
                 "(a run of it here, or `strata index` holding its lock) waits for the next "
-                "tick. The cursor keeps one fingerprint per corpus.",
+                "tick. The cursor keeps one fingerprint per corpus. It also closes `strata index` "
+                "runs left Started by a killed process (they would hold the corpus's queue).",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
-def corpus_change_sensor(context: dg.SensorEvaluationContext,
-                         corpora: CorpusRegistry) -> dg.SensorResult | dg.SkipReason:
+def corpus_change_sensor(context: dg.SensorEvaluationContext, corpora: CorpusRegistry,
+                         llm: LLMResource, embedder: EmbedderResource
+                         ) -> dg.SensorResult | dg.SkipReason:
+    from pipelines.abandoned import cli_run_is_alive, close_abandoned_cli_runs
     from stages.fingerprint import fingerprint
     from strata.buildlock import is_held
 
+    closed = close_abandoned_cli_runs(context.instance, cli_run_is_alive,
+                                      by="corpus_change_sensor")
+    if closed:
+        context.log.info(f"closed {len(closed)} `strata index` run(s) whose process is gone: "
+                         f"{', '.join(r[:8] for r in closed)}")
     cursor = json.loads(context.cursor) if context.cursor else {}
     registered = set(context.instance.get_dynamic_partitions(corpora_partitions.name))
     active = _partitions_in_progress(context.instance)
@@ -66,7 +77,9 @@ def corpus_change_sensor(context: dg.SensorEvaluationContext,
             continue  # first look at a built corpus: this is the baseline
         if before is None or before.get("content") != fp.content:
             requests.append(dg.RunRequest(partition_key=name, run_key=f"{name}:{fp.content}",
-                                          tags={"strata/trigger": "files changed",
+                                          tags={**build_tags(spec, llm, embedder),
+                                                LAUNCHED_BY_TAG: "sensor corpus_change_sensor",
+                                                "strata/trigger": "files changed",
                                                 "strata/files": str(fp.files)}))
     new_cursor = json.dumps({**cursor, **seen}, sort_keys=True)
     if not requests:

@@ -42,6 +42,9 @@ class CorpusSpec:
     # LLM settings this corpus is built with (LLM_FIELDS); they win over the llm
     # resource's, so sensor and scheduled runs use what `strata index` was given
     llm: dict | None = None
+    # step processes a run of this corpus gets (pipelines.scaleout): None or 1 runs
+    # every step in the run's own process, the fastest for small and unchanged corpora
+    workers: int | None = None
 
     def to_yaml(self, base: Path) -> dict:
         def rel(p: Path) -> str:
@@ -62,6 +65,8 @@ class CorpusSpec:
             d["url_template"] = self.url_template
         if self.mirror:
             d["mirror"] = self.mirror
+        if self.workers:
+            d["workers"] = self.workers
         return d
 
 
@@ -107,7 +112,17 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
         url_template=raw.get("url_template"),
         mirror=raw.get("mirror"),
         llm=_llm_settings(name, raw.get("llm")),
+        workers=_workers(name, raw.get("workers")),
     )
+
+
+def _workers(name: str, raw) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise CorpusError(f"corpus {name!r}: 'workers' must be a whole number of step "
+                          f"processes, 1 or more (got {raw!r})")
+    return raw
 
 
 def _llm_settings(name: str, raw) -> dict | None:

@@ -350,20 +350,45 @@ class LLM:
 
     # ---- public API
 
-    def estimate(self, requests: Sequence[LLMRequest], stage: str | None = None) -> dict:
-        """Dry run: how many requests the cache answers and roughly what the rest cost."""
+    def estimate(self, requests: Sequence[LLMRequest], stage: str | None = None,
+                 typical_completion_tokens: int = 100, image_tokens: int = 765) -> dict:
+        """Dry run: how many requests the cache answers and roughly what the rest
+        cost. Prompt tokens: ~4 characters a token, plus ``image_tokens`` per
+        image. Completion tokens: per template, the mean of its answers in the
+        cache, else ``typical_completion_tokens`` (at most the request's
+        max_tokens)."""
         reqs = list(requests)
         keys = [self._key(r) for r in reqs]
         hits = self._cache.contains(list(set(keys)))
         uncached = [(r, k) for r, k in zip(reqs, keys) if k not in hits]
+        completion = 0.0
+        seen_basis: set[str] = set()
+        per_template: dict[str, tuple[int, float]] = {}
+        for r, _ in uncached:
+            if r.template not in per_template:
+                per_template[r.template] = self._cache.completion_history(r.template)
+            n, mean = per_template[r.template]
+            each = mean if n else min(typical_completion_tokens, self._max_tokens(r))
+            seen_basis.add(f"{r.template}: mean of {n} cached answers ({mean:.0f})" if n
+                           else f"{r.template}: assumed {each:.0f}")
+            completion += each
         return {
             "stage": stage,
             "requests": len(reqs),
             "cached": len(reqs) - len(uncached),
             "calls_needed": len(uncached),
             "unique_calls_needed": len({k for _, k in uncached}),
-            "est_prompt_tokens": sum(_est_tokens(_prompt_text(r.messages)) for r, _ in uncached),
+            "est_prompt_tokens": sum(_est_tokens(_prompt_text(r.messages))
+                                     + (image_tokens if r.image else 0) for r, _ in uncached),
+            "est_completion_tokens": int(round(completion)),
+            "completion_basis": ", ".join(sorted(seen_basis)) or "none needed",
         }
+
+    def cached_text(self, req: LLMRequest) -> str | None:
+        """The cached answer to ``req``, if any (a dry run builds the requests that
+        depend on earlier answers from them)."""
+        hit = self._cache.get(self._key(req))
+        return hit.text if hit is not None else None
 
     def run(self, requests: Sequence[LLMRequest], *, stage: str,
             parse: Callable[[str], Any] | None = None,

@@ -127,6 +127,15 @@ class ResponseCache:
                 found.update(r[0] for r in conn.execute(q, chunk))
         return found
 
+    def completion_history(self, template: str) -> tuple[int, float]:
+        """(answers, mean completion tokens) of the cached answers to a template:
+        what a dry run expects a new request of that template to cost."""
+        with self._lock:
+            n, mean = self._c().execute(
+                "SELECT COUNT(*), AVG(completion_tokens) FROM responses "
+                "WHERE template = ? AND completion_tokens > 0", (template,)).fetchone()
+        return int(n or 0), float(mean or 0.0)
+
     def put(self, key: str, text: str, prompt_tokens: int, completion_tokens: int, *,
             backend: str = "", template: str = "", stage: str = "") -> None:
         # autocommit (isolation_level=None): each success is durable on return

@@ -26,3 +26,8 @@ def answer(prompt: str) -> str:
         return json.dumps({"entities": [{"name": w, "description": ""} for w in words],
                            "triples": triples})
     return "Summary: " + " ".join(data.split()[:STATE["summary_words"]])
+
+
+def other(prompt: str) -> str:
+    """A second 'model', told apart from :func:`answer` by its summaries."""
+    return "Other model: " + " ".join(prompt.split()[-8:])

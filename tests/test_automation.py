@@ -14,7 +14,7 @@ import pytest
 from pipelines.definitions import defs
 from pipelines.schedules import nightly_rebuild_schedule
 from pipelines.sensors import corpus_change_sensor
-from resources import CorpusRegistry
+from resources import CorpusRegistry, EmbedderResource, LLMResource
 from stages.fingerprint import fingerprint
 from tests.conftest import write_corpora
 
@@ -63,7 +63,8 @@ def test_fingerprint_reads_files_only_when_their_stats_moved(corpus):
 
 def _tick(instance, cfg, cursor=None):
     ctx = dg.build_sensor_context(instance=instance, cursor=cursor, repository_def=REPO_DEF,
-                                  resources={"corpora": CorpusRegistry(config_path=str(cfg))})
+                                  resources={"corpora": CorpusRegistry(config_path=str(cfg)),
+                                             "llm": LLMResource(), "embedder": EmbedderResource()})
     with dg.partition_loading_context(dynamic_partitions_store=instance):  # as the daemon does
         return corpus_change_sensor.evaluate_tick(ctx)
 
@@ -111,8 +112,10 @@ def test_sensor_takes_a_published_corpus_as_its_baseline(corpus, tmp_path):
 def test_nightly_schedule_rebuilds_every_corpus(tmp_path):
     when = datetime.datetime(2026, 11, 30, 3, 0, tzinfo=datetime.timezone.utc)
     with dg.instance_for_test() as instance:
-        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=when,
-                                        repository_def=REPO_DEF)
+        ctx = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=when, repository_def=REPO_DEF,
+            resources={"corpora": CorpusRegistry(config_path=str(tmp_path / "none.yaml")),
+                       "llm": LLMResource(), "embedder": EmbedderResource()})
         empty = nightly_rebuild_schedule.evaluate_tick(ctx)
         assert not empty.run_requests and "no corpus" in empty.skip_message
         instance.add_dynamic_partitions("corpora", ["b", "a"])

@@ -155,11 +155,12 @@ def test_asset_groups_and_definitions_load():
 
     graph = defs.resolve_asset_graph()
     groups = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
-    assert groups == {"nodes": "parse", "summaries": "summarize", "captions": "caption",
-                      "facts": "openie", "image_groups": "dedup", "edges": "graph",
-                      "embeddings": "embed", "index_manifest": "publish",
-                      "parsed_shards": "parse", "embedding_shards": "embed",
-                      "mirrored_index": "publish"}
+    # three stages, as the lineage view shows them (one box each, collapsed)
+    assert groups == {"parsed_shards": "ingest", "nodes": "ingest",
+                      "summaries": "enrich", "image_groups": "enrich", "captions": "enrich",
+                      "facts": "enrich",
+                      "embedding_shards": "index", "embeddings": "index", "edges": "index",
+                      "index_manifest": "index", "mirrored_index": "index"}
     for key in graph.get_all_asset_keys():
         assert graph.get(key).description
 

@@ -43,6 +43,9 @@ __all__ = [
 ]
 
 TEMPLATE = "caption/v1"
+# completion tokens a dry run expects per caption (1 to 3 sentences) until the cache
+# has seen answers to this template
+TYPICAL_COMPLETION_TOKENS = 70
 STAGE = "caption"
 MAX_OFFLINE_CHARS = 400
 MAX_CAPTION_CHARS = 1000

@@ -54,6 +54,9 @@ PROSE_FILE_SUBKINDS = ("text", "markdown", "html", "pdf", "docx")
 MIN_UNIT_CHARS = 20  # units with less text are not worth an extraction
 MIN_FILE_CHARS = 40  # a file node's own text (its preamble) must be longer than this
 MAX_INPUT_CHARS = 6000  # of a unit's text in one LLM prompt
+# completion tokens a dry run expects per answer (entities and triples as JSON) until
+# the cache has seen answers to this template
+TYPICAL_COMPLETION_TOKENS = 250
 SHINGLE = 5  # words per shingle for fuzzy import matching
 MIN_JACCARD = 0.8
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 import polars as pl
 import pyarrow as pa
@@ -24,6 +25,9 @@ TEMPLATE = "summarize/v2"  # v2: </data> neutralised, the location inside the da
 SUMMARY_KINDS = ("section", "code", "table")
 MAX_INPUT_CHARS = 6000
 MAX_FILE_PARTS = 40
+# completion tokens a dry run expects per summary until the cache has seen answers
+# to this template (the prompt asks for at most 3 sentences)
+TYPICAL_COMPLETION_TOKENS = 70
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -111,9 +115,29 @@ def _parse(text: str) -> str:
 
 def planned_requests(nodes: pl.DataFrame) -> list[LLMRequest]:
     """The section/code/table requests a run would make (file requests depend
-    on their results, so a dry run counts files separately)."""
+    on their results: :func:`planned_file_requests`)."""
     parts = nodes.filter(pl.col("kind").is_in(list(SUMMARY_KINDS))).to_dicts()
     return [_request(p, json.loads(p["attrs"] or "{}")) for p in parts]
+
+
+def planned_file_requests(nodes: pl.DataFrame,
+                          cached: Callable[[LLMRequest], str | None]) -> list[LLMRequest]:
+    """The file-summary requests a run would make after the part summaries. A
+    part whose summary the cache holds (``cached``) contributes it, so where all
+    of a file's parts are cached the request is exactly the run's (and may be
+    cached as well); any other part contributes a placeholder of a typical
+    summary's length, which no cache holds: that file costs a call."""
+    placeholder = "x" * (4 * TYPICAL_COMPLETION_TOKENS)
+    children: dict[str, list[str]] = {}
+    for p in nodes.filter(pl.col("kind").is_in(list(SUMMARY_KINDS))).to_dicts():
+        text = cached(_request(p, json.loads(p["attrs"] or "{}")))
+        try:
+            summary = _parse(text) if text else placeholder
+        except ValueError:
+            summary = placeholder
+        children.setdefault(p["parent_id"], []).append(summary)
+    return [_file_request(f, children.get(f["node_id"], []))
+            for f in nodes.filter(pl.col("kind") == "file").to_dicts()]
 
 
 def run_summaries(nodes: pl.DataFrame, llm, progress=None) -> SummaryResult:

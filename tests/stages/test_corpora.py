@@ -176,7 +176,7 @@ def test_a_corpus_remembers_its_llm_and_embedding_for_sensor_and_scheduled_runs(
     entry (never a key) and overrides the resources a sensor's or a schedule's run
     is built with (the code location's, from the environment)."""
     from assets.common import llm_client
-    from pipelines.definitions import make_resources
+    from pipelines.definitions import resolved_resources
     from strata.layout import IndexLayout
 
     monkeypatch.setenv("STRATA_LLM_BACKEND", "offline")  # what the daemon's runs default to
@@ -191,7 +191,7 @@ def test_a_corpus_remembers_its_llm_and_embedding_for_sensor_and_scheduled_runs(
     assert "sk-not-stored" not in (tmp_path / "corpora.local.yaml").read_text()
     spec = load_corpora(cfg)["docs"]
     assert spec.llm == llm and spec.embedding == emb
-    resources = make_resources()
+    resources = resolved_resources()  # as a run gets them (dg.EnvVar resolved)
     client = llm_client(resources["llm"], spec, IndexLayout(tmp_path / "i"))
     try:
         assert client.name == "openai:llama3.1"

@@ -1,0 +1,80 @@
+"""The project's Dagster instance: ``$DAGSTER_HOME/dagster.yaml`` (``.dagster/``
+by default), written by `make install` and by the first `strata index`.
+
+Besides turning telemetry off it makes Dagster's own run queue hold one run of
+a corpus partition at a time (issue 18): a second run of the same corpus, from
+the UI, the change sensor or the nightly schedule, waits as *Queued* in the UI
+until the first has finished, instead of racing it to the index. The queue
+counts every run of the instance in progress, `strata index`'s too (they carry
+the partition tag), so a run launched from the UI during a CLI build queues as
+well. `strata index` itself does not go through the queue (it runs the job in
+its own process); the index folder's lock (:mod:`strata.buildlock`) stays the
+guard there, and for builds of the same folder from anywhere.
+
+``run_queue.dequeue_interval_seconds: 1``: the daemon looks at the queue every
+second rather than every five, a few seconds off every launch from the UI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import yaml
+
+CORPUS_RUN_LIMIT = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True},
+                    "limit": 1}
+SETTINGS = {
+    "telemetry": {"enabled": False},
+    "concurrency": {"runs": {"tag_concurrency_limits": [CORPUS_RUN_LIMIT]}},
+    "run_queue": {"dequeue_interval_seconds": 1},
+}
+HEADER = ("# Written by Strata (pipelines/instance_config.py): telemetry off, and Dagster's run\n"
+          "# queue holding one run per corpus partition at a time (the rest wait as Queued).\n")
+
+
+def ensure_instance_config(home: Path) -> Path:
+    """Create ``home/dagster.yaml``, or add the per-corpus run limit to one that
+    configures no run queue of its own (what an operator wrote is never changed)."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "dagster.yaml"
+    if not path.exists():
+        _write(path, HEADER + yaml.safe_dump(SETTINGS, sort_keys=False))
+        return path
+    try:
+        current = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return path  # Dagster will say what is wrong with it
+    if not isinstance(current, dict):
+        return path
+    if any(k in current for k in ("concurrency", "run_queue", "run_coordinator")):
+        return path
+    extra = {k: v for k, v in SETTINGS.items() if k not in current}
+    _write(path, path.read_text().rstrip("\n") + "\n" + HEADER
+           + yaml.safe_dump(extra, sort_keys=False))
+    return path
+
+
+def corpus_run_limit(instance) -> int | None:
+    """The instance's limit on runs of one corpus partition at a time (None: none)."""
+    queue = instance.get_concurrency_config().run_queue_config
+    if queue is None:  # not a queued run coordinator
+        return None
+    for limit in queue.tag_concurrency_limits or []:
+        if limit.get("key") == "dagster/partition" and \
+                isinstance(limit.get("value"), dict) and \
+                limit["value"].get("applyLimitPerUniqueValue"):
+            return int(limit["limit"])
+    return None
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":  # make install
+    print(ensure_instance_config(Path(sys.argv[1] if len(sys.argv) > 1
+                                      else os.environ.get("DAGSTER_HOME", ".dagster"))))

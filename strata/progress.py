@@ -1,0 +1,101 @@
+"""Progress lines: the one format a long step logs its progress in, and the
+parser `strata index` reads them back with.
+
+A step (parse, the LLM stages, embedding) logs ``label: done/total (pct%)``,
+then ``· 12.5/s · ETA 1:23`` once a rate is known, every few seconds. The line
+is the structured record: it is what the Dagster UI's run log shows, what
+`strata index` prints off a terminal, and what its progress bar is drawn from
+on one (the bar cannot be fed directly: with ``--workers`` the step runs in
+another process, and the event log is what both share).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+EVERY_S_ENV = "STRATA_PROGRESS_EVERY_S"  # seconds between two lines of one step (default 2)
+DEFAULT_EVERY_S = 2.0
+
+_LINE = re.compile(r"^(?P<label>[^:\n]+): (?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+)%\)"
+                   r"(?: · (?P<rate>[\d.]+)/s)?(?: · ETA (?P<eta>[\d:]+))?")
+
+
+@dataclass(frozen=True)
+class Progress:
+    label: str
+    done: int
+    total: int
+    rate: float | None = None  # items per second since the step's first line
+    eta_s: float | None = None
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 1.0
+
+
+def clock(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def format_line(p: Progress) -> str:
+    pct = int(100 * p.done / p.total) if p.total else 100
+    text = f"{p.label}: {p.done}/{p.total} ({pct}%)"
+    if p.rate is not None:
+        text += f" · {p.rate:.1f}/s" if p.rate < 100 else f" · {p.rate:.0f}/s"
+        if p.eta_s is not None and p.done < p.total:
+            text += f" · ETA {clock(p.eta_s)}"
+    return text
+
+
+def parse_line(text: str) -> Progress | None:
+    m = _LINE.match(text or "")
+    if not m:
+        return None
+    eta = None
+    if m.group("eta"):
+        parts = [int(x) for x in m.group("eta").split(":")]
+        eta = float(sum(v * 60 ** i for i, v in enumerate(reversed(parts))))
+    return Progress(m.group("label").strip(), int(m.group("done")), int(m.group("total")),
+                    float(m.group("rate")) if m.group("rate") else None, eta)
+
+
+def every_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get(EVERY_S_ENV, DEFAULT_EVERY_S)))
+    except ValueError:
+        return DEFAULT_EVERY_S
+
+
+def tracker(label: str, emit: Callable[[str], None],
+            interval_s: float | None = None) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callback for stage functions: emits a line at
+    most every ``interval_s`` seconds (``$STRATA_PROGRESS_EVERY_S``, default 2),
+    and always the first and the last. The rate counts from the first call (an
+    LLM stage's first call already counts its cache hits), and starts again when
+    the stage begins a new pass (``done`` goes back or ``total`` changes)."""
+    gap = every_s() if interval_s is None else interval_s
+    state = {"t0": None, "d0": 0, "total": None, "last_t": None, "last_done": -1}
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if state["t0"] is None or total != state["total"] or done < state["last_done"]:
+            state.update(t0=now, d0=done, total=total, last_t=None)
+        state["last_done"] = done
+        edge = done in (0, total) or state["last_t"] is None
+        if not edge and now - state["last_t"] < gap:
+            return
+        state["last_t"] = now
+        elapsed = now - state["t0"]
+        rate = eta = None
+        if elapsed > 0 and done > state["d0"]:
+            rate = (done - state["d0"]) / elapsed
+            eta = (total - done) / rate
+        emit(format_line(Progress(label, done, total, rate, eta)))
+    return report
