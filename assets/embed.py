@@ -13,8 +13,8 @@ from resources.embedder import EmbedderResource
 
 
 class EmbedConfig(dg.Config):
-    batch_size: int = 256
-    """Texts per encoder call (also the progress-report step)."""
+    batch_size: int = 64
+    """Texts per encoder call, shortest first (also the progress step)."""
 
 
 def load_embedding_items(layout):

@@ -76,6 +76,14 @@ SECTIONS = (
      "corpus: `tests/reliability/hostile.py` (a 2 GiB sparse image, a 200 MiB text file, a DOCX "
      "whose XML part inflates to 64 MiB, a FIFO, a character device, ...); peak RSS of the "
      "process."),
+    ("ui_launch", "An unchanged rebuild from the Dagster UI's launch path vs `strata index`",
+     "`benchmarks.ui_launch`: the sample corpus, built once, then rebuilt with nothing changed. "
+     "UI path: a GraphQL `launchPipelineExecution` of `index_corpus` against `dagster dev` (what "
+     "the UI's launchpad and *Materialize* send), through Dagster's run queue, daemon and run "
+     "launcher into a run worker; timed from the launch to the run's end as the UI reports it. "
+     "CLI: `strata index` in a child process, interpreter start-up included. Trials "
+     "interleaved. `workers: 2` is the launch asking for the multiprocess executor, which every "
+     "run used before issue 18."),
     ("hyprag", "Code: Strata hierarchical vs HypRAG 0.7.2 on the same stdlib subset",
      "Same chunks, same hierarchy, same MiniLM encoder; HypRAG runs from PyPI in its own venv. "
      "Gold = dotted node paths (`benchmarks/data/stdlib_code_questions.yaml`)."),

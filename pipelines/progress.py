@@ -25,10 +25,15 @@ import sys
 import threading
 import time
 
-from strata.progress import Progress, clock, format_line, parse_line
+from strata.progress import Progress, clock, every_s, format_line, parse_line
 
 PROGRESS_TAG = "strata/progress"
-LINE_EVERY_S = 5.0  # off a terminal: at most one progress line per step this often
+
+
+def line_every_s() -> float:
+    """Off a terminal, at most one progress line per step this often: 2.5 times
+    the steps' own interval ($STRATA_PROGRESS_EVERY_S), 5 s by default."""
+    return 2.5 * every_s()
 
 
 def _duplicate(stream):
@@ -48,7 +53,7 @@ def _duplicate(stream):
 
 class BuildProgress:
     def __init__(self, instance, token: str, stream=None, interactive: bool | None = None,
-                 poll_s: float = 0.25, line_every_s: float = LINE_EVERY_S):
+                 poll_s: float = 0.25, line_every: float | None = None):
         self.instance = instance
         self.token = token
         self._given = stream or sys.stderr
@@ -57,7 +62,7 @@ class BuildProgress:
         self.interactive = False
         self._owned = False
         self.poll_s = poll_s
-        self.line_every_s = line_every_s
+        self.line_every_s = line_every_s() if line_every is None else line_every
         self.done_steps: list[str] = []
         self.failed_steps: list[str] = []
         self._stop = threading.Event()
@@ -109,7 +114,10 @@ class BuildProgress:
                 conn = self.instance.get_records_for_run(run.run_id, cursor=cursor, limit=500)
                 cursor = conn.cursor
                 for record in conn.records:
-                    self._event(record.event_log_entry, view)
+                    try:
+                        self._event(record.event_log_entry, view)
+                    except Exception:  # noqa: BLE001 - a display glitch never stops a build
+                        pass
                 if finishing and not conn.has_more:
                     break
                 if not conn.has_more:
@@ -188,23 +196,25 @@ class _LiveView:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         self.console = Console(file=stream, force_terminal=True, highlight=False)
-        self.progress = Progress(
+        self.bar = Progress(
             TextColumn("{task.description}", style="bold"), BarColumn(bar_width=28),
             MofNCompleteColumn(), TextColumn("{task.fields[extra]}"),
-            console=self.console, auto_refresh=False, transient=False)
+            console=self.console, auto_refresh=False, transient=False,
+            # sys.stdout/stderr stay Dagster's to capture into the step's compute log
+            redirect_stdout=False, redirect_stderr=False)
         self.t0 = time.monotonic()
-        self.steps = self.progress.add_task("indexing", total=total, extra="starting…")
-        self.items = self.progress.add_task("", total=1, visible=False, extra="")
+        self.steps = self.bar.add_task("indexing", total=total, extra="starting…")
+        self.items = self.bar.add_task("", total=1, visible=False, extra="")
         self.running: list[str] = []
         self.item_step: str | None = None
-        self.progress.start()
+        self.bar.start()
         self._draw()
 
     def _draw(self) -> None:
         names = ", ".join(s.split(".")[-1] for s in self.running) or "…"
-        self.progress.update(self.steps, extra=f"{clock(time.monotonic() - self.t0)}  {names}")
+        self.bar.update(self.steps, extra=f"{clock(time.monotonic() - self.t0)}  {names}")
         try:
-            self.progress.refresh()
+            self.bar.refresh()
         except (OSError, ValueError):
             pass
 
@@ -216,19 +226,19 @@ class _LiveView:
         extra = "" if p.rate is None else f"{p.rate:.1f}/s" + (
             f"  ETA {clock(p.eta_s)}" if p.eta_s is not None and p.done < p.total else "")
         self.item_step = step
-        self.progress.update(self.items, description=f"  {p.label}", total=max(p.total, 1),
+        self.bar.update(self.items, description=f"  {p.label}", total=max(p.total, 1),
                              completed=p.done, extra=extra, visible=True)
         self._draw()
 
     def finish(self, step: str, ok: bool) -> None:
         if step in self.running:
             self.running.remove(step)
-        self.progress.advance(self.steps)
+        self.bar.advance(self.steps)
         if step == self.item_step:
-            self.progress.update(self.items, visible=False)
+            self.bar.update(self.items, visible=False)
             self.item_step = None
         if not ok:
-            self.progress.console.print(f"[red]step {step} failed[/red]")
+            self.bar.console.print(f"[red]step {step} failed[/red]")
         self._draw()
 
     def tick(self) -> None:
@@ -236,6 +246,6 @@ class _LiveView:
 
     def close(self) -> None:
         self.running = []
-        self.progress.update(self.items, visible=False)
+        self.bar.update(self.items, visible=False)
         self._draw()
-        self.progress.stop()
+        self.bar.stop()

@@ -29,6 +29,12 @@ from strata.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMN
 # Bump when embedding_text() changes: every vector is recomputed.
 EMBED_TEXT_VERSION = "2"
 MAX_EMBED_CHARS = 2000
+# Texts per encoder call, taken shortest first. Sorted by length, a call pads its
+# texts to nearly the same length, so small calls cost no more than large ones
+# (measured on the sample: 512 texts in calls of 64 sorted, 23-26 s; of 256 in
+# corpus order, 32-35 s; of 64 in corpus order, 52 s; a loaded 2-core machine),
+# and the progress line moves every call instead of every few hundred texts.
+ENCODE_BATCH = 64
 Progress = Callable[[int, int], None]
 
 
@@ -158,7 +164,7 @@ class ShardVectors:
 
 
 def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
-                 lance_dir: Path, shard: int, shards: int, batch_size: int = 256,
+                 lance_dir: Path, shard: int, shards: int, batch_size: int = ENCODE_BATCH,
                  progress: Progress | None = None, known: set[str] = frozenset()) -> ShardVectors:
     """Encode this shard's share of the texts that no previous vector covers
     (``known``: hashes an interrupted earlier attempt already encoded). Texts
@@ -168,9 +174,11 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
     previous = _previous_vectors(lance_dir)
     mine = {h: t for h, t in zip(hashes, texts)
             if h not in previous and h not in known and shard_of(h, shards) == shard}
-    keys = sorted(mine)
+    keys = sorted(mine, key=lambda h: (len(mine[h]), h))  # by length: see ENCODE_BATCH
     if not keys:
         return ShardVectors([], np.zeros((0, 0), np.float32), time.perf_counter() - t0)
+    if progress:
+        progress(0, len(keys))  # the count is known before the model is loaded
     encoder = load_encoder()
     out = np.zeros((len(keys), encoder.dim), dtype=np.float32)
     for start in range(0, len(keys), batch_size):
@@ -184,7 +192,7 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
 
 
 def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
-                  lance_dir: Path, batch_size: int = 256, progress: Progress | None = None,
+                  lance_dir: Path, batch_size: int = ENCODE_BATCH, progress: Progress | None = None,
                   dim: int | None = None,
                   precomputed: dict[str, np.ndarray] | None = None) -> EmbedResult:
     """Write the vector tables; ``load_encoder`` is only called when something
@@ -204,8 +212,9 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     encoder = load_encoder() if missing or not dim else None
     if encoder is not None:
         dim = encoder.dim
-        missing = [i for i, h in enumerate(hashes)
-                   if h not in previous or previous[h].shape[0] != dim]
+        missing = sorted((i for i, h in enumerate(hashes)
+                          if h not in previous or previous[h].shape[0] != dim),
+                         key=lambda i: (len(texts[i]), i))  # by length: see ENCODE_BATCH
     assert dim is not None
     vectors = np.zeros((len(texts), dim), dtype=np.float32)
     for i, h in enumerate(hashes):

@@ -77,9 +77,10 @@ def tracker(label: str, emit: Callable[[str], None],
             interval_s: float | None = None) -> Callable[[int, int], None]:
     """A ``progress(done, total)`` callback for stage functions: emits a line at
     most every ``interval_s`` seconds (``$STRATA_PROGRESS_EVERY_S``, default 2),
-    and always the first and the last. The rate counts from the first call (an
-    LLM stage's first call already counts its cache hits), and starts again when
-    the stage begins a new pass (``done`` goes back or ``total`` changes)."""
+    and always the first and the last. The rate counts from the last call before
+    the count moved (an LLM stage's first call already counts its cache hits; an
+    encoder may load between two calls at 0), and starts again when the stage
+    begins a new pass (``done`` goes back or ``total`` changes)."""
     gap = every_s() if interval_s is None else interval_s
     state = {"t0": None, "d0": 0, "total": None, "last_t": None, "last_done": -1}
 
@@ -87,6 +88,8 @@ def tracker(label: str, emit: Callable[[str], None],
         now = time.monotonic()
         if state["t0"] is None or total != state["total"] or done < state["last_done"]:
             state.update(t0=now, d0=done, total=total, last_t=None)
+        elif done == state["d0"]:
+            state["t0"] = now  # nothing moved yet (a model loading): the rate starts here
         state["last_done"] = done
         edge = done in (0, total) or state["last_t"] is None
         if not edge and now - state["last_t"] < gap:

@@ -146,3 +146,42 @@ def test_sensor_waits_while_a_build_of_the_corpus_is_in_progress(corpus, tmp_pat
         assert not _tick(instance, cfg).run_requests  # a run of it is going on
         instance.report_run_canceled(run)
         assert [r.partition_key for r in _tick(instance, cfg).run_requests] == ["docs"]
+
+
+def test_the_sensor_closes_cli_runs_whose_process_is_gone(corpus, tmp_path):
+    """A `strata index` killed with SIGKILL cannot mark its run finished; left
+    Started, the run would hold its corpus's later runs in Dagster's queue for
+    ever. The sensor's tick marks it canceled once nobody holds the index's lock;
+    the run of a build still holding its lock is left alone."""
+    import signal
+    import subprocess
+    import sys
+    import uuid
+
+    from strata.buildlock import BuildLock
+    from tests.conftest import REPO
+
+    dead, live = tmp_path / "dead", tmp_path / "live"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from strata.buildlock import BuildLock; "
+         "BuildLock(sys.argv[1]).acquire(what='strata index', token='t'); "
+         "print('held', flush=True); time.sleep(600)", str(dead)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.send_signal(signal.SIGKILL)  # as a killed build: no chance to say so
+    holder.wait(timeout=30)
+    cfg = write_corpora(tmp_path / "corpora.yaml", {"docs": {"root": str(corpus),
+                                                             "out": str(tmp_path / "i")}})
+    with dg.instance_for_test() as instance, BuildLock(live).acquire(what="strata index",
+                                                                     token="u"):
+        instance.add_dynamic_partitions("corpora", ["docs"])
+        runs = {}
+        for name, out in (("dead", dead), ("live", live)):
+            runs[name] = dg.DagsterRun(
+                job_name="index_corpus", run_id=str(uuid.uuid4()),
+                status=dg.DagsterRunStatus.STARTED,
+                tags={"strata/cli": "index", "strata/out": str(out), "dagster/partition": "docs"})
+            instance.add_run(runs[name])
+        _tick(instance, cfg)
+        status = {n: instance.get_run_by_id(r.run_id).status for n, r in runs.items()}
+    assert status == {"dead": dg.DagsterRunStatus.CANCELED, "live": dg.DagsterRunStatus.STARTED}

@@ -60,6 +60,15 @@ def test_cli_runs_are_recorded_in_the_dagster_instance(oh_index):
         assert len(runs) == 1 and runs[0].is_success
         assert instance.get_dynamic_partitions("corpora") == ["oh"]
         assert stats["run_id"] == runs[0].run_id
+        # the code location's job, not an ephemeral one, with the labels the run list shows
+        run = runs[0]
+        assert run.job_name == "index_corpus"
+        tags = run.tags
+        assert tags["dagster/partition"] == tags["strata/corpus"] == "oh"
+        assert tags["strata/launched_by"] == "strata index" and tags["user"]
+        assert tags["strata/llm"] == "offline"
+        assert tags["strata/embedding"] == \
+            "sentence-transformers:sentence-transformers/all-MiniLM-L6-v2"
 
 
 def test_index_shows_progress_per_step(oh_index):

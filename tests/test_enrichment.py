@@ -133,35 +133,66 @@ def test_a_crash_mid_stage_resumes_without_repeating_finished_items(builder, cor
     assert resumed == full - 40
 
 
-def test_dry_run_counts_calls_without_spending(tmp_path):
+def test_dry_run_estimates_tokens_and_dollars_and_leaves_nothing_behind(tmp_path):
+    """`strata index --dry-run` with prices configured: per LLM stage the calls the
+    cache cannot answer, prompt and completion tokens and dollars; no request is
+    sent, no Dagster run is recorded, nothing is written (not even the index
+    folder, its lock or the corpus's registration)."""
     import os
     import subprocess
     import sys
 
     from tests.conftest import REPO, SAMPLE
 
+    home = tmp_path / "home"
     with FakeOpenAI() as server:
-        env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"),
-               "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "OPENAI_API_KEY": "sk-dry-run"}
-        proc = subprocess.run(
-            [sys.executable, "-m", "pipelines.cli", "index", str(SAMPLE), "--corpus", "dry",
-             "--out", str(tmp_path / "idx"), "--dry-run", "--llm-backend", "openai",
-             "--llm-base-url", server.base_url, "--llm-model", "fake"],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        env = {**os.environ, "DAGSTER_HOME": str(home),
+               "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "OPENAI_API_KEY": "sk-dry-run",
+               "STRATA_LLM_USD_PER_M_PROMPT": "0.15", "STRATA_LLM_USD_PER_M_COMPLETION": "0.60"}
+        cmd = [sys.executable, "-m", "pipelines.cli", "index", str(SAMPLE), "--corpus", "dry",
+               "--out", str(tmp_path / "idx"), "--dry-run", "--llm-backend", "openai",
+               "--llm-base-url", server.base_url, "--llm-model", "fake"]
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
-        as_json = subprocess.run(proc.args + ["--json"], cwd=REPO, env=env, capture_output=True,
+        as_json = subprocess.run(cmd + ["--json"], cwd=REPO, env=env, capture_output=True,
                                  text=True, timeout=600)
         assert as_json.returncode == 0, as_json.stderr[-2000:]
-        assert server.chat_requests() == []  # nothing was spent
+        assert server.requests == []  # nothing was spent, not even a probe
     figures = json.loads(as_json.stdout)
-    assert figures["llm"] == "openai:fake" and figures["openie"]["calls_needed"] > 0
-    out = proc.stdout
-    assert "dry run for corpus 'dry'" in out and "summarize:" in out and "openie:" in out
-    import re
+    assert figures["llm"] == "openai:fake" and figures["dry_run"] is True
+    stages = {s["stage"]: s for s in figures["stages"]}
+    assert set(stages) == {"summarize", "openie", "caption"}
+    summarize = stages["summarize"]
+    # every section, code block, table and file of the sample, none cached
+    assert summarize["requests"] == summarize["calls"] > 250 and summarize["cached"] == 0
+    from stages.enrich import captions, openie, summarize as summarize_stage
 
-    needed = int(re.search(r"summarize: (\d+) of (\d+)", out).group(1))
-    assert needed > 50 and figures["summarize"]["calls_needed"] == needed
-    assert not (tmp_path / "idx" / "CURRENT").exists()  # nothing was published
+    for name, typical in (("summarize", summarize_stage.TYPICAL_COMPLETION_TOKENS),
+                          ("openie", openie.TYPICAL_COMPLETION_TOKENS),
+                          ("caption", captions.TYPICAL_COMPLETION_TOKENS)):
+        s = stages[name]
+        assert s["calls"] > 0 and s["prompt_tokens"] > 10 * s["calls"], s
+        # an empty cache: the stage's typical answer is assumed for each call
+        assert s["completion_tokens"] == s["calls"] * typical and "assumed" in s["completion_basis"]
+        assert s["usd"] == round((s["prompt_tokens"] * 0.15 + s["completion_tokens"] * 0.60)
+                                 / 1e6, 6)
+    # images: one call per near-duplicate group's readable representative, image tokens in
+    assert stages["caption"]["calls"] < 9  # the sample's nine image nodes
+    assert stages["caption"]["prompt_tokens"] > 765 * stages["caption"]["calls"]
+    total = figures["total"]
+    assert total["calls"] == sum(s["calls"] for s in stages.values())
+    assert abs(total["usd"] - sum(s["usd"] for s in stages.values())) < 1e-6
+    assert figures["usd_per_million_prompt_tokens"] == 0.15
+    out = proc.stdout
+    assert "dry run for corpus 'dry' with openai:fake" in out and "nothing written" in out
+    row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["summarize"])
+    assert row[1:4] == [str(summarize["requests"]), "0", str(summarize["calls"])]
+    assert row[6] == f"{summarize['usd']:.4f}"
+    # nothing left behind
+    assert not (tmp_path / "idx").exists()
+    assert not (tmp_path / "corpora.local.yaml").exists()
+    assert not home.exists()  # no Dagster instance was even opened: no run
 
 
 def test_openai_compatible_embeddings_end_to_end(builder, sample_copy, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -29,10 +30,12 @@ def test_in_process_build_runs_every_shard_in_one_process(sample_index):
 
 
 def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
-    """`strata index --workers 2`: Dagster's multiprocess executor, one process per step."""
+    """`strata index --workers 2`: Dagster's multiprocess executor, one process per step.
+    Its output is a pipe here: a line per finished step, and the progress lines the
+    step processes log inside the embedding shards (read back from the event log)."""
     (tmp_path / "dh").mkdir()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"),
-           "STRATA_CORPORA": str(tmp_path / "corpora.yaml")}
+           "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "STRATA_PROGRESS_EVERY_S": "0"}
     out = tmp_path / "index"
     proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "index", str(SAMPLE),
                            "--corpus", "sample", "--out", str(out), "--workers", "2", "--json"],
@@ -45,6 +48,22 @@ def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
     assert report["embed"]["computed_in_shards"] == report["embed"]["computed"] > 500
     diffs = index_differences(IndexLayout(out).resolve(), IndexLayout(sample_index).resolve())
     assert not diffs, "\n".join(diffs)
+    lines = proc.stderr.splitlines()
+    assert any(re.match(r"\s+\[\d+/\d+\] done\s+embedding_shards\.embed_shard_1", ln)
+               for ln in lines), proc.stderr[-2000:]
+    for shard in (0, 1):
+        moving = [m for m in (re.match(rf"\s+embed shard {shard}: (\d+)/(\d+) \(", ln)
+                              for ln in lines) if m and 0 < int(m[1]) < int(m[2])]
+        assert moving, (shard, proc.stderr[-2000:])
+    run = _runs(tmp_path / "dh")[0]
+    assert run.job_name == "index_corpus" and run.tags["dagster/partition"] == "sample"
+
+
+def _runs(home):
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        return instance.get_runs()
 
 
 def test_dask_executor_builds_the_same_index(sample_index, tmp_path, monkeypatch):

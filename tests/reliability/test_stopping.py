@@ -237,6 +237,36 @@ def test_the_next_build_resumes_and_uses_the_remembered_llm(in_env, server, caps
     assert summary and "LLM failure" in summary[0] and "summarize" in summary[0]
 
 
+def test_a_dry_run_after_the_builds_counts_only_what_the_cache_cannot_answer(in_env, server,
+                                                                          capsys, monkeypatch):
+    """The LLM cache the stopped and the resumed builds filled, the remembered
+    endpoint, prices from the environment: a dry run sends nothing, records no
+    run, and counts as calls only the items the cache cannot answer (the failing
+    page's, and the file summary built from its missing part); completion tokens
+    come from the cached answers."""
+    monkeypatch.setenv("STRATA_LLM_USD_PER_M_PROMPT", "2.5")
+    monkeypatch.setenv("STRATA_LLM_USD_PER_M_COMPLETION", "10")
+    with _instance(in_env) as instance:
+        runs_before = len(instance.get_runs())
+    sent_before = len(server.requests)
+    rc = main(["index", str(in_env["root"]), "--corpus", CORPUS, "--out", str(in_env["out"]),
+               "--dry-run", "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(server.requests) == sent_before
+    assert report["llm"] == "openai:fake-model"  # what the corpus remembers
+    stages = {s["stage"]: s for s in report["stages"]}
+    summarize, openie = stages["summarize"], stages["openie"]
+    assert summarize["cached"] > 0 and 2 <= summarize["calls"] < summarize["requests"]
+    assert 1 <= openie["calls"] < openie["requests"]
+    assert "mean of" in summarize["completion_basis"]  # from the answers the cache holds
+    assert summarize["usd"] == round((summarize["prompt_tokens"] * 2.5
+                                      + summarize["completion_tokens"] * 10) / 1e6, 6)
+    with _instance(in_env) as instance:
+        assert len(instance.get_runs()) == runs_before
+    assert Index.open(in_env["out"]).version == 2
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,0 +1,50 @@
+"""The project's Dagster instance settings (pipelines/instance_config.py): one
+run per corpus partition in Dagster's run queue. Loaded by a real instance; the
+queue holding a second run as Queued is driven in `make e2e`
+(tests/e2e/test_dagster_ui.py)."""
+
+from __future__ import annotations
+
+import dagster as dg
+from dagster._core.instance.ref import InstanceRef
+
+from pipelines.instance_config import corpus_run_limit, ensure_instance_config
+
+
+def _instance(home):
+    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+
+
+def test_a_new_instance_holds_one_run_per_corpus(tmp_path):
+    path = ensure_instance_config(tmp_path / "home")
+    with _instance(tmp_path / "home") as instance:
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert instance.run_coordinator.dequeue_interval_seconds == 1
+        assert corpus_run_limit(instance) == 1
+    assert "telemetry" in path.read_text()
+
+
+def test_an_instance_without_a_queue_of_its_own_gets_the_limit_and_keeps_the_rest(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n"
+                                       "run_monitoring:\n  enabled: true\n")
+    ensure_instance_config(home)
+    text = (home / "dagster.yaml").read_text()
+    assert text.startswith("telemetry:\n  enabled: false\nrun_monitoring:")
+    with _instance(home) as instance:
+        assert corpus_run_limit(instance) == 1
+        assert instance.run_monitoring_enabled
+    ensure_instance_config(home)  # idempotent
+    assert (home / "dagster.yaml").read_text() == text
+
+
+def test_an_operators_own_run_queue_is_left_alone(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    mine = "concurrency:\n  runs:\n    max_concurrent_runs: 3\n"
+    (home / "dagster.yaml").write_text(mine)
+    ensure_instance_config(home)
+    assert (home / "dagster.yaml").read_text() == mine
+    with _instance(home) as instance:
+        assert corpus_run_limit(instance) is None
