@@ -1,13 +1,15 @@
 """`strata index`: build or update the index of a folder.
 
-It runs the very same Dagster assets as the UI (``dagster.materialize`` against
-the project's Dagster instance), so a CLI build shows up in the UI's run history
-and there is only one code path. Around the run it adds what a command line
-owes its user: the index folder's build lock (:mod:`strata.buildlock`), a
-corpus's settings remembered for the sensor and schedule runs, a refusal to
-overwrite another corpus's index, Ctrl-C that stops the build
-(:mod:`pipelines.interrupt`), and one line instead of a stack trace when an
-endpoint is down.
+It runs the code location's ``index_corpus`` job for the corpus partition
+(``dagster.execute_job``, against the project's Dagster instance): the same job,
+executor and resources as a run from the UI, the change sensor or the nightly
+schedule, so a CLI build is listed under that job in the UI and there is one
+code path. Around the run it adds what a command line owes its user: the index
+folder's build lock (:mod:`strata.buildlock`), a corpus's settings remembered
+for the sensor and schedule runs, a refusal to overwrite another corpus's
+index, Ctrl-C that stops the build (:mod:`pipelines.interrupt`), a progress bar
+(:mod:`pipelines.progress`), and one line instead of a stack trace when an
+endpoint is down. ``--dry-run`` is :mod:`pipelines.dry_run`.
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         stop.describe_after = (f"{out} still serves version {before}" if before is not None
                                else f"nothing was published in {out}")
         stop.describe_after += "; run the same command again to resume from what finished"
-        return _materialize(args, stop, spec, config_path, token, before)
+        return _run_index_job(args, stop, spec, config_path, token, before)
     finally:
         unregister_cli_lock(lock)
         lock.release()
@@ -177,8 +179,8 @@ def _holder(info: dict | None) -> str:
     return describe(info or {})
 
 
-def _materialize(args, stop: BuildInterrupt, spec, config_path: Path, token: str,
-                 before: int | None) -> int:
+def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: str,
+                   before: int | None) -> int:
     """Run the code location's ``index_corpus`` job for the corpus partition: the
     same job, executor and resources as a run launched from the UI, the change
     sensor or the schedule, so a CLI build is listed under that job with its
@@ -200,11 +202,17 @@ def _materialize(args, stop: BuildInterrupt, spec, config_path: Path, token: str
     import dagster as dg
 
     from assets import corpora_partitions
-    from pipelines.definitions import index_job, resolved_resources
-    from pipelines.progress import PROGRESS_TAG, BuildProgress
     from assets.run_tags import OUT_TAG
+    from pipelines.definitions import index_job, resolved_resources
+    from pipelines.progress import BuildProgress
     from pipelines.scaleout import PRELOAD
     from strata.buildlock import RUN_TAG
+
+    try:
+        resources = resolved_resources()  # what the run will get, for its tags
+    except ValueError as e:  # a setting from the environment that cannot be used
+        say(f"error: {e}", err=True)
+        return EXIT_USAGE
 
     instance = dg.DagsterInstance.get()
     if not instance.has_dynamic_partition(corpora_partitions.name, name):
@@ -214,10 +222,10 @@ def _materialize(args, stop: BuildInterrupt, spec, config_path: Path, token: str
     if args.openie_import:
         ops["facts"] = {"config": {"import_path": str(Path(args.openie_import).expanduser()
                                                       .resolve())}}
-    tags = {**_run_tags(spec, resolved_resources()), PROGRESS_TAG: token, RUN_TAG: token,
+    tags = {**_run_tags(spec, resources), RUN_TAG: token,
             OUT_TAG: str(out), "dagster/partition": name}
     _close_abandoned_runs(instance, out)
-    stop.attach(instance, {PROGRESS_TAG: token})
+    stop.attach(instance, {RUN_TAG: token})
     run_config: dict = {
         "ops": ops,
         "loggers": {"console": {"config": {"log_level": "INFO" if args.verbose else "CRITICAL"}}},

@@ -16,7 +16,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from pipelines.console import EXIT_OK, say
+from pipelines.console import EXIT_OK, EXIT_USAGE, say
 
 
 def dry_run(spec, chunk_tokens: int = 200, openie_imported: bool = False,
@@ -31,7 +31,11 @@ def dry_run(spec, chunk_tokens: int = 200, openie_imported: bool = False,
     from strata.layout import IndexLayout
 
     layout = IndexLayout(spec.out)
-    resources = resolved_resources()
+    try:
+        resources = resolved_resources()  # the environment read now, as a run would
+    except ValueError as e:  # a setting that cannot be used (a price that is not a number)
+        say(f"error: {e}", err=True)
+        return EXIT_USAGE
     llm_resource = resources["llm"]
     sources = discover(spec.root, spec.include, spec.exclude)
     previous = read_previous(layout.build) if layout.build.is_dir() else None

@@ -27,7 +27,6 @@ import time
 
 from strata.progress import Progress, clock, every_s, format_line, parse_line
 
-PROGRESS_TAG = "strata/progress"
 
 
 def line_every_s() -> float:
@@ -87,7 +86,9 @@ class BuildProgress:
     def _find_run(self):
         import dagster as dg
 
-        runs = self.instance.get_runs(filters=dg.RunsFilter(tags={PROGRESS_TAG: self.token}),
+        from strata.buildlock import RUN_TAG  # the run carries its build's token
+
+        runs = self.instance.get_runs(filters=dg.RunsFilter(tags={RUN_TAG: self.token}),
                                       limit=1)
         return runs[0] if runs else None
 

@@ -126,12 +126,20 @@ def test_strata_index_on_a_terminal_shows_progress_inside_the_embedding_step(tmp
 
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dh"))) as instance:
         (run,) = instance.get_runs()
-        logged = [parse_line(r.event_log_entry.user_message)
-                  for r in instance.get_records_for_run(run.run_id, limit=5000).records
-                  if r.event_log_entry.step_key and not r.event_log_entry.dagster_event]
+        records = instance.get_records_for_run(run.run_id, limit=5000).records
+    logged = [parse_line(r.event_log_entry.user_message) for r in records
+              if r.event_log_entry.step_key and not r.event_log_entry.dagster_event]
+    events = [r.event_log_entry.dagster_event for r in records
+              if r.event_log_entry.dagster_event is not None]
     embed = [p for p in logged if p is not None and p.label == "embed shard 0"]
     assert {p.done for p in embed} >= set(moving)
     assert any(p.rate for p in embed)
+    # the code location's index_corpus job, every step in the command's own process (its
+    # executor's choice: neither the launch nor the corpus asked for workers)
+    assert run.job_name == "index_corpus"
+    assert len({e.pid for e in events if e.event_type_value == "STEP_START"}) == 1
+    assert any("every step in this process (neither the launch nor the corpus asks"
+               in (e.message or "") for e in events if e.event_type_value == "ENGINE_EVENT")
     # and the bar went to the terminal itself, not through the step output Dagster
     # captures for the UI (where it would be garbage, and reach the terminal late)
     captured = [f for f in (tmp_path / "dh" / "storage" / run.run_id).rglob("*")
