@@ -113,7 +113,7 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
 
 
 def detect_format(path: str) -> str:
-    from stages.parse.code_languages import LANGUAGE_BY_EXTENSION
+    from stages.parse.code import LANGUAGE_BY_EXTENSION
 
     ext = os.path.splitext(path)[1].lower()
     if ext in FORMATS:

@@ -107,7 +107,7 @@ def _parse(src: SourceFile, settings: ParseSettings,
         from stages.parse.config_files import parse_config
 
         return parse_config(text, src.path, fmt)
-    from stages.parse.code_languages import LANGUAGE_BY_EXTENSION, parse_code
+    from stages.parse.code import LANGUAGE_BY_EXTENSION, parse_code
 
     if fmt in set(LANGUAGE_BY_EXTENSION.values()):
         return parse_code(text, src.path, fmt)
