@@ -1,4 +1,4 @@
-"""Tests for stages.parse.code_languages: hierarchy, line ranges, node paths,
+"""Tests for stages.parse.code (tree-sitter): hierarchy, line ranges, node paths,
 imports and their resolution for JavaScript, TypeScript, Go, Rust, Java, C,
 C++, C#, Ruby, PHP, Kotlin and Swift, plus the bundled sample corpus and
 hostile input."""
@@ -907,8 +907,9 @@ def test_sample_imports_resolve_to_each_other(sample):
 
 @pytest.mark.parametrize("language", sorted(code_languages.LANGUAGES))
 def test_pathological_input_completes(language):
-    for src in ("{" * 100_000, "}" * 50_000, "class A {\n" * 3_000, "/* never closed {\n" * 1000,
-                '"' + "x" * 50_000, "(/" * 20_000, "def a\nif x\n" * 5_000, "\x00\ufeff\u2028{"):
+    # Small enough to run fast in every grammar; the time budget covers bigger ones.
+    for src in ("{" * 20_000, "}" * 10_000, "class A {\n" * 1_000, "/* never closed {\n" * 500,
+                '"' + "x" * 50_000, "(/" * 5_000, "def a\nif x\n" * 1_000, "\x00\ufeff\u2028{"):
         parsed = parse_code(src, "p/x", language)
         assert parsed.root.kind == "file"
         depth = max(_depths(parsed.root))
@@ -949,6 +950,14 @@ def test_syntax_errors_are_noted_and_the_rest_kept():
     assert ruby.notes and "syntax error near line" in ruby.notes[0]
 
 
+def test_a_parse_over_its_time_budget_falls_back_to_text(monkeypatch):
+    monkeypatch.setattr(code_languages.engine, "PARSE_SECONDS", 0.0)
+    src = "}" * 200_000  # tree-sitter's Lua error recovery needs seconds for this
+    parsed = parse_code(src, "hostile.lua", "lua")
+    assert parsed.root.children == [] and parsed.root.text == src
+    assert parsed.notes == ["lua parser fell back to plain text: ParseBudgetExceeded: tree-sitter gave up after 0 s"]
+
+
 def test_never_raises(monkeypatch):
     def boom(self):
         raise RuntimeError("engine broke")
@@ -966,4 +975,5 @@ def test_extension_table():
     assert LANGUAGE_BY_EXTENSION[".h"] == "c" and LANGUAGE_BY_EXTENSION[".hh"] == "cpp"
     assert LANGUAGE_BY_EXTENSION[".kts"] == "kotlin" and LANGUAGE_BY_EXTENSION[".cs"] == "csharp"
     assert set(LANGUAGE_BY_EXTENSION.values()) == {
-        "javascript", "typescript", "go", "rust", "java", "c", "cpp", "csharp", "ruby", "php", "kotlin", "swift"}
+        "javascript", "typescript", "go", "rust", "java", "c", "cpp", "csharp", "ruby", "php", "kotlin", "swift",
+        "bash", "lua", "scala", "elixir", "haskell", "zig", "julia", "ocaml", "sql"}

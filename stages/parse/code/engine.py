@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from stages.parse.code.languages import Language
 
 MAX_DEPTH = 24
+PARSE_SECONDS = 5.0
 MAX_SIGNATURE = 400
 CONTAINERS = frozenset({"class", "interface", "struct", "enum", "trait", "impl", "module", "object",
                         "namespace", "union", "protocol", "record"})
@@ -46,6 +48,10 @@ _BODY_TYPES = frozenset({
     "body_statement", "do_block", "enum_variant_list", "template_body", "do_block", "block_body"})
 _VISIBILITY = ("public", "private", "protected", "internal", "fileprivate", "open")
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w]*")
+
+
+class ParseBudgetExceeded(Exception):
+    pass
 
 
 def text_of(node: Node | None) -> str:
@@ -60,9 +66,9 @@ def last_row(node: Node) -> int:
 
 def base_type(text: str) -> str:
     """``Gauge<'a>`` → ``Gauge``; ``fmt::Display`` → ``Display``; ``*Ring`` → ``Ring``."""
-    head = text.split("<", 1)[0].split("[", 1)[0]
+    head = text.split("<", 1)[0].split("[", 1)[0].split("{", 1)[0]
     names = _TYPE_NAME.findall(head.replace("::", ".").rsplit(".", 1)[-1] or head)
-    return names[-1] if names else text.strip()
+    return names[0] if names else text.strip()
 
 
 def clean_comment(raw: str) -> str:
@@ -129,7 +135,7 @@ class Builder:
         self.notes: list[str] = []
 
     def parse(self) -> ParsedFile:
-        tree = self.parser.parse(self.data)
+        tree = self._parse_within_budget()
         root_node = tree.root_node
         defs: dict[tuple[int, int, str], _Def] = {}
         imports: list[tuple[Node, str]] = []
@@ -170,6 +176,22 @@ class Builder:
         self.references.sort(key=lambda r: r.attrs["line"])
         return ParsedFile(root=root_draft, references=self.references, notes=self.notes)
 
+    def _parse_within_budget(self):
+        """tree-sitter's error recovery is superlinear on some hostile input (50k
+        unmatched ``}`` take 10-15 s in the Lua, Julia and Scala grammars): past
+        :data:`PARSE_SECONDS` (+1 s per 200 kB) the parse is cancelled and the file
+        is indexed as plain text with a note. Real files take milliseconds."""
+        data, view = self.data, memoryview(self.data)
+        deadline = time.monotonic() + PARSE_SECONDS + len(data) / 200_000
+        try:  # only the read-callback form takes a progress callback
+            tree = self.parser.parse(lambda offset, _point: view[offset:],
+                                     progress_callback=lambda *_: time.monotonic() > deadline)
+        except ValueError:
+            raise ParseBudgetExceeded(f"tree-sitter gave up after {PARSE_SECONDS:g} s") from None
+        # A tree parsed from a callback has no source for Node.text: re-parse from the
+        # bytes with it as the old tree (nothing changed, so this takes milliseconds).
+        return self.parser.parse(data, old_tree=tree)
+
     # -- definitions
 
     def _nest(self, root: _Scope, defs: list[_Def]) -> None:
@@ -205,8 +227,8 @@ class Builder:
         name = text_of(caps.get("name")).strip()
         if d.subkind == "impl":
             name = base_type(name)
-        elif "::" in name or (self.spec.name == "cpp" and "." in name):
-            name = name.replace("::", ".")
+        elif d.subkind == "function" and ("::" in name or ":" in name or "." in name):
+            name = name.replace("::", ".").replace(":", ".")  # Server::stop, Gauge:read, Gauge.new
             d.subkind = "method"
         receiver = caps.get("receiver")
         if receiver is not None and d.subkind != "impl":
@@ -244,7 +266,8 @@ class Builder:
         node_path = f"{parent.prefix}.{slug}" if parent.prefix else slug
         title = f"{real.qual}.{display}" if real.qual else display
         body = self._body(d)
-        sig_end = body.start_byte if body is not None else node.end_byte
+        sig_end = body.start_byte if body is not None else min(
+            node.end_byte, self.data.find(b"\n", node.start_byte) % (len(self.data) + 1))
         signature = " ".join(self.data[outer.start_byte:sig_end].decode("utf-8", "replace").split())
         if len(signature) > MAX_SIGNATURE:
             signature = signature[: MAX_SIGNATURE - 1] + "…"
@@ -261,7 +284,8 @@ class Builder:
         indent = self.lines[start.start_point[0]][: start.start_point[1]]
         indent = indent[: len(indent) - len(indent.lstrip())]
         scope = _Scope(draft, subkind, node.end_byte, qual, node_path, parent.depth + 1,
-                       placeholder=indent + signature + (spec.fold if body is not None else ""))
+                       placeholder=indent + signature + (spec.fold if body is not None
+                                                         or draft.end_line > draft.start_line else ""))
         real.children.append(scope)
         return scope
 

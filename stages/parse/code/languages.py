@@ -158,6 +158,8 @@ def modifiers(builder: Any, d: Any, start: Node, name: str, signature: str, scop
         attrs["exported"] = bool(m) and attrs["visibility"] == "pub"
     elif rule == "go":
         attrs["exported"] = name.rsplit(".", 1)[-1][:1].isupper()
+    elif rule == "zig":
+        attrs["exported"] = signature.startswith("pub ")
     elif rule == "js":
         attrs["exported"] = start.type == "export_statement"
     elif rule == "labels" and scope.kind in CONTAINERS - MODULE_LIKE:
@@ -234,6 +236,18 @@ LANGUAGES: dict[str, Language] = {lang.name: lang for lang in [
     Language("swift", (".swift",), "tree_sitter_swift",
              import_targets=regex_target(r"import (?:(?:typealias|struct|class|enum|protocol|let|var|func) )?"
                                          r"([\w.]+)")),
+    Language("bash", (".sh", ".bash"), "tree_sitter_bash", resolver=resolve.c),
+    Language("lua", (".lua",), "tree_sitter_lua", fold=_END, resolver=resolve.modules(".lua", "/init.lua")),
+    Language("scala", (".scala", ".sc"), "tree_sitter_scala", naming=by_package,
+             import_targets=regex_target(r"import ((?:[\w`]+\.)*[\w`*]+)"), resolver=resolve.scala),
+    Language("elixir", (".ex", ".exs"), "tree_sitter_elixir", fold=" do ... end",
+             resolver=resolve.modules(".ex", ".exs", snake=True)),
+    Language("haskell", (".hs",), "tree_sitter_haskell", fold=" ...", resolver=resolve.modules(".hs")),
+    Language("zig", (".zig",), "tree_sitter_zig", visibility="zig", resolver=resolve.c),
+    Language("julia", (".jl",), "tree_sitter_julia", fold=_END, resolver=resolve.c),
+    Language("ocaml", (".ml", ".mli"), "tree_sitter_ocaml", "language_ocaml", fold=" ...",
+             resolver=resolve.modules(".ml", lower_first=True)),
+    Language("sql", (".sql",), "tree_sitter_sql", fold=" ...", wrappers=frozenset({"statement"})),
 ]}
 
 LANGUAGE_BY_EXTENSION: dict[str, str] = {ext: lang.name for lang in LANGUAGES.values()

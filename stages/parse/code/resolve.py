@@ -323,13 +323,19 @@ def kotlin(target: str, src: str, idx: _FileIndex) -> str | None:
 
 
 
-def modules(*exts: str, lower_first: bool = False):
+def scala(target: str, src: str, idx: _FileIndex) -> str | None:
+    return _jvm(target.replace("._", ".*"), src, idx, (".scala", ".java"))
+
+
+def modules(*exts: str, lower_first: bool = False, snake: bool = False):
     """A resolver for dotted module names (``Data.Map``, ``a.b``) → ``Data/Map.<ext>``,
     matched as a path suffix (nearest to the importing file first)."""
     def resolver(target: str, src: str, idx: _FileIndex) -> str | None:
         segs = [s for s in re.split(r"[./]", target.strip()) if s]
         if not segs or not all(re.fullmatch(r"[\w-]+", s) for s in segs):
             return None
+        if snake:  # Elixir: Tide.GaugeReader → tide/gauge_reader.ex
+            segs = [re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", s).lower() for s in segs]
         if lower_first:
             segs[-1] = segs[-1][:1].lower() + segs[-1][1:]
         for ext in exts:
