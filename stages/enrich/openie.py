@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable
 
 import polars as pl
 
+from stages.parse.registry import PROSE_FORMATS
 from strata.llm import LLMRequest, StageStats
 
 try:  # the shared tolerant JSON loader (fences, chatter, truncation)
@@ -53,7 +54,7 @@ __all__ = [
 
 TEMPLATE = "openie/v1"
 STAGE = "openie"
-PROSE_FILE_SUBKINDS = ("text", "markdown", "html", "pdf", "docx")
+PROSE_FILE_SUBKINDS = PROSE_FORMATS  # from the parser registry: formats whose files are prose
 MIN_UNIT_CHARS = 20  # units with less text are not worth an extraction
 MIN_FILE_CHARS = 40  # a file node's own text (its preamble) must be longer than this
 MAX_ENTITIES = 30  # per unit, offline
