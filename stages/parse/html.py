@@ -28,17 +28,15 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import unquote
 
-from stages.parse.markdown import github_slug, resolve_src
-from stages.parse.common import (
-    file_stem as _stem, squash as _squash,
-    unique_slug as _unique, fallback_file,
-)
+from stages.parse.markdown import resolve_src
+from stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
 from stages.parse.model import Draft, ParsedFile, Reference
+from stages.parse.sections import Section, SectionBuilder, github_slug
 
 __all__ = ["parse_html"]
 
@@ -293,30 +291,10 @@ class _TreeBuilder(HTMLParser):
 # stage 2: tree → drafts
 
 
-@dataclass
-class _Scope:
-    """A file, heading section or list-item section while the tree is walked.
-
-    ``prose`` holds the section's own text lines (line number, text); each
-    block remembers how many prose lines preceded it (``pending``: the line
-    being built when it appeared, e.g. the sentence around an inline image,
-    counts as before it).
-    """
-
-    draft: Draft
-    level: int  # 0 file, 1-6 heading, _LI_LEVEL list item
-    heading: str = ""
-    prose: list[tuple[int, str]] = field(default_factory=list)
-    blocks: list[tuple[Draft, int, bool]] = field(default_factory=list)
-    slugs: dict[str, int] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def next_slug(self, kind: str) -> str:
-        n = self.counters.get(kind, 0) + 1
-        self.counters[kind] = n
-        return _unique(f"{kind}-{n}", self.slugs)
-
-
+# Section levels: 0 the file, 1-6 headings, list-item sections below every heading.
+# Prose is keyed by its index in its section; a leaf by the count of prose lines
+# before it, +0.5 when the line being built (the sentence around an inline image)
+# counts as before it, -0.5 otherwise.
 _LI_LEVEL = 100
 
 
@@ -366,9 +344,6 @@ class _Builder:
         self.nlines = max(1, len(self.lines))
         self.notes: list[str] = []
         self.references: list[Reference] = []
-        self.scopes: list[_Scope] = []
-        self.stack: list[_Scope] = []
-        self.anchor_seen: dict[str, int] = {}
         self.buf: list[str] = []
         self.buf_line: int | None = None
         self.buf_text = False
@@ -403,16 +378,15 @@ class _Builder:
             self.notes.append(f"unclosed element(s) closed at end of file: {listed}")
 
         root = Draft(kind="file", subkind="html", title="", text="", start_line=1, end_line=self.nlines)
-        file_scope = _Scope(root, 0)
-        self.scopes.append(file_scope)
-        self.stack.append(file_scope)
+        self.sections = SectionBuilder(root, self.context_lines, title_line=_table_title_line)
+        self.sections.root.data = ""
         self._walk(tree.root)
         self._finish()
         return ParsedFile(root=root, references=self.references, notes=self.notes)
 
     @property
-    def scope(self) -> _Scope:
-        return self.stack[-1]
+    def scope(self) -> Section:
+        return self.sections.current
 
     def _walk(self, top: _El) -> None:
         """One pass over the tree with an explicit stack of enter/exit frames."""
@@ -457,7 +431,7 @@ class _Builder:
         if self.buf_text:
             text = _squash("".join(self.buf))
             if text:
-                self.scope.prose.append((self.buf_line or 1, self.buf_prefix + text))
+                self.sections.prose(len(self.scope.prose), self.buf_prefix + text)
         self.buf = []
         self.buf_line = None
         self.buf_text = False
@@ -540,13 +514,9 @@ class _Builder:
             self.lists.pop()
         elif info == "section-id":
             self.section_ids.pop()
-        elif isinstance(info, _Scope):  # a list-item section ends
-            while self.stack[-1] is not info and len(self.stack) > 1:
-                self._close_scope(self.stack.pop(), el.end)
-            if self.stack[-1] is info:
-                self.stack.pop()
-                self.li_sections -= 1
-                info.draft.end_line = max(info.draft.start_line or 1, el.end)
+        elif isinstance(info, Section):  # a list-item section ends
+            for closed in self.sections.pop_to(info):
+                self._close_scope(closed, el.end)
 
     # ---- headings -------------------------------------------------------
 
@@ -557,10 +527,13 @@ class _Builder:
         title = _squash(g.text) or "Untitled section"
         if level == 1 and self.first_h1 is None and g.text.strip():
             self.first_h1 = title
-        while 0 < self.scope.level <= 6 and self.scope.level >= level:
-            self._close_scope(self.stack.pop(), self.last_line)
-        parent = self.scope
-        anchor = _unique(github_slug(title), self.anchor_seen)
+        for closed in self.sections.close(level, ceiling=6):
+            self._close_scope(closed, self.last_line)
+        draft = Draft(kind="section", subkind=f"h{level}", title=title, text="", start_line=el.line,
+                      end_line=el.end)
+        section, anchor = self.sections.open(draft, level, github_slug(title) or "section",
+                                             github_slug(title))
+        section.data = title
         anchors = [anchor]
         extra = [el.attrs.get("id", "").strip(), *g.ids]
         for entry in self.section_ids:
@@ -570,26 +543,12 @@ class _Builder:
         for a in extra:
             if a and a not in anchors:
                 anchors.append(a)
-        draft = parent.draft.add(
-            Draft(
-                kind="section",
-                subkind=f"h{level}",
-                title=title,
-                text="",
-                slug=_unique(github_slug(title) or "section", parent.slugs),
-                start_line=el.line,
-                end_line=el.end,
-                attrs={"anchor": anchor, "anchors": anchors},
-            )
-        )
-        scope = _Scope(draft, level, heading=title)
-        self.scopes.append(scope)
-        self.stack.append(scope)
+        draft.attrs = {"anchor": anchor, "anchors": anchors}
         self._add_links(g.links, draft)
         for img in g.images:
             self._image(img)
 
-    def _close_scope(self, scope: _Scope, end: int) -> None:
+    def _close_scope(self, scope: Section, end: int) -> None:
         scope.draft.end_line = max(scope.draft.start_line or 1, end)
         if scope.level == _LI_LEVEL:
             self.li_sections -= 1
@@ -608,25 +567,14 @@ class _Builder:
                 ctx[1] += 1
         number = ctx[1] if ctx else 1
         if self.li_sections < _MAX_LIST_SECTIONS and self._holds_list(el):
-            parent = self.scope
             title = _shorten(self._own_text(el)) or f"Item {number}"
-            draft = parent.draft.add(
-                Draft(
-                    kind="section",
-                    subkind="li",
-                    title=title,
-                    text="",
-                    slug=_unique(github_slug(title)[:60].strip("-") or f"item-{number}", parent.slugs),
-                    start_line=el.line,
-                    end_line=el.end,
-                    attrs={"list": "ol" if ordered else "ul", "position": number},
-                )
-            )
-            scope = _Scope(draft, _LI_LEVEL)
-            self.scopes.append(scope)
-            self.stack.append(scope)
+            draft = Draft(kind="section", subkind="li", title=title, text="", start_line=el.line,
+                          end_line=el.end, attrs={"list": "ol" if ordered else "ul", "position": number})
+            section, _ = self.sections.open(
+                draft, _LI_LEVEL, github_slug(title)[:60].strip("-") or f"item-{number}")
+            section.data = ""
             self.li_sections += 1
-            return scope
+            return section
         self.buf_prefix = f"{number}. " if ordered else "- "
         return "block"
 
@@ -669,8 +617,9 @@ class _Builder:
 
     # ---- leaves ---------------------------------------------------------
 
-    def _position(self) -> tuple[int, bool]:
-        return len(self.scope.prose), self.buf_text
+    def _position(self) -> float:
+        """The key of a leaf at this point of the walk (see the levels note above)."""
+        return len(self.scope.prose) + (0.5 if self.buf_text else -0.5)
 
     def _pre(self, el: _El) -> None:
         self._break()
@@ -691,20 +640,10 @@ class _Builder:
         caption = self._figure_caption(el)
         if caption:
             attrs["caption"] = caption
-        draft = scope.draft.add(
-            Draft(
-                kind="code",
-                subkind="pre",
-                title=f"{lang or 'code'} block in {scope.draft.title}",
-                text=body,
-                slug=scope.next_slug("code"),
-                start_line=el.line,
-                end_line=max(el.line, el.end),
-                language=lang,
-                attrs=attrs,
-            )
-        )
-        scope.blocks.append((draft, len(scope.prose), False))
+        self.sections.leaf(Draft(kind="code", subkind="pre", title=f"{lang or 'code'} block in "
+                                 f"{scope.draft.title}", text=body, start_line=el.line,
+                                 end_line=max(el.line, el.end), language=lang, attrs=attrs),
+                           len(scope.prose) - 0.5)
 
     def _figure_caption(self, el: _El) -> str:
         """The caption of a figure ``el`` sits directly in, if any."""
@@ -807,29 +746,11 @@ class _Builder:
             attrs: dict[str, Any] = {"header": header, "rows": len(body)}
             if caption:
                 attrs["caption"] = caption
-            title = caption or self._table_title(scope)
-            draft = scope.draft.add(
-                Draft(
-                    kind="table",
-                    subkind="html",
-                    title=title,
-                    text="\n".join(out),
-                    slug=scope.next_slug("table"),
-                    start_line=el.line,
-                    end_line=max(el.line, el.end),
-                    attrs=attrs,
-                )
-            )
-            scope.blocks.append((draft, len(scope.prose), False))
+            self.sections.leaf(Draft(kind="table", subkind="html", title=caption,  # else the builder's
+                                     text="\n".join(out), start_line=el.line, end_line=max(el.line, el.end),
+                                     attrs=attrs), len(scope.prose) - 0.5)
         for img in images:
             self._image(img)
-
-    def _table_title(self, scope: _Scope) -> str:
-        if scope.prose:  # a caption-like line just above (not a list item)
-            words = scope.prose[-1][1]
-            if not _LIST_PREFIX.match(words) and 0 < len(words) <= _SHORT_TITLE:
-                return words
-        return f"table in {scope.draft.title}"
 
     def _image(self, el: _El, caption: str = "", figure: _El | None = None) -> None:
         src = (el.attrs.get("src") or el.attrs.get("data-src") or "").strip()
@@ -846,22 +767,10 @@ class _Builder:
             attrs["caption"] = caption
         if el.attrs.get("title", "").strip():
             attrs["image_title"] = el.attrs["title"].strip()
-        scope = self.scope
         start, end = (figure.line, max(figure.line, figure.end)) if figure is not None else (el.line, el.line)
-        draft = scope.draft.add(
-            Draft(
-                kind="image",
-                subkind="figure" if figure is not None else "html",
-                title=label,
-                text=label,
-                slug=scope.next_slug("image"),
-                start_line=start,
-                end_line=end,
-                attrs=attrs,
-            )
-        )
-        k, pending = self._position()
-        scope.blocks.append((draft, k, pending))
+        self.sections.leaf(Draft(kind="image", subkind="figure" if figure is not None else "html",
+                                 title=label, text=label, start_line=start, end_line=end, attrs=attrs),
+                           self._position())
 
     # ---- links ----------------------------------------------------------
 
@@ -947,24 +856,20 @@ class _Builder:
         self._break()
         self.links.close_all()
         self._flush_links()
-        for scope in self.stack[1:]:
-            scope.draft.end_line = max(scope.draft.start_line or 1, min(self.last_line, self.nlines))
-        root = self.scopes[0].draft
+        for section in self.sections.stack[1:]:
+            section.draft.end_line = max(section.draft.start_line or 1, min(self.last_line, self.nlines))
+        root = self.sections.root.draft
         root.title = self.doc_title or self.first_h1 or _stem(self.path)
-        for scope in self.scopes:
-            lines = [text for _, text in scope.prose]
-            if scope.heading:
-                lines.insert(0, scope.heading)
-            scope.draft.text = "\n".join(lines) or scope.draft.title
-            for draft, k, pending in scope.blocks:
-                self._fill_context(scope, draft, k, pending)
+        for section in self.sections.sections:
+            lines = [text for _, text in section.prose]
+            if section.data:
+                lines.insert(0, section.data)
+            section.draft.text = "\n".join(lines) or section.draft.title
+        self.sections.finish()
         if not root.text.strip():
             root.text = root.title
 
-    def _fill_context(self, scope: _Scope, draft: Draft, k: int, pending: bool) -> None:
-        prose, n = scope.prose, self.context_lines
-        cut = min(len(prose), k + 1) if pending else k
-        before = prose[max(0, cut - n):cut] if n else []
-        after = prose[cut:cut + n] if n else []
-        draft.attrs["context_before"] = "\n".join(text for _, text in before)
-        draft.attrs["context_after"] = "\n".join(text for _, text in after)
+
+def _table_title_line(words: str) -> str:
+    """A caption-like prose line above a table; list items are not captions."""
+    return "" if _LIST_PREFIX.match(words) else words

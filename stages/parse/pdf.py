@@ -4,9 +4,9 @@ plus table and image leaves, with PyMuPDF.
 Text comes from ``page.get_text("rawdict")`` one *line* at a time (a PDF has
 no source lines, so drafts carry ``page``/``attrs["page_end"]`` instead of
 ``start_line``/``end_line``). Every line, table and image gets an ordering
-key ``(page, line index, sub)``; a section owns everything from its key up to
-the next heading's key, so ownership is one ``bisect`` per item and never
-recursion.
+key ``(page, line index, sub)``; they are fed in that order to the shared
+section builder (:mod:`stages.parse.sections`), so a section owns everything
+from its key up to the next heading's key, with no recursion.
 
 Headings, in order of preference:
 
@@ -34,7 +34,6 @@ come from ``page.get_images`` + ``doc.extract_image``; the bytes go to
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import importlib
 import inspect
@@ -44,12 +43,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.parse.markdown import github_slug
-from stages.parse.common import (
-    file_stem as _stem, squash as _squash,
-    unique_slug as _unique, pipe_table,
-)
+from stages.parse.common import file_stem as _stem, squash as _squash, pipe_table
 from stages.parse.model import Draft, ParsedFile
+from stages.parse.sections import Section, SectionBuilder, github_slug
 
 __all__ = ["parse_pdf"]
 
@@ -59,7 +55,6 @@ _MAX_LEVEL = 6
 _MIN_IMAGE_SIDE = 32
 _CAPTION_GAP = 36.0  # points between an image edge and its caption line
 _CAPTION = re.compile(r"(?:figure|fig\.)\s*\S", re.IGNORECASE)
-_SHORT_TITLE = 80
 _MAX_CAPTION = 300
 _MAX_PAGE_NOTES = 10
 _MARGIN_BAND = 0.08  # top/bottom share of the page searched for running headers/footers
@@ -202,24 +197,6 @@ class _Heading:
     title: str
     page: int  # 0-based
     lines: list[int]  # indexes into _Builder.lines; empty when located by page only
-
-
-@dataclass
-class _Scope:
-    """The file or a section while drafts are assembled."""
-
-    draft: Draft
-    level: int
-    key: Key
-    title_text: str = ""
-    prose: list[tuple[Key, str, int, int]] = field(default_factory=list)  # key, text, page, block
-    slugs: dict[str, int] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def next_slug(self, kind: str) -> str:
-        n = self.counters.get(kind, 0) + 1
-        self.counters[kind] = n
-        return _unique(f"{kind}-{n}", self.slugs)
 
 
 @dataclass
@@ -726,55 +703,42 @@ class _Builder:
     # ---- assembling drafts ---------------------------------------------
 
     def _assemble(self, root: Draft, headings: list[_Heading]) -> None:
-        root_scope = _Scope(root, 0, (-1, -1, -1))
-        scopes = [root_scope]
-        stack = [root_scope]
-        anchors: dict[str, int] = {}
-        spans: list[tuple[_Scope, int]] = []  # section, index of the heading that ends it
-        for k, h in enumerate(headings):
-            while stack[-1].level >= h.level:
-                spans.append((stack.pop(), k))
-            parent = stack[-1]
-            heading_text = _squash(" ".join(self.lines[i].text for i in h.lines)) if h.lines else h.title
-            draft = parent.draft.add(Draft(
-                kind="section",
-                subkind=f"h{h.level}",
-                title=h.title,
-                text="",
-                slug=_unique(github_slug(h.title) or "section", parent.slugs),
-                page=h.page + 1,
-                attrs={"anchor": _unique(github_slug(h.title) or "section", anchors)},
-            ))
-            scope = _Scope(draft, h.level, h.key, heading_text)
-            scopes.append(scope)
-            stack.append(scope)
-        for scope in stack[1:]:
-            spans.append((scope, len(headings)))
-
-        keys = [s.key for s in scopes]  # scopes[0] is the root, before everything
-
-        def owner(key: Key) -> _Scope:
-            return scopes[max(0, bisect.bisect_right(keys, key) - 1)]
-
-        for i, ln in enumerate(self.lines):
-            if ln.role == "prose":
-                key = (ln.page, i, 0)
-                owner(key).prose.append((key, ln.text, ln.page, ln.block))
+        """Headings, prose lines and leaves in document order (their keys; a heading
+        before anything at its own key) through the section builder."""
+        sections = SectionBuilder(root, self.context_lines)
+        sections.root.data = ("", [])  # (heading text, own lines as (text, page, block))
+        spans: list[tuple[Section, int]] = []  # section, index of the heading that ends it
+        events: list[tuple[Key, int, int]] = [(h.key, 0, k) for k, h in enumerate(headings)]
+        events += [((ln.page, i, 0), 1, i) for i, ln in enumerate(self.lines) if ln.role == "prose"]
+        events += [(leaf.key, 2, j) for j, leaf in enumerate(self.leaves)]
+        for key, what, i in sorted(events, key=lambda e: (e[0], e[1] > 0)):
+            if what == 0:
+                h = headings[i]
+                spans.extend((closed, i) for closed in sections.close(h.level))
+                heading_text = (_squash(" ".join(self.lines[j].text for j in h.lines)) if h.lines
+                                else h.title)
+                draft = Draft(kind="section", subkind=f"h{h.level}", title=h.title, text="", page=h.page + 1)
+                section, anchor = sections.open(draft, h.level, github_slug(h.title) or "section",
+                                                github_slug(h.title) or "section")
+                draft.attrs = {"anchor": anchor}
+                section.data = (heading_text, [])
+            elif what == 1:
+                ln = self.lines[i]
+                sections.prose(key, ln.text.strip())
+                sections.current.data[1].append((ln.text, ln.page, ln.block))
+            else:
+                sections.leaf(self.leaves[i].draft, key)
+        spans.extend((section, len(headings)) for section in sections.stack[1:])
 
         page_top = self._page_top_keys()
-        for scope, end in spans:
-            scope.draft.attrs["page_end"] = self._page_end(scope, headings[end] if end < len(headings) else None,
-                                                           page_top)
-        for scope in scopes:
-            scope.draft.text = self._scope_text(scope)
+        for section, end in spans:
+            section.draft.attrs["page_end"] = self._page_end(
+                section, headings[end] if end < len(headings) else None, page_top)
+        for section in sections.sections:
+            section.draft.text = self._scope_text(section)
         if not root.text.strip():
             root.text = root.title
-
-        for leaf in sorted(self.leaves, key=lambda lf: lf.key):
-            scope = owner(leaf.key)
-            leaf.draft.slug = scope.next_slug(leaf.kind)
-            self._context(leaf, scope)
-            scope.draft.add(leaf.draft)
+        sections.finish()
 
     def _page_top_keys(self) -> dict[int, Key]:
         top: dict[int, Key] = {}
@@ -785,7 +749,7 @@ class _Builder:
                 top[leaf.page] = leaf.key
         return top
 
-    def _page_end(self, scope: _Scope, end: _Heading | None, page_top: dict[int, Key]) -> int:
+    def _page_end(self, scope: Section, end: _Heading | None, page_top: dict[int, Key]) -> int:
         start = scope.draft.page or 1
         if end is None:
             return max(start, len(self.page_sizes))
@@ -795,11 +759,12 @@ class _Builder:
         return max(start, last)
 
     @staticmethod
-    def _scope_text(scope: _Scope) -> str:
+    def _scope_text(section: Section) -> str:
         """Heading line + own prose; one paragraph per PDF text block."""
-        out: list[str] = [scope.title_text] if scope.level > 0 and scope.title_text else []
+        title_text, lines = section.data
+        out: list[str] = [title_text] if section.level > 0 and title_text else []
         prev: tuple[int, int] | None = None
-        for _, text, page, block in scope.prose:
+        for text, page, block in lines:
             if prev is not None and (page, block) != prev and out and out[-1] != "":
                 out.append("")
             elif prev is None and out:
@@ -807,19 +772,6 @@ class _Builder:
             out.append(text.strip())
             prev = (page, block)
         return "\n".join(out).strip("\n")
-
-    def _context(self, leaf: _Leaf, scope: _Scope) -> None:
-        keys = [p[0] for p in scope.prose]
-        k = bisect.bisect_left(keys, leaf.key)
-        n = self.context_lines
-        before = scope.prose[max(0, k - n):k] if n else []
-        after = scope.prose[k:k + n] if n else []
-        attrs = leaf.draft.attrs
-        attrs["context_before"] = "\n".join(p[1].strip() for p in before)
-        attrs["context_after"] = "\n".join(p[1].strip() for p in after)
-        if leaf.kind == "table":
-            above = _squash(scope.prose[k - 1][1]) if k else ""
-            leaf.draft.title = above if 0 < len(above) <= _SHORT_TITLE else f"table in {scope.draft.title}"
 
 
 def _prefix_after_numbering(got: str, want: str) -> bool:

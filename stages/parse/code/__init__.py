@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 
-from stages.parse.code import engine
+from stages.parse.code import engine  # noqa: F401 - tests patch engine.PARSE_SECONDS
 from stages.parse.code.engine import MAX_DEPTH, Builder, line_count
 from stages.parse.code.languages import LANGUAGE_BY_EXTENSION, LANGUAGES, dotted_path
 from stages.parse.code.resolve import file_index

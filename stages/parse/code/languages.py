@@ -22,7 +22,7 @@ from typing import Any, Callable
 from tree_sitter import Language as TSLanguage, Node, Parser, Query
 
 from stages.parse.code import resolve
-from stages.parse.code.engine import CONTAINERS, MODULE_LIKE, base_type, text_of
+from stages.parse.code.engine import CONTAINERS, MODULE_LIKE, text_of
 
 QUERIES = Path(__file__).with_name("queries")
 Target = tuple[str, dict[str, Any]]
