@@ -20,7 +20,6 @@ import json
 import posixpath
 import re
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from typing import Any, Iterable
 from urllib.parse import unquote
 
@@ -30,6 +29,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
+from stages.parse.markdown_html import HtmlScan
 from stages.parse.model import Draft, ParsedFile, Reference
 from stages.parse.sections import Section, SectionBuilder, github_slug
 
@@ -148,99 +148,6 @@ def resolve_src(src: str, path: str) -> dict[str, Any]:
     if norm == ".." or norm.startswith("../"):
         return {"resolved": None, "outside_root": True}
     return {"resolved": norm}
-
-
-# --------------------------------------------------------------------------
-# HTML fragments (stdlib parser, never regex over a whole block)
-
-
-class _HtmlScan(HTMLParser):
-    """Collects what we index from an HTML fragment: <img>, <a href>, <a name/id>
-    and, for tables, the header cells and body row count. Line numbers are
-    0-based offsets inside the fragment."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.images: list[tuple[int, dict[str, str]]] = []
-        self.links: list[tuple[int, str, str]] = []
-        self.anchors: list[str] = []
-        self.headers: list[str] = []
-        self.rows = 0
-        self.has_text = False
-        self._row_th: list[str] | None = None
-        self._row_td = False
-        self._cell: list[str] | None = None
-        self._open_links: list[tuple[int, str, list[str]]] = []
-
-    @classmethod
-    def run(cls, fragment: str) -> "_HtmlScan":
-        scan = cls()
-        try:
-            scan.feed(fragment)
-            scan.close()
-        except Exception:  # noqa: BLE001 - keep whatever was collected
-            pass
-        scan._flush_row()
-        return scan
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: (v or "") for k, v in attrs}
-        line = self.getpos()[0] - 1
-        if tag == "img":
-            self.images.append((line, a))
-        elif tag == "a":
-            for key in ("name", "id"):
-                if a.get(key):
-                    self.anchors.append(a[key])
-            if a.get("href"):
-                self._open_links.append((line, a["href"], []))
-        elif tag == "tr":
-            self._flush_row()
-            self._row_th = []
-        elif tag == "th":
-            self._close_cell()
-            self._cell = []
-        elif tag == "td":
-            self._close_cell()
-            self._row_td = True
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._open_links:
-            line, href, text = self._open_links.pop()
-            self.links.append((line, href, _squash("".join(text))))
-        elif tag == "th":
-            self._close_cell()
-        elif tag in ("tr", "table", "thead"):
-            self._flush_row()
-
-    def handle_data(self, data: str) -> None:
-        if data.strip():
-            self.has_text = True
-        if self._cell is not None:
-            self._cell.append(data)
-        for _, _, text in self._open_links:
-            text.append(data)
-
-    def close(self) -> None:
-        super().close()
-        for line, href, text in self._open_links:  # unclosed <a href>
-            self.links.append((line, href, _squash("".join(text))))
-        self._open_links = []
-
-    def _close_cell(self) -> None:
-        if self._cell is not None:
-            if self._row_th is None:
-                self._row_th = []
-            self._row_th.append(_squash("".join(self._cell)))
-            self._cell = None
-
-    def _flush_row(self) -> None:
-        self._close_cell()
-        if self._row_th and not self.headers:
-            self.headers = self._row_th
-        if self._row_td:
-            self.rows += 1
-        self._row_th, self._row_td = None, False
 
 
 # --------------------------------------------------------------------------
@@ -433,7 +340,7 @@ class _Builder:
         found: list[str] = []
         for j in (line - 1, line):
             if 0 <= j < self.nlines and "<a" in self.lines[j].lower():
-                found.extend(_HtmlScan.run(self.lines[j]).anchors)
+                found.extend(HtmlScan.run(self.lines[j]).anchors)
         return found
 
     # ---- code -----------------------------------------------------------
@@ -502,14 +409,14 @@ class _Builder:
         in_table = start < self.html_table_until
         if "<table" in low and not in_table:
             table_end = self._html_table_end(start, end)
-            scan = _HtmlScan.run("\n".join(self.lines[start:table_end]))
+            scan = HtmlScan.run("\n".join(self.lines[start:table_end]))
             self._mark(start, table_end)
             self.html_table_until = table_end
             self._add_table("html", start, table_end, scan.headers, scan.rows)
             in_table = True
         if "<img" not in low and "<a" not in low:
             return
-        scan = _HtmlScan.run(content)
+        scan = HtmlScan.run(content)
         for line, a in scan.images:
             self._add_image("html", a.get("src", ""), a.get("alt", ""), start + line, a.get("title"))
         for line, href, text in scan.links:
@@ -606,7 +513,7 @@ class _Builder:
                 href, at, text = html_links.pop()
                 self._add_link(href, _squash("".join(text)), at)
         elif low.startswith("<img") or low.startswith("<a"):
-            scan = _HtmlScan.run(child.content)
+            scan = HtmlScan.run(child.content)
             for _, a in scan.images:
                 src = a.get("src", "")
                 line = self._seek(line, last, src)
