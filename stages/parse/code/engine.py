@@ -45,13 +45,12 @@ MODULE_LIKE = frozenset({"module", "namespace"})
 _BODY_TYPES = frozenset({
     "class_body", "block", "function_body", "declaration_list", "statement_block", "compound_statement",
     "field_declaration_list", "enum_body", "interface_body", "protocol_body", "enum_class_body",
-    "body_statement", "do_block", "enum_variant_list", "template_body", "do_block", "block_body"})
-_VISIBILITY = ("public", "private", "protected", "internal", "fileprivate", "open")
+    "body_statement", "do_block", "enum_variant_list", "template_body", "block_body"})
 _TYPE_NAME = re.compile(r"[A-Za-z_][\w]*")
 
 
 class ParseBudgetExceeded(Exception):
-    pass
+    """A parse ran past its time budget (see ``Builder._parse_within_budget``)."""
 
 
 def text_of(node: Node | None) -> str:
@@ -103,8 +102,6 @@ def is_comment(node: Node) -> bool:
 class _Def:
     node: Node
     subkind: str
-    name: str
-    start: Node  # where the range starts: the node, or the export/attributes around it
     captures: dict[str, Node] = field(default_factory=dict)
 
 
@@ -152,7 +149,7 @@ class Builder:
                     if key in defs:
                         defs[key].captures.update(one)
                     else:
-                        defs[key] = _Def(node, cap.split(".", 1)[1], "", node, dict(one))
+                        defs[key] = _Def(node, cap.split(".", 1)[1], dict(one))
                 elif cap.startswith("import."):
                     imports.append((node, cap.split(".", 1)[1]))
                 elif cap == "package" and not package:
@@ -281,8 +278,8 @@ class Builder:
             qual = f"{real.qual}.{member_qual}" if real.qual else member_qual
         else:
             qual = title
-        indent = self.lines[start.start_point[0]][: start.start_point[1]]
-        indent = indent[: len(indent) - len(indent.lstrip())]
+        before = self._before_on_line(start)
+        indent = before[: len(before) - len(before.lstrip())]
         scope = _Scope(draft, subkind, node.end_byte, qual, node_path, parent.depth + 1,
                        placeholder=indent + signature + (spec.fold if body is not None
                                                          or draft.end_line > draft.start_line else ""))
@@ -291,12 +288,17 @@ class Builder:
 
     # -- comments
 
+    def _before_on_line(self, node: Node) -> str:
+        """The text on a node's first line before it (columns are bytes, not characters)."""
+        line_start = self.data.rfind(b"\n", 0, node.start_byte) + 1
+        return self.data[line_start:node.start_byte].decode("utf-8", "replace")
+
     def _doc_above(self, node: Node) -> str:
         parts: list[str] = []
         limit = node.start_point[0]
         prev = node.prev_sibling
         while prev is not None and is_comment(prev) and len(parts) < 200:
-            if limit - last_row(prev) > 1 or self.lines[prev.start_point[0]][: prev.start_point[1]].strip():
+            if limit - last_row(prev) > 1 or self._before_on_line(prev).strip():
                 break
             parts.append(text_of(prev))
             limit = prev.start_point[0]
