@@ -50,6 +50,7 @@ bench: install
 	$(PY) -m benchmarks.scale_out
 	$(PY) -m benchmarks.service_load
 	$(PY) -m benchmarks.openie_quality
+	$(PY) -m benchmarks.hardening
 	$(PY) -m benchmarks.report
 	$(PY) -m pytest -m slow -q -s || test $$? -eq 5  # 5: no slow tests collected
 	STRATA_HYPOTHESIS_PROFILE=bench $(PY) -m pytest -q tests/test_incremental_equivalence.py tests/reliability/test_fuzz_parsers.py

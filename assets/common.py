@@ -4,8 +4,9 @@ reading the previous build, logging progress and building metadata."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import dagster as dg
 import polars as pl
@@ -19,12 +20,108 @@ from strata.stats import markdown_table
 BUILD_REPORT = "build_report.json"
 
 
-def corpus_and_layout(context: dg.AssetExecutionContext,
-                      corpora: CorpusRegistry) -> tuple[CorpusSpec, IndexLayout]:
+def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
+                      write: bool = True) -> tuple[CorpusSpec, IndexLayout]:
+    """The corpus of this partition and its index folder. A step that writes the
+    index (``write``) first makes sure this run holds the folder's build lock
+    (:mod:`strata.buildlock`): a second build of the same index stops here, with
+    the holder named, before it writes anything."""
+    from strata import stopping
+
+    reason = stopping.requested()
+    if reason:  # Dagster carries on with independent steps after an interrupt: not us
+        raise _stopped(f"{reason}; step not started")
     spec = corpora.get(context.partition_key)
     layout = IndexLayout(spec.out)
+    if write:
+        take_build_lock(context, layout)
     layout.build.mkdir(parents=True, exist_ok=True)
     return spec, layout
+
+
+def take_build_lock(context, layout: IndexLayout) -> None:
+    from strata.buildlock import RUN_TAG, BuildLocked, claim_for_run
+
+    run = context.run
+    try:
+        claim_for_run(layout.root, run.run_id, run.tags.get(RUN_TAG),
+                      run_is_live=lambda run_id: run_is_live(context.instance, run_id))
+    except BuildLocked as e:
+        raise dg.Failure(
+            description=f"{e}: this run stops before writing anything; run it again when that "
+                        "build has finished",
+            allow_retries=False, metadata={"strata/locked_by": str(e.info.get("what", ""))},
+        ) from None
+
+
+def run_is_live(instance, run_id: str) -> bool:
+    """Whether a run holding an index's lease still runs (a finished or unknown
+    one has left a stale lease behind)."""
+    try:
+        run = instance.get_run_by_id(run_id)
+    except Exception:  # noqa: BLE001 - when in doubt, it is not ours to take
+        return True
+    return run is not None and not run.is_finished
+
+
+ENDPOINT_TAG = "strata/endpoint"  # metadata key of a step that stopped on a dead endpoint
+STOPPED_TAG = "strata/stopped"  # metadata key of a step ended by Ctrl-C / SIGTERM
+
+
+def stoppable(fn):
+    """Every asset and op body: an interrupt (Ctrl-C, SIGTERM, a stop requested by
+    `strata index`) ends the step for good.
+
+    Why: Dagster's retry policy turns an interrupt inside a step into a retry
+    request, so an interrupted summarize step came back ten seconds later and
+    the build ran on to publish (issue 17). Here it becomes a ``Failure`` that
+    is not retried; the next `strata index` resumes from what finished."""
+    import functools
+
+    @functools.wraps(fn)
+    def body(*args, **kwargs):
+        from strata import stopping
+
+        try:
+            return fn(*args, **kwargs)
+        except dg.Failure:
+            raise
+        except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError) as e:
+            raise _stopped(stopping.requested() or type(e).__name__) from None
+        except Exception:
+            reason = stopping.requested()
+            if reason:  # a failure caused by stopping (a closed client, ...): no retry either
+                raise _stopped(reason) from None
+            raise
+    return body
+
+
+def _stopped(reason: str) -> dg.Failure:
+    return dg.Failure(description=f"stopped: {reason}", allow_retries=False,
+                      metadata={STOPPED_TAG: reason})
+
+
+@contextmanager
+def stop_on_dead_endpoint() -> Iterator[None]:
+    """An endpoint that cannot be used at all (:class:`strata.endpoints.EndpointError`)
+    fails the step at once and for good: Dagster's retry policy would only ask the
+    same dead server again after a delay. The description is the error's one line
+    (URL and what to check), which the CLI prints as it is."""
+    from strata.endpoints import EndpointError
+
+    try:
+        yield
+    except EndpointError as e:
+        raise dg.Failure(description=str(e), allow_retries=False,
+                         metadata={ENDPOINT_TAG: e.url, "strata/backend": e.what}) from None
+
+
+def llm_client(llm, spec: CorpusSpec, layout: IndexLayout, vision: bool = False):
+    """The LLM of one stage for this corpus: the resource's settings, overridden by
+    what the corpus remembers (``llm:`` in its entry, written by ``strata index``
+    when given LLM flags), so a sensor or scheduled run uses the same model as the
+    command line that built the corpus."""
+    return llm.client(layout.cache / "llm.sqlite", vision=vision, overrides=spec.llm)
 
 
 def read_build_table(layout: IndexLayout, name: str, required: bool = True) -> pl.DataFrame | None:
@@ -91,8 +188,11 @@ def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
     from strata.layout import write_parquet_atomic
     from strata.schema import FAILURES
 
+    from strata.layout import read_cache_table
+
     path = layout.build_table("failures")
-    old = pl.read_parquet(path).filter(pl.col("stage") != stage) if path.exists() else None
+    old = read_cache_table(path, "failure list")
+    old = old.filter(pl.col("stage") != stage) if old is not None else None
     new = pa.Table.from_pylist([{**r, "stage": stage} for r in rows], schema=FAILURES)
     if old is not None and old.height:
         new = pa.concat_tables([old.to_arrow().cast(FAILURES), new])
@@ -100,7 +200,8 @@ def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
     return len(rows)
 
 
-def llm_metadata(stats, failures: list[dict], offline: bool, resource=None) -> dict:
+def llm_metadata(stats, failures: list[dict], offline: bool, resource=None,
+                 label: str | None = None) -> dict:
     """Calls, cache hits, tokens, cost and failures of one stage, for the UI.
 
     Cost is tokens × the resource's ``usd_per_million_*`` prices when they are set
@@ -109,7 +210,7 @@ def llm_metadata(stats, failures: list[dict], offline: bool, resource=None) -> d
     asked = stats.calls + stats.cache_hits
     meta = {
         "llm_backend": "offline stand-in" if offline else
-        f"{getattr(resource, 'backend', 'llm')}:{getattr(resource, 'model', '')}",
+        label or f"{getattr(resource, 'backend', 'llm')}:{getattr(resource, 'model', '')}",
         "llm_calls": stats.calls,
         "llm_cache_hits": stats.cache_hits,
         "llm_cache_hit_rate": dg.MetadataValue.float(round(stats.cache_hits / asked, 4)

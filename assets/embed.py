@@ -4,8 +4,8 @@ one BM25 index over the same units (lexical search)."""
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, md, output_version, path_metadata,
-                           progress_logger, read_build_table, record_stage)
+from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
+                           read_build_table, record_stage, stop_on_dead_endpoint, stoppable)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
@@ -42,6 +42,7 @@ def load_embedding_items(layout):
         "one_vector_per_embedded_node", asset="embeddings",
         description="Exactly one vector row per embedded node, all of the recorded dimension.")],
 )
+@stoppable
 def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: CorpusRegistry,
                embedder: EmbedderResource) -> dg.MaterializeResult:
     import json
@@ -54,7 +55,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     from stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
     from stages.lexical import FINGERPRINT_FILE, build_lexical
     from strata.embedding import EncoderSpec, canonical_model
-    from strata.layout import write_json_atomic
+    from strata.layout import read_json_or_empty, write_json_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = load_embedding_items(layout)
@@ -62,17 +63,19 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     in_shards = sum(s["computed"] for s in shard_summaries(cache, "*.json", context.run.run_id))
     enc_spec = embedder.spec_for(spec.embedding)
     encoder_json = layout.build / "encoder.json"
-    previous = json.loads(encoder_json.read_text()) if encoder_json.exists() else {}
+    previous = read_json_or_empty(encoder_json)
     same = bool(previous) and EncoderSpec.from_manifest(previous).same_model(enc_spec)
 
     def load():
         context.log.info(f"loading encoder {enc_spec.backend}:{enc_spec.model}")
         return embedder.load(enc_spec)
 
-    result = build_vectors(nodes, enc_spec, load, layout.build_lance, batch_size=config.batch_size,
-                           progress=progress_logger(context, "embed"),
-                           dim=previous.get("dim") if same else None,
-                           precomputed=read_vector_cache(cache))
+    with stop_on_dead_endpoint():
+        result = build_vectors(nodes, enc_spec, load, layout.build_lance,
+                               batch_size=config.batch_size,
+                               progress=progress_logger(context, "embed"),
+                               dim=previous.get("dim") if same else None,
+                               precomputed=read_vector_cache(cache))
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
     lexical = build_lexical(nodes, layout.build_lexical)
     computed, reused = result.computed + in_shards, result.reused - in_shards

@@ -6,7 +6,7 @@ import polars as pl
 
 from assets.charts import bar_chart, md_image
 from assets.common import (corpus_and_layout, md, output_version, path_metadata, read_build_table,
-                           record_stage)
+                           record_stage, stoppable)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from strata.layout import write_parquet_atomic
@@ -55,6 +55,7 @@ def _entity_vectors(layout):
     check_specs=[dg.AssetCheckSpec("endpoints_exist", asset="edges",
                                    description="Both ends of every edge are nodes of the build.")],
 )
+@stoppable
 def edges(context: dg.AssetExecutionContext, config: GraphConfig,
           corpora: CorpusRegistry) -> dg.MaterializeResult:
     import time

@@ -3,8 +3,9 @@
 import dagster as dg
 
 from assets.charts import contact_sheet, md_image
-from assets.common import (corpus_and_layout, llm_metadata, md, output_version, path_metadata,
-                           progress_logger, read_build_table, record_stage, write_failures)
+from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
+                           path_metadata, progress_logger, read_build_table, record_stage,
+                           stop_on_dead_endpoint, stoppable, write_failures)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
@@ -51,6 +52,7 @@ def _group_sheet(df, records) -> bytes | None:
         "pHash, LSH buckets, optional SSIM) merge into the highest-resolution representative; "
         "edges to duplicates are redirected to it in the graph."),
 )
+@stoppable
 def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
                  corpora: CorpusRegistry) -> dg.MaterializeResult:
     import time
@@ -100,6 +102,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
         "captioned; duplicates inherit it. Missing or broken image files are recorded as failures "
         "and still get an offline caption."),
 )
+@stoppable
 def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
              llm: LLMResource) -> dg.MaterializeResult:
     import polars as pl
@@ -112,10 +115,11 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
     nodes = read_build_table(layout, "nodes")
     groups = read_build_table(layout, "images")
     records = image_records(nodes, spec.root, layout.build_blobs)
-    client = llm.client(layout.cache / "llm.sqlite", vision=True)
+    client = llm_client(llm, spec, layout, vision=True)
     try:
-        result = run_captions(records, client, mapping=duplicate_mapping(groups.to_arrow()),
-                              progress=progress_logger(context, "caption"))
+        with stop_on_dead_endpoint():
+            result = run_captions(records, client, mapping=duplicate_mapping(groups.to_arrow()),
+                                  progress=progress_logger(context, "caption"))
     finally:
         client.close()
     write_parquet_atomic(result.table, layout.build_table("captions"))
@@ -127,6 +131,6 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
         "dagster/row_count": df.height,
         "by_source": md(dict(df.group_by("source").len().iter_rows()), ("source", "captions")),
         "sample": md(df.head(5).select("node_id", "caption").to_dicts()),
-        **llm_metadata(result.stats, result.failures, client.offline, llm),
+        **llm_metadata(result.stats, result.failures, client.offline, llm, label=client.name),
         "path": path_metadata(layout.build_table("captions")),
     })

@@ -2,8 +2,9 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, llm_metadata, md, output_version, path_metadata,
-                           progress_logger, read_build_table, record_stage, write_failures)
+from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
+                           path_metadata, progress_logger, read_build_table, record_stage,
+                           stop_on_dead_endpoint, stoppable, write_failures)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
@@ -33,6 +34,7 @@ class OpenIEConfig(dg.Config):
         "validated: both ends must occur in the text), from an imported HippoRAG OpenIE file, or "
         "offline from a heuristic stand-in. Cached: unchanged chunks cost nothing."),
 )
+@stoppable
 def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: CorpusRegistry,
           llm: LLMResource) -> dg.MaterializeResult:
     import json
@@ -59,10 +61,11 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         offline_cache = json.loads(offline_path.read_text()) if offline_path.exists() else {}
     except ValueError:
         offline_cache = {}  # a damaged cache only costs recomputation
-    client = llm.client(layout.cache / "llm.sqlite")
+    client = llm_client(llm, spec, layout)
     try:
-        result = run_openie(units, client, imported=imported, offline_cache=offline_cache,
-                            progress=progress_logger(context, "openie"))
+        with stop_on_dead_endpoint():
+            result = run_openie(units, client, imported=imported, offline_cache=offline_cache,
+                                progress=progress_logger(context, "openie"))
     finally:
         client.close()
     if result.offline_cache != offline_cache:
@@ -97,6 +100,6 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         "units_by_source": md(sources, ("source", "units")),
         "import_unmatched": len(unmatched),
         "import_unmatched_passages": md(unmatched[:50], ("idx", "passage_head")),
-        **llm_metadata(result.stats, result.failures, client.offline, llm),
+        **llm_metadata(result.stats, result.failures, client.offline, llm, label=client.name),
         "path": path_metadata(layout.build_table("facts")),
     })

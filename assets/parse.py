@@ -5,8 +5,8 @@ import dagster as dg
 import polars as pl
 
 from assets.charts import bar_chart, md_image
-from assets.common import (corpus_and_layout, md, output_version, path_metadata,
-                           progress_logger, record_stage)
+from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
+                           record_stage, stoppable)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from stages.parse.finalize import PARSER_VERSION
@@ -66,6 +66,7 @@ def _shard_outputs(layout, run_id: str):
                           description="No node has empty text."),
     ],
 )
+@stoppable
 def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
           corpora: CorpusRegistry) -> dg.MaterializeResult:
     import shutil

@@ -5,7 +5,8 @@ import json
 
 import dagster as dg
 
-from assets.common import BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table
+from assets.common import (BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table,
+                           stoppable)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 
@@ -28,6 +29,7 @@ class PublishConfig(dg.Config):
         "source fingerprint, build time). The build is hard-linked into versions/vNNNNNN/ and the "
         "CURRENT pointer swapped atomically: readers see the old index or the new one, never a mix."),
 )
+@stoppable
 def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
     from datetime import datetime, timezone
@@ -35,6 +37,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     import polars as pl
 
     from stages.parse.finalize import stable_hash
+    from strata.layout import read_json_or_empty
     from strata.schema import FORMAT_VERSION
     from strata.stats import index_stats
 
@@ -51,7 +54,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         raise FileNotFoundError(f"{encoder_path} missing: materialize embeddings first")
     encoder = json.loads(encoder_path.read_text())
     report_path = layout.build / BUILD_REPORT
-    report = json.loads(report_path.read_text()) if report_path.exists() else {}
+    report = read_json_or_empty(report_path)
     stats = index_stats(nodes, edges, documents, skipped)
     fingerprint = stable_hash(*[f"{p}:{h}" for p, h in
                                 sorted(documents.select("path", "content_hash").iter_rows())], size=32)
@@ -74,6 +77,9 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     }
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
+    from strata.buildlock import release_for_run
+
+    release_for_run(layout.root, context.run.run_id)  # published: the next build may start
     return dg.MaterializeResult(
         metadata={
             "version": version,
@@ -100,11 +106,12 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         "data/corpora.yaml), CURRENT written last so remote readers never see a partial version. "
         "Does nothing for a corpus without a mirror. Readers open the URI with Index.open."),
 )
+@stoppable
 def mirrored_index(context: dg.AssetExecutionContext,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
     from strata.remote import push_version
 
-    spec, layout = corpus_and_layout(context, corpora)
+    spec, layout = corpus_and_layout(context, corpora, write=False)
     version = layout.current_version()
     if not spec.mirror or version is None:
         return dg.MaterializeResult(metadata={"mirror": "none configured" if not spec.mirror

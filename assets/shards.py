@@ -23,7 +23,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from assets.common import corpus_and_layout, md, progress_logger
+from assets.common import corpus_and_layout, md, progress_logger, stop_on_dead_endpoint, stoppable
 from assets.parse import ParseConfig
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
@@ -74,6 +74,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
            tags={"strata/shard": f"{shard}/{shards}"},
            retry_policy=dg.RetryPolicy(max_retries=1, delay=5),
            description=f"Parse the documents whose path hash falls in shard {shard} of {shards}.")
+    @stoppable
     def parse_shard(context: dg.OpExecutionContext, config: ParseConfig,
                     corpora: CorpusRegistry) -> None:
         import pyarrow as pa
@@ -120,6 +121,7 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
            tags={"strata/shard": f"{shard}/{shards}"},
            retry_policy=dg.RetryPolicy(max_retries=2, delay=5, backoff=dg.Backoff.EXPONENTIAL),
            description=f"Encode the new texts whose hash falls in shard {shard} of {shards}.")
+    @stoppable
     def embed_shard(context: dg.OpExecutionContext, corpora: CorpusRegistry,
                     embedder: EmbedderResource) -> None:
         import pyarrow as pa
@@ -134,11 +136,18 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         enc_spec = embedder.spec_for(spec.embedding)
         target = vector_cache_dir(layout) / f"{shard:03d}.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
-        old = pq.read_table(target) if target.exists() else None
+        try:
+            old = pq.read_table(target) if target.exists() else None
+        except Exception as e:  # noqa: BLE001 - damaged: encode its share again
+            context.log.warning(f"vector cache {target.name} is unreadable ({e}); removed")
+            target.unlink(missing_ok=True)
+            old = None
         known = set(old.column("text_hash").to_pylist()) if old is not None else set()
-        result = encode_shard(items, enc_spec, lambda: embedder.load(enc_spec), layout.build_lance,
-                              shard, shards, progress=progress_logger(context, f"embed shard {shard}"),
-                              known=known)
+        with stop_on_dead_endpoint():
+            result = encode_shard(items, enc_spec, lambda: embedder.load(enc_spec),
+                                  layout.build_lance, shard, shards,
+                                  progress=progress_logger(context, f"embed shard {shard}"),
+                                  known=known)
         if result.text_hashes:
             dim = result.vectors.shape[1]
             flat = pa.array(result.vectors.reshape(-1), pa.float32())
@@ -159,6 +168,7 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
 def _collect_op(name: str, what: str) -> dg.OpDefinition:
     @dg.op(name=name, ins={"shards": dg.In(dg.Nothing)},
            description=f"Gather the {what} shards' figures for the UI.")
+    @stoppable
     def collect(context: dg.OpExecutionContext, corpora: CorpusRegistry) -> dg.Output:
         from assets.common import record_stage
 

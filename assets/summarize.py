@@ -2,8 +2,9 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, llm_metadata, md, output_version, path_metadata,
-                           progress_logger, read_build_table, record_stage, write_failures)
+from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
+                           path_metadata, progress_logger, read_build_table, record_stage,
+                           stop_on_dead_endpoint, stoppable, write_failures)
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
 from resources.llm import LLMResource
@@ -24,6 +25,7 @@ from stages.enrich.summarize import TEMPLATE
         "so. Responses are cached: an unchanged corpus makes 0 LLM calls. Summaries become the "
         "embedded text of file, code and table nodes."),
 )
+@stoppable
 def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
               llm: LLMResource) -> dg.MaterializeResult:
     import polars as pl
@@ -33,9 +35,10 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = read_build_table(layout, "nodes")
-    client = llm.client(layout.cache / "llm.sqlite")
+    client = llm_client(llm, spec, layout)
     try:
-        result = run_summaries(nodes, client, progress=progress_logger(context, "summarize"))
+        with stop_on_dead_endpoint():
+            result = run_summaries(nodes, client, progress=progress_logger(context, "summarize"))
     finally:
         client.close()
     write_parquet_atomic(result.table, layout.build_table("summaries"))
@@ -47,6 +50,6 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
         "dagster/row_count": df.height,
         "by_source": md(dict(df.group_by("source").len().iter_rows()), ("source", "summaries")),
         "sample": md(df.head(5).select("kind", "summary").to_dicts()),
-        **llm_metadata(result.stats, result.failures, client.offline, llm),
+        **llm_metadata(result.stats, result.failures, client.offline, llm, label=client.name),
         "path": path_metadata(layout.build_table("summaries")),
     })

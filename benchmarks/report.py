@@ -67,6 +67,15 @@ SECTIONS = (
      "warm-up; clients and server share the machine's cores. Latency is client-side wall time; "
      "server ms is the service's own `took_ms`. An error is a non-200 answer or a failed "
      "request; there must be none."),
+    ("hardening", "Stopping a build, endpoints that are down, hostile files",
+     "`benchmarks.hardening`: every figure is a `strata index` child process measured from "
+     "outside. Stop time: from the signal to the process's exit, on a 12-page corpus, while the "
+     "LLM server holds a request open or while the encoder runs; Ctrl-C is typed on a "
+     "pseudo-terminal (the kernel signals the whole process group). Endpoint down: the whole "
+     "command, interpreter start-up included, against a port where nothing listens. Hostile "
+     "corpus: `tests/reliability/hostile.py` (a 2 GiB sparse image, a 200 MiB text file, a DOCX "
+     "whose XML part inflates to 64 MiB, a FIFO, a character device, ...); peak RSS of the "
+     "process."),
     ("hyprag", "Code: Strata hierarchical vs HypRAG 0.7.2 on the same stdlib subset",
      "Same chunks, same hierarchy, same MiniLM encoder; HypRAG runs from PyPI in its own venv. "
      "Gold = dotted node paths (`benchmarks/data/stdlib_code_questions.yaml`)."),

@@ -1,9 +1,9 @@
 """The `strata` command line.
 
-`strata index` runs the very same Dagster assets as the UI (through
-``dagster.materialize`` against the project's Dagster instance), so a CLI
-build shows up in the UI's run history and there is only one code path.
-Query commands go through :mod:`retrieval` and never start Dagster.
+`strata index` (:mod:`pipelines.build_command`) runs the very same Dagster
+assets as the UI, so a CLI build shows up in the UI's run history and there is
+only one code path. Query commands go through :mod:`retrieval` and never start
+Dagster.
 """
 
 from __future__ import annotations
@@ -12,247 +12,10 @@ import argparse
 import json
 import os
 import sys
-import time
-from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-
-
-def dagster_home() -> Path:
-    """The project-local instance (``.dagster/``) unless DAGSTER_HOME is set."""
-    home = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster").resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    cfg = home / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text("telemetry:\n  enabled: false\n")
-    os.environ["DAGSTER_HOME"] = str(home)
-    return home
-
-
-def _print(msg: str = "", *, err: bool = False) -> None:
-    print(msg, file=sys.stderr if err else sys.stdout, flush=True)
-
-
-def cmd_index(args: argparse.Namespace) -> int:
-    from stages.corpora import (DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora,
-                                register_corpus, validate_name)
-    from strata.embedding import DEFAULT_MODEL, EncoderSpec
-
-    root = Path(args.root).expanduser().resolve()
-    if not root.is_dir():
-        _print(f"error: {args.root} is not a folder", err=True)
-        return EXIT_USAGE
-    try:
-        name = validate_name(args.corpus)
-    except CorpusError as e:
-        _print(f"error: {e}", err=True)
-        return EXIT_USAGE
-    config_path = Path(os.environ.get("STRATA_CORPORA") or DEFAULT_CONFIG)
-    declared = load_corpora(config_path).get(name)
-    out = Path(args.out).expanduser().resolve() if args.out else (
-        declared.out if declared else (config_path.parent / "indexes" / name).resolve())
-    if args.model or args.embed_backend != "sentence-transformers":
-        embedding = EncoderSpec(backend=args.embed_backend, model=args.model or DEFAULT_MODEL,
-                                base_url=args.embed_base_url)
-    else:
-        embedding = declared.embedding if declared else EncoderSpec()
-    spec = CorpusSpec(
-        name=name, root=root, out=out,
-        include=args.include or (declared.include if declared else ["**/*"]),
-        exclude=args.exclude or (declared.exclude if declared else []),
-        embedding=embedding,
-        url_template=declared.url_template if declared else None,
-    )
-    register_corpus(spec, config_path)
-    if not args.quiet:
-        _print(f"indexing {root} as corpus '{name}' → {out}", err=True)
-    home = dagster_home()
-
-    import dagster as dg
-
-    # One shard per worker process: in one process shards add steps, not speed.
-    # (Read when the assets module loads; the UI's code location keeps its own.)
-    os.environ.setdefault("STRATA_SHARDS", str(max(1, args.workers)))
-    from assets import all_assets, corpora_partitions
-    from pipelines.definitions import make_resources
-
-    instance = dg.DagsterInstance.get()
-    if not instance.has_dynamic_partition(corpora_partitions.name, name):
-        instance.add_dynamic_partitions(corpora_partitions.name, [name])
-    parse_config = {"config": {"chunk_tokens": args.chunk_tokens}}
-    ops: dict = {"nodes": parse_config, "parsed_shards": parse_config}
-    if args.openie_import:
-        path = Path(args.openie_import).expanduser().resolve()
-        if not path.is_file():
-            _print(f"error: --openie-import {args.openie_import} is not a file", err=True)
-            return EXIT_USAGE
-        ops["facts"] = {"config": {"import_path": str(path)}}
-    llm = {"backend": args.llm_backend or ("callable" if args.llm_callable else None),
-           "model": args.llm_model, "base_url": args.llm_base_url,
-           "callable_path": args.llm_callable}
-    if args.dry_run:
-        return _dry_run(all_assets, name, instance, llm, ops, as_json=args.json)
-    run_config = {
-        "ops": ops,
-        "loggers": {"console": {"config": {"log_level": "INFO" if args.verbose else "ERROR"}}},
-    }
-    from contextlib import nullcontext
-    from uuid import uuid4
-
-    from pipelines.progress import PROGRESS_TAG, BuildProgress
-
-    tags = {"strata/cli": "index", PROGRESS_TAG: uuid4().hex}
-    # a progress bar (a line per step off a terminal) unless -q, or --verbose's Dagster logs
-    watch = nullcontext() if args.quiet or args.verbose else \
-        BuildProgress(instance, tags[PROGRESS_TAG])
-    t0 = time.perf_counter()
-    with watch:
-        if args.workers > 1:
-            result = _run_in_processes(instance, name, config_path, llm, run_config,
-                                       args.workers, tags)
-        else:
-            result = dg.materialize(all_assets, partition_key=name, instance=instance,
-                                    resources=make_resources(llm), run_config=run_config,
-                                    raise_on_error=False, tags=tags)
-    wall = time.perf_counter() - t0
-    if not result.success:
-        failures = [e for e in result.all_events if e.is_step_failure]
-        for e in failures:
-            _print(f"step {e.step_key} failed: {e.step_failure_data.error.message.strip()}", err=True)
-        _print(f"index build failed (run {result.run_id}); see the run in the UI: "
-               f"DAGSTER_HOME={home} dagster dev -w workspace.yaml", err=True)
-        return EXIT_FAILED
-    from retrieval import Index
-
-    idx = Index.open(out)
-    stats = idx.stats()
-    if args.json:
-        _print(json.dumps({"corpus": name, "out": str(out), "version": idx.version,
-                           "run_id": result.run_id, "wall_seconds": round(wall, 2), **stats},
-                          indent=2))
-    elif not args.quiet:
-        _print_stats(idx, stats)
-        _print(f"\nbuilt in {wall:.1f}s (run {result.run_id[:8]}); "
-               f"open the UI with `make ui` to see it")
-    return EXIT_OK
-
-
-def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: dict, workers: int,
-                      tags: dict):
-    """The index job on Dagster's multiprocess executor: every step (each parse and
-    embedding shard among them) in its own process, ``workers`` at a time. The
-    workers rebuild their resources from the environment, so the flags go there."""
-    import dagster as dg
-
-    from pipelines.scaleout import multiprocess_index_job
-
-    os.environ["STRATA_CORPORA"] = str(config_path)
-    # each worker process gets its share of the cores for torch
-    os.environ.setdefault("STRATA_TORCH_THREADS", str(max(1, (os.cpu_count() or 1) // workers)))
-    for key, value in llm.items():
-        if value is not None:
-            env = {"callable_path": "STRATA_LLM_CALLABLE"}.get(key, f"STRATA_LLM_{key.upper()}")
-            os.environ[env] = str(value)
-    # forkserver with the code location and the encoder's libraries preloaded: each
-    # step's process forks ready to run instead of importing them again (~3 s each)
-    preload = ["pipelines.definitions", "sentence_transformers", "lancedb"]
-    run_config = {**run_config, "execution": {"config": {
-        "max_concurrent": workers,
-        "start_method": {"forkserver": {"preload_modules": preload}}}}}
-    with dg.execute_job(dg.reconstructable(multiprocess_index_job), instance=instance,
-                        run_config=run_config, raise_on_error=False,
-                        tags={**tags, "dagster/partition": name}) as result:
-        result.all_events  # noqa: B018 - read the events before the result closes
-        return result
-
-
-def _dry_run(all_assets, name: str, instance, llm: dict, ops: dict, as_json: bool = False) -> int:
-    """Parse only (cheap, no LLM), then count the LLM calls a build would make
-    that the cache cannot answer."""
-    import dagster as dg
-    import polars as pl
-
-    from pipelines.definitions import make_resources
-    from stages.corpora import load_corpora
-    from stages.enrich.openie import openie_units, openie_request
-    from stages.enrich.summarize import planned_requests
-    from strata.layout import IndexLayout
-
-    nodes_asset = next(a for a in all_assets if a.key.to_user_string() == "nodes")
-    resources = make_resources(llm)
-    res = dg.materialize([nodes_asset], partition_key=name, instance=instance, resources=resources,
-                         run_config={"ops": {"nodes": ops["nodes"]},
-                                     "loggers": {"console": {"config": {"log_level": "ERROR"}}}},
-                         raise_on_error=False, tags={"strata/cli": "dry-run"})
-    if not res.success:
-        _print("dry run: parsing failed; see the run in the UI", err=True)
-        return EXIT_FAILED
-    spec = load_corpora(Path(os.environ.get("STRATA_CORPORA") or PROJECT_ROOT / "data" / "corpora.yaml"))[name]
-    layout = IndexLayout(spec.out)
-    nodes = pl.read_parquet(layout.build_table("nodes"))
-    client = resources["llm"].client(layout.cache / "llm.sqlite")
-    if client.offline:
-        if as_json:
-            _print(json.dumps({"corpus": name, "llm": "offline", "calls_needed": 0}))
-        else:
-            _print("dry run: the LLM backend is 'offline' — a build makes 0 LLM calls "
-                   "(extractive summaries, heuristic OpenIE, captions from alt text and context)")
-        return EXIT_OK
-    summary = client.estimate(planned_requests(nodes), "summarize")
-    files = nodes.filter(pl.col("kind") == "file").height
-    units = openie_units(nodes)
-    openie = {"requests": 0, "calls_needed": 0, "est_prompt_tokens": 0} if "facts" in ops else \
-        client.estimate([openie_request(u) for u in units.to_dicts()], "openie")
-    images = nodes.filter(pl.col("kind") == "image").height
-    if as_json:
-        _print(json.dumps({"corpus": name, "llm": client.name, "summarize": summary,
-                           "file_summaries_max": files, "openie": openie,
-                           "openie_imported": "facts" in ops, "caption_requests_max": images},
-                          indent=2))
-        client.close()
-        return EXIT_OK
-    _print(f"dry run for corpus '{name}' with {client.name}:")
-    _print(f"  summarize: {summary['calls_needed']} of {summary['requests']} section/code/table "
-           f"requests not cached (~{summary['est_prompt_tokens']} prompt tokens), "
-           f"plus up to {files} file summaries")
-    _print(f"  openie:    {openie['calls_needed']} of {openie['requests']} chunk requests not cached "
-           f"(~{openie['est_prompt_tokens']} prompt tokens)"
-           + (" — imported from file, 0 calls" if "facts" in ops else ""))
-    _print(f"  caption:   up to {images} image requests (one per duplicate group)")
-    client.close()
-    return EXIT_OK
-
-
-def _print_stats(idx, stats: dict) -> None:
-    from pipelines.console import kv_table
-
-    m = idx.manifest
-    _print(f"index {idx.path} — corpus '{m['corpus']}', version {idx.version}, "
-           f"model {m['model']} (dim {m['dim']})")
-    _print(f"files: {stats['files']}   nodes: {stats['nodes']}   edges: {stats['edges']}   "
-           f"max depth: {stats['max_depth']}")
-    _print(kv_table("files by format", stats["files_by_format"]))
-    _print(kv_table("nodes by kind", stats["nodes_by_kind"]))
-    _print(kv_table("edges by type", stats["edges_by_type"]))
-    _print(kv_table("depth distribution", stats["depth_distribution"]))
-    stages = m.get("stages", {})
-    if stages:
-        _print(kv_table("stage seconds", {k: round(v.get("seconds", 0), 2) for k, v in stages.items()}))
-        emb = stages.get("embed", {})
-        parse = stages.get("parse", {})
-        _print(f"parse: {parse.get('parsed', 0)} files parsed, {parse.get('reused', 0)} reused; "
-               f"embeddings: {emb.get('computed', 0)} computed, {emb.get('reused', 0)} reused")
-    if stats["skipped"]:
-        _print(f"\nskipped ({len(stats['skipped'])}):")
-        for s in stats["skipped"][:30]:
-            _print(f"  {s['path']}: {s['reason']}")
-        if len(stats["skipped"]) > 30:
-            _print(f"  … and {len(stats['skipped']) - 30} more (strata map --stats --json)")
-    if stats["notes"]:
-        _print(f"\nparser notes ({len(stats['notes'])}):")
-        for n in stats["notes"][:10]:
-            _print(f"  {n['path']}: {n['note']}")
+from pipelines.build_command import cmd_index
+from pipelines.console import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE
+from pipelines.console import say as _print
 
 
 def _open_index(path: str, version: int | None = None):
@@ -314,7 +77,9 @@ def cmd_map(args: argparse.Namespace) -> int:
         _print(json.dumps({"corpus": idx.manifest["corpus"], "version": idx.version,
                            "model": idx.manifest["model"], **stats}, indent=2))
     else:
-        _print_stats(idx, stats)
+        from pipelines.console import print_stats
+
+        print_stats(idx, stats)
         _print(f"\nbuild time: {stats['build_seconds']}s")
     return EXIT_OK
 
@@ -464,7 +229,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_query_chars=args.max_query_chars, reload_interval_s=args.reload_interval,
         cross_encoder_path=args.cross_encoder or env.cross_encoder_path,
         llm_backend=args.llm_backend, llm_model=args.llm_model, llm_base_url=args.llm_base_url,
-        llm_callable=args.llm_callable)
+        llm_callable=args.llm_callable,
+        forwarded_allow_ips=args.forwarded_allow_ips or env.forwarded_allow_ips)
     try:
         keys = load_entries(settings.api_keys_file, settings.api_key_hashes)
     except (KeyFileError, OSError) as e:
@@ -500,7 +266,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                err=True)
     # uvicorn's access log prints query strings; the service logs paths only
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                access_log=False, server_header=False)
+                access_log=False, server_header=False, **settings.uvicorn_options())
     return EXIT_OK
 
 
@@ -578,10 +344,12 @@ def _add_llm_args(group) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="strata", description="Structure-keeping retrieval indexes.",
-        epilog="exit codes: 0 success; 1 the build or query failed (the message says which "
-               "step; the run is in the Dagster UI); 2 bad usage: a missing folder or index, "
-               "an invalid name, mode or configuration; 130 interrupted. Every command that "
-               "reports takes --json for scripts.")
+        epilog="exit codes: 0 success; 1 the build or query failed: a step failed, an "
+               "endpoint is down or the index is damaged (one line says which; the run is in "
+               "the Dagster UI); 2 bad usage: a missing folder or index, an invalid name, mode "
+               "or configuration, an --out that holds another corpus; 75 another build of the "
+               "same index is running (--wait waits for it); 130 interrupted (143 for SIGTERM); "
+               "141 the output pipe was closed. Every command that reports takes --json.")
     sub = p.add_subparsers(dest="command", required=True)
 
     ix = sub.add_parser("index", help="build or update the index of a folder (runs the Dagster assets)")
@@ -591,17 +359,25 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--include", action="append", help="glob of files to include (repeatable)")
     ix.add_argument("--exclude", action="append", help="glob of files to exclude (repeatable)")
     ix.add_argument("--model", default=None, help="embedding model (default all-MiniLM-L6-v2)")
-    ix.add_argument("--embed-backend", default="sentence-transformers",
-                    choices=["sentence-transformers", "openai"])
+    ix.add_argument("--embed-backend", default=None,
+                    choices=["sentence-transformers", "openai"],
+                    help="default: what the corpus was built with, else sentence-transformers")
     ix.add_argument("--embed-base-url", default=None, help="OpenAI-compatible embeddings endpoint")
     ix.add_argument("--chunk-tokens", type=int, default=200, help="chunk budget (estimated tokens)")
     ix.add_argument("--openie-import", default=None,
                     help="HippoRAG openie_results JSON to use instead of LLM OpenIE calls")
     _add_llm_args(ix.add_argument_group(
-        "LLM for summaries, captions and OpenIE (default: $STRATA_LLM_BACKEND or offline)"))
+        "LLM for summaries, captions and OpenIE (remembered for the corpus, so its sensor and "
+        "scheduled runs use them; default: what the corpus remembers, else "
+        "$STRATA_LLM_BACKEND or offline)"))
     ix.add_argument("--workers", type=int, default=1,
                     help="run the build's steps (parse and embedding shards among them) in this "
                          "many processes (Dagster's multiprocess executor; shards: $STRATA_SHARDS)")
+    ix.add_argument("--wait", action="store_true",
+                    help="if another build of this index is running, wait for it instead of "
+                         f"exiting with code {EXIT_LOCKED}")
+    ix.add_argument("--force", action="store_true",
+                    help="replace the index in --out even when it belongs to another corpus")
     ix.add_argument("--dry-run", action="store_true",
                     help="parse only and print how many LLM calls a build would make")
     ix.add_argument("--json", action="store_true", help="print the resulting stats as JSON")
@@ -649,6 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds between looks for a newly published version (default 1)")
     sv.add_argument("--cross-encoder", default=None,
                     help="local CrossEncoder folder for diffusion's rerank='cross-encoder'")
+    sv.add_argument("--forwarded-allow-ips", default=None,
+                    help="proxies whose X-Forwarded-For is believed (comma-separated addresses "
+                         "or networks, or '*'; default $STRATA_FORWARDED_ALLOW_IPS, else none: "
+                         "rate limits and the loopback rule use the connecting address)")
     sv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sv.add_argument("-q", "--quiet", action="store_true")
     _add_llm_args(sv.add_argument_group(
@@ -672,12 +452,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+EXIT_PIPE = 141  # the reader of stdout went away (`strata search ... | head`), as for SIGPIPE
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    from pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
+    from strata.endpoints import EndpointError
+    from strata.layout import IndexDamaged
+
     try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        return 130
+        args = build_parser().parse_args(argv)
+        rc = args.func(args)
+    except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
+        rc = EXIT_SIGINT
+    except (IndexDamaged, EndpointError) as e:  # one line, never a stack trace
+        _print(f"error: {e}", err=True)
+        rc = EXIT_FAILED
+    except BrokenPipeError:
+        # nobody reads stdout any more: leave quietly (no second error at exit)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        rc = EXIT_PIPE
+    if rc in (EXIT_SIGINT, EXIT_SIGTERM) and argv is None:
+        # a stopped build may leave worker threads blocked on a dead server: they
+        # must not hold the exit (everything they could write is committed already)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(rc)
+    return rc
 
 
 if __name__ == "__main__":

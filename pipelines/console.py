@@ -5,6 +5,15 @@ from __future__ import annotations
 
 import sys
 
+# exit codes of every `strata` command (README, `strata --help`)
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_LOCKED = 75  # another build of the index is running (EX_TEMPFAIL: try again later)
+
+
+def say(msg: str = "", *, err: bool = False) -> None:
+    """One line to stdout (data) or stderr (progress, errors), flushed."""
+    print(msg, file=sys.stderr if err else sys.stdout, flush=True)
+
 
 def kv_table(title: str, data: dict) -> str:
     if not data:
@@ -159,3 +168,40 @@ def print_answer(answer, file=None) -> None:
         for s in answer.connections:
             print(f"  {_source_line(s)}", file=file)
     print(f"Reasoning: {answer.reasoning}", file=file)
+
+
+def print_stats(idx, stats: dict) -> None:
+    """What `strata index` and `strata map` print about an index."""
+    m = idx.manifest
+    say(f"index {idx.path} — corpus '{m['corpus']}', version {idx.version}, "
+        f"model {m['model']} (dim {m['dim']})")
+    say(f"files: {stats['files']}   nodes: {stats['nodes']}   edges: {stats['edges']}   "
+        f"max depth: {stats['max_depth']}")
+    say(kv_table("files by format", stats["files_by_format"]))
+    say(kv_table("nodes by kind", stats["nodes_by_kind"]))
+    say(kv_table("edges by type", stats["edges_by_type"]))
+    say(kv_table("depth distribution", stats["depth_distribution"]))
+    stages = m.get("stages", {})
+    if stages:
+        say(kv_table("stage seconds", {k: round(v.get("seconds", 0), 2) for k, v in stages.items()}))
+        emb = stages.get("embed", {})
+        parse = stages.get("parse", {})
+        say(f"parse: {parse.get('parsed', 0)} files parsed, {parse.get('reused', 0)} reused; "
+               f"embeddings: {emb.get('computed', 0)} computed, {emb.get('reused', 0)} reused")
+    if stats["skipped"]:
+        say(f"\nskipped ({len(stats['skipped'])}):")
+        for s in stats["skipped"][:30]:
+            say(f"  {s['path']}: {s['reason']}")
+        if len(stats["skipped"]) > 30:
+            say(f"  … and {len(stats['skipped']) - 30} more (strata map --stats --json)")
+    if stats["notes"]:
+        say(f"\nparser notes ({len(stats['notes'])}):")
+        for n in stats["notes"][:10]:
+            say(f"  {n['path']}: {n['note']}")
+    failures = stats.get("failures") or []
+    if failures:
+        say(f"\nLLM failures ({len(failures)}; offline stand-ins used, retried next build):")
+        for f in failures[:10]:
+            say(f"  {f['stage']} {f['node_id']}: {_snippet(f['error'], 160)}")
+        if len(failures) > 10:
+            say(f"  … and {len(failures) - 10} more (strata map --stats --json)")

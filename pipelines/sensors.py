@@ -32,23 +32,31 @@ def corpora_partitions_sensor(context: dg.SensorEvaluationContext,
     description="Watches every corpus root and requests a build of that corpus partition when "
                 "its files changed (added, edited, renamed, deleted). Each tick costs one stat "
                 "per file; contents are re-hashed only when sizes or times moved, and a touched "
-                "but unchanged file does not trigger a build. The cursor keeps one fingerprint "
-                "per corpus.",
+                "but unchanged file does not trigger a build. A corpus with a build in progress "
+                "(a run of it here, or `strata index` holding its lock) waits for the next "
+                "tick. The cursor keeps one fingerprint per corpus.",
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def corpus_change_sensor(context: dg.SensorEvaluationContext,
                          corpora: CorpusRegistry) -> dg.SensorResult | dg.SkipReason:
     from stages.fingerprint import fingerprint
+    from strata.buildlock import is_held
 
     cursor = json.loads(context.cursor) if context.cursor else {}
     registered = set(context.instance.get_dynamic_partitions(corpora_partitions.name))
+    active = _partitions_in_progress(context.instance)
     requests, seen, notes = [], {}, []
     for name, spec in sorted(corpora.all().items()):
         if name not in registered:
             continue  # corpora_partitions_sensor adds it first
         if not spec.root.is_dir():
             notes.append(f"{name}: root {spec.root} is missing")
+            continue
+        if name in active or is_held(spec.out):
+            # one build per index: a change seen now is seen again at the next tick
+            # (its cursor entry is left as it was)
+            notes.append(f"{name}: a build is in progress")
             continue
         before = cursor.get(name)
         fp = fingerprint(spec.root, spec.include, spec.exclude, previous=before)
@@ -65,3 +73,22 @@ def corpus_change_sensor(context: dg.SensorEvaluationContext,
         context.update_cursor(new_cursor)
         return dg.SkipReason("; ".join(notes) or f"{len(seen)} corpora unchanged")
     return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+
+
+IN_PROGRESS_WINDOW_S = 6 * 3600
+
+
+def _partitions_in_progress(instance) -> set[str]:
+    """Corpora with a run queued or running in this instance. Only runs updated in
+    the last hours count: a run whose process died without Dagster noticing stays
+    "Started" for ever, and must not hold a corpus's rebuilds back for good (a
+    run launched beside a live one is refused by the index's lock anyway)."""
+    from datetime import datetime, timedelta, timezone
+
+    statuses = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
+                dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+                dg.DagsterRunStatus.CANCELING]
+    since = datetime.now(timezone.utc) - timedelta(seconds=IN_PROGRESS_WINDOW_S)
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=statuses, updated_after=since),
+                             limit=200)
+    return {r.tags.get("dagster/partition") for r in runs if r.tags.get("dagster/partition")}

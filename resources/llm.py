@@ -33,19 +33,26 @@ class LLMResource(dg.ConfigurableResource):
     usd_per_million_prompt_tokens: float | None = None
     usd_per_million_completion_tokens: float | None = None
 
-    def client(self, cache_path: Path, vision: bool = False):
-        """The LLM for one stage. A ``callable`` backend without a vision
-        callable cannot see images: captions then use the offline stand-in."""
+    def client(self, cache_path: Path, vision: bool = False, overrides: dict | None = None):
+        """The LLM for one stage. ``overrides``: settings a corpus remembers
+        (``backend``, ``model``, ``base_url``, ``api_key_env``, ``callable_path``,
+        ``vision_callable_path``), which win over the resource's. A ``callable``
+        backend without a vision callable cannot see images: captions then use
+        the offline stand-in."""
         from strata.llm import LLM, LLMConfig
 
-        if vision and self.backend == "callable" and not self.vision_callable_path:
+        s = {"backend": self.backend, "model": self.model, "base_url": self.base_url,
+             "api_key_env": self.api_key_env, "callable_path": self.callable_path,
+             "vision_callable_path": self.vision_callable_path}
+        s.update({k: v for k, v in (overrides or {}).items() if k in s and v is not None})
+        if vision and s["backend"] == "callable" and not s["vision_callable_path"]:
             return LLM(LLMConfig(backend="offline"))
-        config = LLMConfig(backend=self.backend, model=self.model, base_url=self.base_url,
-                           api_key_env=self.api_key_env, temperature=self.temperature,
+        config = LLMConfig(backend=s["backend"], model=s["model"], base_url=s["base_url"],
+                           api_key_env=s["api_key_env"], temperature=self.temperature,
                            max_tokens=self.max_tokens, concurrency=self.concurrency,
                            timeout_s=self.timeout_s, max_retries=self.max_retries)
-        return LLM(config, cache_path=cache_path, fn=_load(self.callable_path),
-                   vision_fn=_load(self.vision_callable_path))
+        return LLM(config, cache_path=cache_path, fn=_load(s["callable_path"]),
+                   vision_fn=_load(s["vision_callable_path"]))
 
 
 def _load(path: str | None):

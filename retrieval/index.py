@@ -10,7 +10,7 @@ import polars as pl
 
 from retrieval.results import Result, SearchResults
 from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
-from strata.layout import IndexLayout, read_manifest
+from strata.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
 from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
                            LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
                            vector_table_name)
@@ -82,7 +82,13 @@ class Index:
         path = Path(path)
         layout = IndexLayout(path)
         vdir = layout.resolve(version)
-        manifest = read_manifest(vdir)
+        try:
+            manifest = read_manifest(vdir)
+            if not isinstance(manifest, dict) or "version" not in manifest:
+                raise ValueError("not a Strata manifest")
+        except (OSError, ValueError) as e:
+            raise IndexDamaged(path, f"{vdir.relative_to(path)}/manifest.json", short_error(e),
+                               version=int(vdir.name[1:])) from None
         fmt = manifest.get("format_version")
         if fmt != FORMAT_VERSION:
             raise ValueError(f"{vdir} has index format {fmt}; this Strata reads format "
@@ -102,11 +108,19 @@ class Index:
         return self.manifest["corpus"]
 
     # -- tables -----------------------------------------------------------------
+    def _damaged(self, file: str | Path, exc: BaseException | str) -> IndexDamaged:
+        rel = Path(file).relative_to(self.path) if Path(file).is_absolute() else file
+        problem = exc if isinstance(exc, str) else short_error(exc)
+        return IndexDamaged(self.path, str(rel), problem, version=self.version)
+
     def _table(self, name: str, optional: bool = False) -> pl.DataFrame | None:
         path = self._vdir / TABLE_FILES[name]
         if optional and not path.exists():
             return None
-        return pl.read_parquet(path)
+        try:
+            return pl.read_parquet(path)
+        except Exception as e:  # noqa: BLE001 - missing, truncated, not Parquet: one message
+            raise self._damaged(path, e) from None
 
     @cached_property
     def _nodes(self) -> pl.DataFrame:
@@ -186,6 +200,22 @@ class Index:
 
         return lancedb.connect(str(self._vdir / LANCE_DIR))
 
+    def _lance_damage(self, kind: str, exc: BaseException | None = None) -> IndexDamaged:
+        """The damaged file of a vector table (the one whose Lance footer is gone),
+        or the table itself when no single file can be blamed."""
+        table_dir = self._vdir / LANCE_DIR / f"{vector_table_name(kind)}.lance"
+        bad = damaged_lance_file(table_dir)
+        if bad is not None:
+            return self._damaged(bad, "truncated or overwritten: no Lance footer"
+                                 + (f"; {short_error(exc)}" if exc is not None else ""))
+        return self._damaged(table_dir, exc if exc is not None else "unreadable")
+
+    def _read_vectors(self, kind: str, table, columns: list[str]):
+        try:
+            return table.to_arrow().select(columns)
+        except Exception as e:  # noqa: BLE001 - an I/O or format error from Lance
+            raise self._lance_damage(kind, e) from None
+
     def _result(self, node_id: str, score: float, relation: str = "seed",
                 via: str | None = None) -> Result:
         if node_id not in self._row_of and node_id in self._fact_source:
@@ -231,7 +261,7 @@ class Index:
         for kind, table in self._all_vector_tables.items():
             if kind == FACT:
                 continue
-            t = table.to_arrow().select(["node_id", "vector"])
+            t = self._read_vectors(kind, table, ["node_id", "vector"])
             vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
             for nid, v in zip(t.column("node_id").to_pylist(), vecs):
                 j = g.index.get(nid)
@@ -248,7 +278,7 @@ class Index:
         dim = int(self.manifest["dim"])
         if table is None:
             return [], np.zeros((0, dim), dtype=np.float32)
-        t = table.to_arrow().select(["node_id", "vector"])
+        t = self._read_vectors(FACT, table, ["node_id", "vector"])
         vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
         vecs = np.asarray(vecs, dtype=np.float32)
         norms = np.linalg.norm(vecs, axis=1, keepdims=True)
@@ -256,9 +286,25 @@ class Index:
 
     @cached_property
     def _all_vector_tables(self) -> dict:
-        names = set(getattr(r := self._lance.list_tables(), "tables", r))
-        return {k: self._lance.open_table(vector_table_name(k)) for k in VECTOR_KINDS
-                if vector_table_name(k) in names}
+        """The vector tables, each checked once: every data and index file still
+        ends as a Lance file does (four bytes read per file). A truncated file can
+        otherwise go unnoticed until a query reads it."""
+        try:
+            names = set(getattr(r := self._lance.list_tables(), "tables", r))
+        except Exception as e:  # noqa: BLE001
+            raise self._damaged(self._vdir / LANCE_DIR, e) from None
+        tables = {}
+        for k in VECTOR_KINDS:
+            if vector_table_name(k) not in names:
+                continue
+            table_dir = self._vdir / LANCE_DIR / f"{vector_table_name(k)}.lance"
+            if damaged_lance_file(table_dir) is not None:
+                raise self._lance_damage(k)
+            try:
+                tables[k] = self._lance.open_table(vector_table_name(k))
+            except Exception as e:  # noqa: BLE001
+                raise self._lance_damage(k, e) from None
+        return tables
 
     @cached_property
     def _unit_vectors(self):
@@ -315,13 +361,21 @@ class Index:
         from strata.lexical import LexicalIndex
 
         folder = self._vdir / LEXICAL_DIR
-        return {name: LexicalIndex.load(folder / name) for name in (LEXICAL_UNITS, LEXICAL_GRAPH)}
+        out = {}
+        for name in (LEXICAL_UNITS, LEXICAL_GRAPH):
+            try:
+                out[name] = LexicalIndex.load(folder / name)
+            except Exception as e:  # noqa: BLE001 - any unreadable part: one clear line
+                raise self._damaged(folder / name, e) from None
+        return out
 
     def keyword(self, query: str, k: int, kinds=None) -> list[tuple[str, float]]:
         """(node_id, BM25 score) of the ``k`` best matches over ``kinds`` (default:
         the hierarchy kinds), from one BM25 index, so scores of different kinds
         are comparable. Entities and facts live in a second collection; when
         both are asked for, the two rankings are merged by reciprocal rank."""
+        if not query.strip():
+            return []
         kinds = list(kinds or EMBEDDED_KINDS)
         unit_kinds = [kd for kd in kinds if kd in EMBEDDED_KINDS]
         graph_kinds = [kd for kd in kinds if kd not in EMBEDDED_KINDS]

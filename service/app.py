@@ -69,8 +69,11 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         if too_big:
+            # the request id the outer middleware filed this request under (request.state)
+            rid = (scope.get("state") or {}).get("request_id")
             response = JSONResponse(
-                {"detail": f"request body over the {self.limit}-byte limit"}, status_code=413)
+                {"detail": f"request body over the {self.limit}-byte limit", "request_id": rid},
+                status_code=413)
             return await response(scope, receive, send)
         body = b"".join(chunks)
         sent = False
@@ -111,6 +114,12 @@ class Service:
         """The client's name (a key's name, or ``anonymous@ADDRESS``), after its
         key and rate limit are checked."""
         client_host = request.client.host if request.client else None
+        if not self.settings.forwarded_allow_ips and _forwarded(request):
+            # A server started with uvicorn's defaults has already replaced the
+            # peer with what X-Forwarded-For claims; unless proxies are named in
+            # the settings, such a claim is not believed: every request carrying
+            # one is one client (a local client rotating 127.0.0.N gains nothing)
+            client_host = "forwarded-unverified"
         if self.keys.enabled:
             key = request.headers.get("x-api-key")
             auth = request.headers.get("authorization", "")
@@ -172,6 +181,10 @@ def _clean_errors(errors) -> list[dict]:
     megabyte of text, or a secret pasted in the wrong field)."""
     return [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
             for e in errors]
+
+
+def _forwarded(request: Request) -> bool:
+    return "x-forwarded-for" in request.headers or "forwarded" in request.headers
 
 
 def _error(request: Request, status: int, detail, headers=None) -> JSONResponse:
@@ -303,10 +316,11 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         _, idx = svc.registry.get(name)
         if version is not None and version != idx.version:
             from retrieval import Index, IndexNotFound
+            from strata.layout import IndexDamaged
 
             try:
                 idx = Index.open(idx.path, version=version)
-            except (IndexNotFound, OSError, ValueError):
+            except (IndexNotFound, IndexDamaged, OSError, ValueError):
                 raise HTTPException(404, f"version {version} of {name} is no longer on disk") \
                     from None
         path = svc.registry.image_file(idx, node_id)

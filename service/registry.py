@@ -19,7 +19,7 @@ from pathlib import Path
 
 from retrieval import EmbeddingModelMismatch, Index
 from strata.embedding import BatchingEncoder
-from strata.layout import IndexLayout, IndexNotFound
+from strata.layout import IndexDamaged, IndexLayout, IndexNotFound
 
 log = logging.getLogger("strata.service")
 REMOTE_MIN_INTERVAL_S = 30.0
@@ -67,7 +67,7 @@ class IndexSlot:
             from strata.remote import remote_current
 
             return remote_current(self.location)
-        return IndexLayout(self.location).current_version()
+        return IndexLayout(self.location).read_current()  # a garbage CURRENT is reported
 
     def versions(self) -> list[int]:
         if self.remote:
@@ -110,7 +110,7 @@ class IndexSlot:
         """Start loading the published version when it is not the one in use."""
         try:
             published = self._published()
-        except (IndexNotFound, OSError, ValueError) as e:
+        except (IndexNotFound, IndexDamaged, OSError, ValueError) as e:
             self.reload_error = f"cannot read the published version: {e}"
             return
         if published is None:

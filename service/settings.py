@@ -54,6 +54,10 @@ class ServiceSettings:
     llm_model: str | None = None
     llm_base_url: str | None = None
     llm_callable: str | None = None
+    # proxies whose X-Forwarded-For / Forwarded headers are believed (uvicorn's
+    # forwarded_allow_ips: addresses, networks or "*"); None: none are. Believed
+    # headers name the client that rate limits and the loopback rule apply to.
+    forwarded_allow_ips: str | None = None
 
     @classmethod
     def from_env(cls) -> "ServiceSettings":
@@ -70,6 +74,7 @@ class ServiceSettings:
             max_query_chars=int(_float("STRATA_MAX_QUERY_CHARS", 2000)),
             reload_interval_s=float(_float("STRATA_RELOAD_INTERVAL_S", 1.0)),
             cross_encoder_path=env.get("STRATA_CROSS_ENCODER") or None,
+            forwarded_allow_ips=env.get("STRATA_FORWARDED_ALLOW_IPS") or None,
         )
 
     def check(self) -> None:
@@ -80,3 +85,12 @@ class ServiceSettings:
             raise ServiceConfigError("max_body_bytes must be at least 1024")
         if self.max_query_chars < 1:
             raise ServiceConfigError("max_query_chars must be at least 1")
+
+    def uvicorn_options(self) -> dict:
+        """How uvicorn must treat proxy headers for these settings. uvicorn believes
+        X-Forwarded-For from 127.0.0.1 by default, so any local client could
+        claim to be 127.0.0.N and escape the anonymous rate limit: proxy headers
+        are read only when ``forwarded_allow_ips`` names the proxies."""
+        if not self.forwarded_allow_ips:
+            return {"proxy_headers": False}
+        return {"proxy_headers": True, "forwarded_allow_ips": self.forwarded_allow_ips}

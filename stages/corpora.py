@@ -19,6 +19,10 @@ from strata.embedding import DEFAULT_MODEL, EncoderSpec
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = PROJECT_ROOT / "data" / "corpora.yaml"
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
+# what a corpus may remember about its LLM (never a key: only the *name* of its variable)
+LLM_FIELDS = ("backend", "model", "base_url", "api_key_env", "callable_path",
+              "vision_callable_path")
+LLM_BACKENDS = ("offline", "openai", "callable")
 
 
 class CorpusError(ValueError):
@@ -35,6 +39,9 @@ class CorpusSpec:
     embedding: EncoderSpec = field(default_factory=EncoderSpec)
     url_template: str | None = None
     mirror: str | None = None  # object-storage URI every published version is copied to
+    # LLM settings this corpus is built with (LLM_FIELDS); they win over the llm
+    # resource's, so sensor and scheduled runs use what `strata index` was given
+    llm: dict | None = None
 
     def to_yaml(self, base: Path) -> dict:
         def rel(p: Path) -> str:
@@ -47,6 +54,10 @@ class CorpusSpec:
              "embedding": {"backend": self.embedding.backend, "model": self.embedding.model}}
         if self.embedding.base_url:
             d["embedding"]["base_url"] = self.embedding.base_url
+        if self.embedding.api_key_env != "OPENAI_API_KEY":
+            d["embedding"]["api_key_env"] = self.embedding.api_key_env
+        if self.llm:
+            d["llm"] = {k: v for k, v in self.llm.items() if k in LLM_FIELDS and v is not None}
         if self.url_template:
             d["url_template"] = self.url_template
         if self.mirror:
@@ -95,7 +106,25 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
                               api_key_env=emb.get("api_key_env", "OPENAI_API_KEY")),
         url_template=raw.get("url_template"),
         mirror=raw.get("mirror"),
+        llm=_llm_settings(name, raw.get("llm")),
     )
+
+
+def _llm_settings(name: str, raw) -> dict | None:
+    if not raw:
+        return None
+    if not isinstance(raw, dict):
+        raise CorpusError(f"corpus {name!r}: 'llm' must be a mapping of settings "
+                          f"({', '.join(LLM_FIELDS)})")
+    unknown = sorted(set(raw) - set(LLM_FIELDS))
+    if unknown:
+        raise CorpusError(f"corpus {name!r}: unknown llm setting(s) {', '.join(unknown)} "
+                          f"(known: {', '.join(LLM_FIELDS)}; keys are read from the "
+                          "environment, never stored)")
+    if raw.get("backend") is not None and raw["backend"] not in LLM_BACKENDS:
+        raise CorpusError(f"corpus {name!r}: llm backend {raw['backend']!r} is not one of "
+                          f"{', '.join(LLM_BACKENDS)}")
+    return {k: str(v) for k, v in raw.items() if v is not None}
 
 
 def load_corpora(config_path: Path = DEFAULT_CONFIG,

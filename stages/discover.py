@@ -11,22 +11,18 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import string
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-# Extension → format. Anything else that decodes as text is indexed as "text".
-FORMATS = {
-    ".md": "markdown", ".markdown": "markdown", ".mdown": "markdown", ".mkd": "markdown",
-    ".py": "python", ".pyi": "python",
-    ".html": "html", ".htm": "html", ".xhtml": "html",
-    ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml",
-    ".pdf": "pdf", ".docx": "docx",
-}
-# Formats parsed from bytes rather than decoded text.
-BINARY_PARSED = {"pdf", "docx"}
+from stages.parse import registry as _registry
+
+# Extension → format and the formats parsed from bytes: from the parser registry.
+FORMATS = _registry.FORMATS
+BINARY_PARSED = _registry.BINARY_PARSED
 # Files that documents point to (images and other binaries): inventoried as
 # assets, not parsed as text and not reported as skipped.
 ASSET_EXTENSIONS = {
@@ -61,6 +57,98 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+# --------------------------------------------------------------------------- reading safely
+
+class NotRegular(OSError):
+    """Not a regular file (a FIFO, a device, a socket): never opened for reading."""
+
+
+class TooLarge(OSError):
+    """More bytes than the cap allows (checked before reading, and while reading)."""
+
+    def __init__(self, size: int, cap: int):
+        super().__init__(f"too large: {size / 2**20:.1f} MiB > {cap / 2**20:.0f} MiB cap")
+        self.size, self.cap = size, cap
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a folder"))
+
+
+def file_kind(mode: int) -> str:
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str | os.PathLike) -> tuple[int, os.stat_result]:
+    """An fd for reading ``path`` and its stat, only if it is a regular file.
+
+    Opened with ``O_NONBLOCK`` (a FIFO without a writer would otherwise block
+    the open itself) and checked with ``fstat`` on the open fd, so a file swapped
+    for a FIFO or a device between a listing and the read is caught too."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegular(f"not a regular file: {file_kind(st.st_mode)}")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular(f"not a regular file: {file_kind(st.st_mode)}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def read_regular(path: str | os.PathLike, max_bytes: int) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` (:class:`TooLarge`
+    before reading when its size says so, or when it grew while being read)."""
+    fd, st = open_regular(path)
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > max_bytes:
+            raise TooLarge(st.st_size, max_bytes)
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TooLarge(len(data), max_bytes)
+    return data
+
+
+def hash_regular(path: str | os.PathLike, max_bytes: int, block: int = 1 << 20) -> tuple[str, int]:
+    """(content hash, size) of a regular file of at most ``max_bytes``, read in
+    blocks (memory: one block, whatever the file's size)."""
+    fd, st = open_regular(path)
+    h = hashlib.blake2b(digest_size=16)
+    n = 0
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > max_bytes:
+            raise TooLarge(st.st_size, max_bytes)
+        while True:
+            chunk = f.read(min(block, max_bytes + 1 - n))
+            if not chunk:
+                break
+            n += len(chunk)
+            if n > max_bytes:
+                raise TooLarge(n, max_bytes)
+            h.update(chunk)
+    return h.hexdigest(), n
+
+
+def display_path(rel: str) -> tuple[str, str | None]:
+    """A file name as the index can store it (UTF-8), and a note when it is not
+    the name on disk: Linux allows any bytes in a name (``b'\\xff.md'``), which
+    Python hands over as lone surrogates that Parquet refuses."""
+    try:
+        rel.encode("utf-8")
+        return rel, None
+    except UnicodeEncodeError:
+        shown = rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return shown, f"file name is not valid UTF-8; shown as {shown!r}"
+
+
 @lru_cache(maxsize=512)
 def _glob_regex(pattern: str) -> re.Pattern:
     """Gitignore-style glob: ``**/`` spans folders, ``*`` and ``?`` stay in one."""
@@ -93,7 +181,9 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
     """Relative POSIX paths below ``root``, sorted, never leaving it.
 
     Directory symlinks are not descended into (no loops, no escapes); file
-    symlinks are yielded and checked by :func:`read_source`.
+    symlinks are yielded and checked by :func:`read_source`. A name that is not
+    valid UTF-8 is yielded in its escaped form (:func:`display_path`) with the
+    real path beside it.
     """
     include = tuple(include) or ("**/*",)
     exclude = tuple(exclude) + DEFAULT_EXCLUDE
@@ -106,6 +196,7 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
         )
         for name in sorted(filenames):
             rel = f"{rel_dir}/{name}" if rel_dir else name
+            rel = display_path(rel)[0]
             if _matches(rel, exclude):
                 continue
             if _matches(rel, include):
@@ -113,13 +204,9 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
 
 
 def detect_format(path: str) -> str:
-    from stages.parse.code_languages import LANGUAGE_BY_EXTENSION
-
     ext = os.path.splitext(path)[1].lower()
     if ext in FORMATS:
         return FORMATS[ext]
-    if ext in LANGUAGE_BY_EXTENSION:
-        return LANGUAGE_BY_EXTENSION[ext]
     if ext in ASSET_EXTENSIONS:
         return "asset"
     if ext in BINARY_EXTENSIONS:
@@ -154,6 +241,38 @@ def _western(data: bytes) -> str | None:
     return data.decode("cp1252") if accented <= plain else None
 
 
+# Signatures of binary formats that can start without a NUL byte in sight.
+_MAGIC = (
+    (b"\x7fELF", "an ELF executable"), (b"MZ", "a Windows executable"),
+    (b"\xca\xfe\xba\xbe", "a Mach-O or Java class file"), (b"\xcf\xfa\xed\xfe", "a Mach-O binary"),
+    (b"\xce\xfa\xed\xfe", "a Mach-O binary"), (b"\xfe\xed\xfa", "a Mach-O binary"),
+    (b"PK\x03\x04", "a zip archive"), (b"\x1f\x8b", "gzip data"), (b"BZh", "bzip2 data"),
+    (b"\xfd7zXZ", "xz data"), (b"\x28\xb5\x2f\xfd", "zstd data"), (b"7z\xbc\xaf\x27\x1c", "a 7z archive"),
+    (b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
+    (b"%PDF-", "a PDF document"), (b"SQLite format 3", "an SQLite database"),
+)
+# Bytes that text does not contain: C0 controls other than \t \n \v \f \r and ESC, and DEL.
+_CONTROL = bytes([*range(0, 9), *range(14, 27), *range(28, 32), 127])
+_SAMPLE = 64 * 1024
+
+
+def _binary_reason(data: bytes, utf8: bool) -> str | None:
+    """Why ``data`` is binary although it has no NUL byte near its start, or None."""
+    head = data[:16]
+    for magic, what in _MAGIC:
+        # a signature in plain letters ("MZ", "GIF8", "%PDF-") may start a text file too:
+        # it counts only when the rest is not UTF-8 text
+        if head.startswith(magic) and (not utf8 or not magic.isascii() or magic == b"\x7fELF"):
+            return f"binary content ({what}) in a file with a text extension"
+    sample = data[:_SAMPLE]
+    controls = len(sample) - len(sample.translate(None, _CONTROL))
+    # random bytes have ~10% of these; text, even legacy-encoded, next to none
+    if sample and controls / len(sample) > (0.10 if utf8 else 0.01):
+        return (f"binary content ({100 * controls / len(sample):.0f}% control bytes) in a file "
+                "with a text extension")
+    return None
+
+
 def decode(data: bytes) -> tuple[str | None, str | None]:
     """Decode bytes as text: (text, note) or (None, reason)."""
     if data.startswith(b"\xef\xbb\xbf"):
@@ -166,9 +285,15 @@ def decode(data: bytes) -> tuple[str | None, str | None]:
                 pass
         return None, "binary content (NUL bytes) in a file with a text extension"
     try:
-        return data.decode("utf-8"), None
+        text = data.decode("utf-8")
+        utf8 = True
     except UnicodeDecodeError:
-        pass
+        text, utf8 = None, False
+    binary = _binary_reason(data, utf8)
+    if binary:
+        return None, binary
+    if text is not None:
+        return text, None
     text = _western(data)
     if text is not None:
         return text, "not UTF-8; decoded as cp1252"
@@ -184,35 +309,44 @@ def decode(data: bytes) -> tuple[str | None, str | None]:
 
 
 def read_source(root: Path, rel: str, full: Path, max_bytes: int = MAX_FILE_BYTES) -> SourceFile:
+    """One file of the corpus, read once: regular files only, never more than
+    ``max_bytes`` of it, hashed from the bytes read."""
     fmt = detect_format(rel)
+    _, name_note = display_path(str(full.relative_to(root)) if full.is_relative_to(root) else rel)
     try:
         if full.is_symlink():
             target = full.resolve()
             if not target.is_relative_to(root.resolve()):
                 return SourceFile(rel, fmt, 0, "", reason="symlink points outside the corpus root")
-        size = full.stat().st_size
         if fmt in ("asset", "binary"):
-            with open(full, "rb") as f:
-                return SourceFile(rel, fmt, size, content_hash(f.read()))
-        if size > max_bytes:
-            return SourceFile(rel, fmt, size, f"size:{size}",
-                              reason=f"too large: {size / 2**20:.1f} MiB > {max_bytes / 2**20:.0f} MiB cap")
-        data = full.read_bytes()
+            # inventoried by hash, never decoded: streamed through the hash in blocks
+            h, size = hash_regular(full, max_bytes)
+            return SourceFile(rel, fmt, size, h, note=name_note)
+        data = read_regular(full, max_bytes)
+        size = len(data)
+    except TooLarge as e:
+        return SourceFile(rel, fmt, e.size, f"size:{e.size}", reason=str(e))
+    except NotRegular as e:
+        return SourceFile(rel, fmt, 0, "", reason=str(e))
     except (OSError, RuntimeError) as e:  # vanished, permission, symlink loop
         return SourceFile(rel, fmt, 0, "", reason=f"cannot read: {e.__class__.__name__}: {e}")
     h = content_hash(data)
     if fmt in BINARY_PARSED:
         if not data:
             return SourceFile(rel, fmt, size, h, reason="empty file")
-        return SourceFile(rel, fmt, size, h, data=data)
+        return SourceFile(rel, fmt, size, h, data=data, note=name_note)
     if not data.strip():
         if fmt == "python":  # an empty __init__.py still defines a package
-            return SourceFile(rel, fmt, size, h, text="", note="empty file")
+            return SourceFile(rel, fmt, size, h, text="", note=_notes("empty file", name_note))
         return SourceFile(rel, fmt, size, h, reason="empty file")
     text, note = decode(data)
     if text is None:
         return SourceFile(rel, fmt, size, h, reason=note)
-    return SourceFile(rel, fmt, size, h, text=text, note=note)
+    return SourceFile(rel, fmt, size, h, text=text, note=_notes(note, name_note))
+
+
+def _notes(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
 
 
 def discover(root: str | os.PathLike, include: Iterable[str] = ("**/*",),

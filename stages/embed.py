@@ -21,6 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from stages.parse.finalize import stable_hash
+from strata import stopping
 from strata.embedding import Encoder, EncoderSpec, canonical_model
 from strata.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
@@ -70,19 +71,46 @@ def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str
 
 
 def _previous_vectors(lance_dir: Path) -> dict[str, np.ndarray]:
-    """text_hash → vector from the previous build's tables."""
+    """text_hash → vector from the previous build's tables.
+
+    A table with a damaged file (published versions are hard links of these
+    tables, so a published file damaged in place damages this copy too) gives
+    nothing: its vectors are encoded again and the tables rewritten, since the
+    fingerprint stamp beside them is removed."""
     if not lance_dir.exists():
         return {}
     import lancedb
 
-    db = lancedb.connect(str(lance_dir))
+    from strata.layout import damaged_lance_file, short_error
+
     out: dict[str, np.ndarray] = {}
-    for name in _table_names(db):
-        t = db.open_table(name).to_arrow().select(["text_hash", "vector"])
+    try:
+        db = lancedb.connect(str(lance_dir))
+        names = _table_names(db)
+    except Exception as e:  # noqa: BLE001
+        _forget_tables(lance_dir, f"unreadable ({short_error(e)})")
+        return {}
+    for name in names:
+        bad = damaged_lance_file(lance_dir / f"{name}.lance")
+        try:
+            if bad is not None:
+                raise OSError(f"{bad.name} has no Lance footer")
+            t = db.open_table(name).to_arrow().select(["text_hash", "vector"])
+        except Exception as e:  # noqa: BLE001
+            _forget_tables(lance_dir, f"table {name} is unreadable ({short_error(e)})")
+            continue
         hashes = t.column("text_hash").to_pylist()
         vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(len(hashes), -1)
         out.update(zip(hashes, vecs))
     return out
+
+
+def _forget_tables(lance_dir: Path, why: str) -> None:
+    import logging
+
+    logging.getLogger(__name__).warning("vector cache %s: %s; its vectors are encoded again",
+                                        lance_dir, why)
+    lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX).unlink(missing_ok=True)
 
 
 def _table_names(db) -> list[str]:
@@ -112,9 +140,11 @@ def read_vector_cache(cache_dir: Path | None) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     if cache_dir is None or not cache_dir.is_dir():
         return out
+    from strata.layout import read_cache_table
+
     for f in sorted(cache_dir.glob("*.parquet")):
-        t = pl.read_parquet(f)
-        if t.height:
+        t = read_cache_table(f, "vector cache")
+        if t is not None and t.height:
             vecs = np.asarray(t["vector"].to_list(), dtype=np.float32)
             out.update(zip(t["text_hash"].to_list(), vecs))
     return out
@@ -144,6 +174,7 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
     encoder = load_encoder()
     out = np.zeros((len(keys), encoder.dim), dtype=np.float32)
     for start in range(0, len(keys), batch_size):
+        stopping.check()
         if progress:
             progress(start, len(keys))
         out[start:start + batch_size] = encoder.encode([mine[k] for k in keys[start:start + batch_size]])
@@ -181,6 +212,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         if h in previous and previous[h].shape[0] == dim:
             vectors[i] = previous[h]
     for start in range(0, len(missing), batch_size):
+        stopping.check()
         if progress:
             progress(start, len(missing))
         idx = missing[start:start + batch_size]

@@ -6,6 +6,10 @@ Two levels, so that a sensor ticking every minute over 100k files costs one
 *content* digest — (path, content hash) — recomputed, and only the content
 digest decides whether the corpus changed (touching a file or copying it back
 unchanged does not trigger a build; renaming does).
+
+Only regular files are read (a FIFO would block the sensor forever, a character
+device would never end), each in blocks, and never one over the build's size
+cap: the build skips such a file unread, so its size stands for its content.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from stages.discover import iter_paths
+from stages.discover import MAX_FILE_BYTES, NotRegular, TooLarge, hash_regular, iter_paths
 
 
 @dataclass(frozen=True)
@@ -52,12 +56,13 @@ def fingerprint(root: str | os.PathLike, include: Iterable[str] = ("**/*",),
         return Fingerprint(stat=stat, content=previous["content"], files=len(files))
     h = hashlib.sha256()
     for rel, full in files:
-        d = hashlib.sha256()
         try:
-            with open(full, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    d.update(block)
+            digest, _ = hash_regular(full, MAX_FILE_BYTES)
+        except TooLarge as e:  # not read by the build either: its size is its state
+            digest = f"too-large:{e.size}"
+        except NotRegular as e:
+            digest = f"special:{e}"
         except OSError as e:  # unreadable now: its state is part of the fingerprint
-            d.update(f"unreadable:{type(e).__name__}".encode())
-        h.update(f"{rel}\0{d.hexdigest()}\n".encode())
+            digest = f"unreadable:{type(e).__name__}"
+        h.update(f"{rel}\0{digest}\n".encode())
     return Fingerprint(stat=stat, content=h.hexdigest(), files=len(files))

@@ -42,6 +42,17 @@ def lexical_text(kind: str, title: str | None, breadcrumb: str | None, text: str
     return "\n".join(p for p in parts if p)[:MAX_LEXICAL_CHARS]
 
 
+def _readable(folder: Path) -> bool:
+    """Whether both collections load: the build folder shares its files with the
+    published versions (hard links), so a damaged version is a damaged cache."""
+    try:
+        for name in (LEXICAL_UNITS, LEXICAL_GRAPH):
+            LexicalIndex.load(folder / name)
+    except Exception:  # noqa: BLE001 - any unreadable part: rebuild the index
+        return False
+    return True
+
+
 def build_lexical(items: pl.DataFrame, folder: Path) -> LexicalResult:
     """Index every embedded item of ``items`` (:func:`stages.embed.embedding_items`)
     into ``folder``, replaced atomically; an unchanged input leaves it as it is.
@@ -62,7 +73,7 @@ def build_lexical(items: pl.DataFrame, folder: Path) -> LexicalResult:
         digest.update(f"{nid}\0{kind}\0{text}\0".encode("utf-8", "surrogatepass"))
     fingerprint = digest.hexdigest()
     stamp = folder / FINGERPRINT_FILE
-    if stamp.is_file() and stamp.read_text().strip() == fingerprint:
+    if stamp.is_file() and stamp.read_text().strip() == fingerprint and _readable(folder):
         return LexicalResult(docs=len(ids), unchanged=True, by_kind=by_kind)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -9,7 +9,6 @@ reused rows are identical to what a fresh parse would produce.
 from __future__ import annotations
 
 import os
-import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,8 @@ from stages.discover import BINARY_PARSED, SourceFile
 from stages.parse.finalize import ParseSettings, finalize, stable_hash
 from stages.parse.model import ParsedFile, Reference
 from stages.parse.plain_text import parse_plain_text
+from strata import stopping
+from stages.parse.registry import CODE, parser_for
 from strata.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES, conform
 
 Progress = Callable[[int, int], None]
@@ -37,10 +38,15 @@ class PreviousBuild:
 def read_previous(folder: Path) -> PreviousBuild | None:
     """The parse tables a build (or a parse shard) left in ``folder``, if all three
     are there: the per-document cache ``build_nodes`` reuses rows from."""
+    from strata.layout import read_cache_table
+
     files = [folder / TABLE_FILES[n] for n in ("documents", "nodes", "references")]
     if not all(f.exists() for f in files):
         return None
-    return PreviousBuild(*(pl.read_parquet(f) for f in files))
+    tables = [read_cache_table(f, "parse cache") for f in files]
+    if any(t is None for t in tables):
+        return None  # unreadable (damaged in place through a published hard link): parse again
+    return PreviousBuild(*tables)
 
 
 def overlay(previous: PreviousBuild | None, parts: list[PreviousBuild]) -> PreviousBuild | None:
@@ -75,53 +81,11 @@ class NodesResult:
     seconds: float = 0.0
 
 
-CONFIG_FORMATS = ("json", "yaml", "toml")
-
-
 def _parse(src: SourceFile, settings: ParseSettings,
            modules: dict[str, tuple[str, bool]]) -> ParsedFile:
-    fmt, text, ctx = src.format, src.text, settings.context_lines
-    if fmt == "pdf":
-        from stages.parse.pdf import parse_pdf
-
-        return parse_pdf(src.data or b"", src.path, context_lines=ctx)
-    if fmt == "docx":
-        from stages.parse.docx import parse_docx
-
-        return parse_docx(src.data or b"", src.path, context_lines=ctx)
-    assert text is not None
-    if fmt == "markdown":
-        from stages.parse.markdown import parse_markdown
-
-        return parse_markdown(text, src.path, context_lines=ctx)
-    if fmt == "python":
-        from stages.parse.python_code import parse_python
-
-        module, is_pkg = modules.get(src.path, (src.path.rsplit("/", 1)[-1].split(".")[0], False))
-        return parse_python(text, src.path, module, is_pkg)
-    if fmt == "html":
-        from stages.parse.html import parse_html
-
-        return parse_html(text, src.path, context_lines=ctx)
-    if fmt in CONFIG_FORMATS:
-        from stages.parse.config_files import parse_config
-
-        return parse_config(text, src.path, fmt)
-    from stages.parse.code_languages import LANGUAGE_BY_EXTENSION, parse_code
-
-    if fmt in set(LANGUAGE_BY_EXTENSION.values()):
-        return parse_code(text, src.path, fmt)
-    return parse_plain_text(text, src.path, note=_plain_text_note(src.path, fmt))
-
-
-PLAIN_TEXT_EXTENSIONS = {"", ".txt", ".text"}
-
-
-def _plain_text_note(path: str, fmt: str) -> str | None:
-    ext = posixpath.splitext(path)[1].lower()
-    if fmt == "text" and ext in PLAIN_TEXT_EXTENSIONS:
-        return None
-    return f"no parser for '{ext or fmt}' files; indexed as plain text"
+    spec = parser_for(src.format)
+    assert spec.binary or src.text is not None
+    return spec.parse(src, settings, modules)
 
 
 def _add_path_references(pf: ParsedFile, src: SourceFile) -> None:
@@ -141,7 +105,7 @@ def parse_source(src: SourceFile, settings: ParseSettings,
     """Dispatch by format; a parser that raises falls back to plain text."""
     try:
         pf = _parse(src, settings, modules)
-        if pf.root.kind == "file" and pf.root.language and src.format not in CONFIG_FORMATS:
+        if pf.root.kind == "file" and pf.root.language and parser_for(src.format).kind == CODE:
             _add_path_references(pf, src)
         return pf
     except Exception as e:  # noqa: BLE001 - one bad file must not sink the run
@@ -193,12 +157,18 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
     parsed: list[str] = []
     reused: list[str] = []
     for i, src in enumerate(sources):
+        stopping.check()
         if progress:
             progress(i, len(sources))
         doc = {"path": src.path, "format": src.format, "size": src.size,
                "content_hash": src.content_hash, "parse_key": None, "status": "indexed",
                "notes": src.note or ""}
         doc_rows.append(doc)
+        if src.format in ("asset", "binary") and src.reason:
+            # not even hashed: over the size cap, not a regular file, unreadable
+            doc["status"] = "skipped"
+            skipped.append({"path": src.path, "stage": "parse", "reason": src.reason})
+            continue
         if src.format in ("asset", "binary"):
             doc["status"] = "asset" if src.format == "asset" else "skipped"
             if src.format == "binary":

@@ -98,13 +98,27 @@ class SentenceTransformerEncoder:
         return v.astype(np.float32, copy=False)
 
 
+class EmbeddingError(RuntimeError):
+    """An embedding request failed after its retries (the message is redacted)."""
+
+
 class OpenAIEncoder:
-    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM, Ollama, TEI...)."""
+    """Any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, vLLM, Ollama, TEI...).
+
+    The endpoint is probed once (one GET) before the first request, so a server
+    that is not running fails the stage at once with a line naming the URL,
+    instead of after every retry; errors never carry the API key (a careless
+    server may echo it in its error body)."""
 
     def __init__(self, spec: EncoderSpec, batch_size: int = 128, timeout: float = 60.0,
-                 max_retries: int = 5):
+                 max_retries: int = 3):
         from openai import OpenAI
 
+        from strata.endpoints import probe, url_of
+
+        self.url = url_of(spec.base_url)
+        self.timeout = timeout
+        probe("embedding", spec.base_url, timeout_s=min(10.0, timeout), key_env=spec.api_key_env)
         key = os.environ.get(spec.api_key_env) or "not-needed"
         self._client = OpenAI(base_url=spec.base_url, api_key=key, timeout=timeout,
                               max_retries=max_retries)
@@ -114,7 +128,37 @@ class OpenAIEncoder:
         self.spec = EncoderSpec(**{**asdict(spec), "dim": self.dim})
 
     def _embed(self, texts: list[str]) -> np.ndarray:
-        resp = self._client.embeddings.create(model=self.spec.model, input=texts)
+        import openai
+
+        from strata.endpoints import (EndpointError, describe_connection_error, redact,
+                                      unreachable_hint)
+
+        env = self.spec.api_key_env
+        try:
+            resp = self._client.embeddings.create(model=self.spec.model, input=texts)
+        except openai.APIStatusError as e:
+            status, msg = e.status_code, redact(str(e.message), env)
+            if status in (401, 403):
+                raise EndpointError("embedding", self.url,
+                                    f"refuses the API key (HTTP {status}: {msg})",
+                                    f"check ${env}") from None
+            if status == 404:
+                raise EndpointError("embedding", self.url,
+                                    f"does not serve model {self.spec.model!r} (HTTP 404: {msg})",
+                                    "check the embedding model name (--model, or the corpus's "
+                                    "embedding.model)") from None
+            raise EmbeddingError(f"the embedding endpoint {self.url} answered HTTP {status}: "
+                                 f"{msg}") from None
+        except openai.APITimeoutError:
+            raise EndpointError("embedding", self.url,
+                                f"does not answer (timed out after {self.timeout:g}s)",
+                                unreachable_hint("embedding", self.url)) from None
+        except openai.APIConnectionError as e:
+            raise EndpointError("embedding", self.url, describe_connection_error(e),
+                                unreachable_hint("embedding", self.url)) from None
+        except openai.APIError as e:
+            raise EmbeddingError(redact(f"the embedding endpoint {self.url}: "
+                                        f"{type(e).__name__}: {e}", env)) from None
         rows = sorted(resp.data, key=lambda d: d.index)
         return np.asarray([r.embedding for r in rows], dtype=np.float32)
 

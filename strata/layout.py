@@ -36,6 +36,66 @@ class IndexNotFound(FileNotFoundError):
     pass
 
 
+class IndexDamaged(RuntimeError):
+    """A file of a published index cannot be read (truncated, overwritten, ...).
+
+    ``str(error)`` is one line: which file of which version, why, and the command
+    that rebuilds the index (the next build notices the damage and rebuilds what
+    the damaged file covered)."""
+
+    def __init__(self, index_dir: str | os.PathLike, file: str, problem: str,
+                 version: int | None = None):
+        self.index_dir = Path(index_dir)
+        self.file = file
+        self.version = version
+        self.problem = problem
+        where = f"{file} of version {version}" if version is not None else file
+        super().__init__(f"index {self.index_dir} is damaged: {where} is unreadable ({problem}); "
+                         f"rebuild it with: {rebuild_command(self.index_dir)}")
+
+
+def short_error(exc: BaseException, limit: int = 160) -> str:
+    """The first line of an exception's message, without Rust source locations."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = re.sub(r",?\s*/rustc/\S+", "", text)
+    return text[:limit]
+
+
+def rebuild_command(index_dir: str | os.PathLike) -> str:
+    """``strata index ROOT --corpus NAME --out DIR`` from whichever manifest of the
+    index still reads (placeholders when none does)."""
+    root = Path(index_dir)
+    manifests = [root / MANIFEST] + sorted((root / VERSIONS).glob(f"v*/{MANIFEST}"), reverse=True)
+    for path in manifests:
+        try:
+            m = json.loads(path.read_text())
+            if m.get("corpus") and m.get("root"):
+                return f"strata index {m['root']} --corpus {m['corpus']} --out {root}"
+        except (OSError, ValueError, AttributeError):
+            continue
+    return f"strata index <folder> --corpus <name> --out {root}"
+
+
+LANCE_MAGIC = b"LANC"  # the last four bytes of every Lance file
+
+
+def damaged_lance_file(table_dir: Path) -> Path | None:
+    """The first data or index file of a Lance table that does not end as a Lance
+    file does (a truncated or overwritten file): four bytes read per file."""
+    for f in sorted(table_dir.glob("data/*.lance")) + sorted(table_dir.glob("_indices/*/*.lance")):
+        try:
+            size = f.stat().st_size
+            with open(f, "rb") as fh:
+                if size < len(LANCE_MAGIC):
+                    return f
+                fh.seek(size - len(LANCE_MAGIC))
+                if fh.read(len(LANCE_MAGIC)) != LANCE_MAGIC:
+                    return f
+        except OSError:
+            return f
+    return None
+
+
 class IndexLayout:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
@@ -74,12 +134,28 @@ class IndexLayout:
         return sorted(int(m.group(1)) for m in found if m)
 
     def current_version(self) -> int | None:
+        """The version CURRENT names; None when there is none or it is unreadable
+        (:meth:`read_current` tells those apart)."""
         try:
-            name = (self.root / CURRENT).read_text().strip()
+            return self.read_current()
+        except IndexDamaged:
+            return None
+
+    def read_current(self) -> int | None:
+        """The version CURRENT names, None when there is no CURRENT; a CURRENT
+        holding anything else raises :class:`IndexDamaged`."""
+        try:
+            raw = (self.root / CURRENT).read_bytes()
         except FileNotFoundError:
             return None
-        m = _VERSION_RE.match(name)
-        return int(m.group(1)) if m else None
+        except OSError as e:
+            raise IndexDamaged(self.root, CURRENT, short_error(e)) from None
+        m = _VERSION_RE.match(raw.decode("utf-8", "replace").strip())
+        if not m:
+            shown = raw[:40].decode("utf-8", "replace").strip() or "nothing"
+            raise IndexDamaged(self.root, CURRENT, f"it should name a version like v000001, "
+                               f"it holds {shown!r}")
+        return int(m.group(1))
 
     def version_dir(self, version: int) -> Path:
         return self.versions_dir / f"v{version:06d}"
@@ -87,7 +163,7 @@ class IndexLayout:
     def resolve(self, version: int | None = None) -> Path:
         """Folder of a published version (the current one by default)."""
         if version is None:
-            version = self.current_version()
+            version = self.read_current()
             if version is None:
                 raise IndexNotFound(
                     f"no published index in {self.root} (no {CURRENT} file). "
@@ -185,9 +261,43 @@ def write_parquet_atomic(table, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def read_cache_table(path: Path, why: str = "cache"):
+    """A Parquet table a build reuses (a cache, the previous build's rows): a polars
+    DataFrame, or None when it is absent or unreadable.
+
+    Published versions are hard links of ``build/``, so a published file damaged
+    in place damages this copy too. An unreadable one is unlinked here (the
+    published version keeps its own link) and the caller rebuilds what it
+    covered, writing a new file."""
+    import logging
+
+    import polars as pl
+
+    if not path.exists():
+        return None
+    try:
+        return pl.read_parquet(path)
+    except Exception as e:  # noqa: BLE001 - truncated, overwritten, not Parquet
+        logging.getLogger(__name__).warning(
+            "%s %s is unreadable (%s): removed; what it held is rebuilt", why, path,
+            short_error(e))
+        path.unlink(missing_ok=True)
+        return None
+
+
+def read_json_or_empty(path: Path) -> dict[str, Any]:
+    """A small JSON file a build keeps (its report, the encoder it used); {} when
+    absent or unreadable (then rewritten whole by its writer)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def update_json(path: Path, **values: Any) -> dict[str, Any]:
     """Merge keys into a small JSON file (the build's per-stage report)."""
-    data = json.loads(path.read_text()) if path.exists() else {}
+    data = read_json_or_empty(path)
     data.update(values)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, data)

@@ -15,7 +15,13 @@ SQLite cache (:mod:`strata.llm_cache`; only successes are stored, each committed
 once, so rerunning an interrupted stage only calls the backend for what is missing),
 retries with jittered exponential backoff honouring ``Retry-After``, per-item
 failure isolation, and tolerant JSON parsing (:func:`parse_json`,
-:mod:`strata.llm_json`).
+:mod:`strata.llm_json`). Before a stage's first uncached call the endpoint is
+probed, and a run of connection failures with no answer trips a circuit breaker
+(:mod:`strata.endpoints`): a dead server stops the stage in seconds.
+
+Over 600 lines, on purpose: the retry loop, the breaker and both backends share
+one object's state (stats, the closed and tripped events, the client); what
+needs none of it lives beside it (``llm_cache``, ``llm_json``, ``endpoints``).
 """
 
 from __future__ import annotations
@@ -27,20 +33,21 @@ import email.utils
 import logging
 import os
 import random
-import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strata.endpoints import (EndpointError, describe_connection_error, probe, redact,
+                              redact_key, unreachable_hint, url_of)
 from strata.llm_cache import ResponseCache, cache_key
 from strata.llm_json import parse_json
 
 __all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "StageStats", "parse_json",
-           "image_mime"]
+           "image_mime", "EndpointError"]
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +115,12 @@ class LLMConfig:
     # auto drops it for good once the server rejects it with a 400 naming response_format
     json_mode: str = "auto"
     parse_retries: int = 2  # extra calls when the output does not parse
+    # the endpoint is probed (one GET /models) before a stage's first uncached call,
+    # and the stage stops after this many connection failures in a row with no answer
+    # in between (0: never): a dead endpoint fails in seconds, not after every item's
+    # retries
+    probe: bool = True
+    breaker_failures: int = 8
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -121,11 +134,15 @@ class LLMConfig:
 # --------------------------------------------------------------------------- helpers
 
 class _Transient(Exception):
-    """Worth retrying (429, 5xx, 408/409, timeouts, connection errors, callable errors)."""
+    """Worth retrying (429, 5xx, 408/409, timeouts, connection errors, callable errors).
+    ``connection``: no answer at all (refused, reset, timed out), which the circuit
+    breaker counts; an HTTP answer of any status resets it."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None,
+                 connection: str | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+        self.connection = connection
 
 
 class _Permanent(Exception):
@@ -197,8 +214,6 @@ def _retry_after(headers: Any) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
-
 
 # --------------------------------------------------------------------------- the LLM
 
@@ -221,6 +236,13 @@ class LLM:
         self._client_lock = threading.Lock()
         self._send_response_format = config.json_mode != "off"  # auto may turn it off
         self._closed = threading.Event()
+        # the circuit breaker: connection failures in a row, and why the last one failed
+        self._breaker_lock = threading.Lock()
+        self._failures_in_a_row = 0
+        self._last_connection_problem = ""
+        self._tripped = threading.Event()
+        self._tripped_after = 0
+        self._probed = False
 
     # ---- identity
 
@@ -250,16 +272,45 @@ class LLM:
     # ---- secrets
 
     def _redact_key(self, text: str) -> str:
-        key = os.environ.get(self.config.api_key_env)
-        if text and key and len(key) >= 4 and key in text:
-            text = text.replace(key, "***")
-        return text
+        return redact_key(text, self.config.api_key_env)
 
     def _redact(self, text: str) -> str:
         """For error and log text: the key's value and any bearer token become ``***``."""
-        if not text:
-            return text
-        return _BEARER.sub(r"\1***", self._redact_key(text))
+        return redact(text, self.config.api_key_env)
+
+    # ---- the endpoint: probe and circuit breaker
+
+    @property
+    def endpoint(self) -> str:
+        return url_of(self.config.base_url) if self.config.backend == "openai" else self.name
+
+    def _probe(self) -> None:
+        """Once per LLM, before the first call a stage cannot answer from the cache."""
+        if self._probed or self.config.backend != "openai" or not self.config.probe:
+            return
+        probe("LLM", self.config.base_url, timeout_s=min(10.0, self.config.timeout_s),
+              key_env=self.config.api_key_env)
+        self._probed = True
+
+    def _answered(self) -> None:
+        with self._breaker_lock:
+            self._failures_in_a_row = 0
+
+    def _connection_failed(self, problem: str) -> None:
+        limit = self.config.breaker_failures
+        with self._breaker_lock:
+            self._failures_in_a_row += 1
+            self._last_connection_problem = problem
+            if limit and self._failures_in_a_row >= limit and not self._tripped.is_set():
+                self._tripped_after = self._failures_in_a_row
+                self._tripped.set()
+
+    def _breaker_error(self) -> EndpointError:
+        problem = self._last_connection_problem or "cannot be reached (connection error)"
+        return EndpointError(
+            "LLM", self.endpoint,
+            f"{problem}: {self._tripped_after} requests in a row got no answer",
+            unreachable_hint("LLM", self.endpoint))
 
     # ---- stats
 
@@ -354,12 +405,15 @@ class LLM:
 
         try:
             if pending:
+                if self._tripped.is_set():
+                    raise self._breaker_error()
+                self._probe()  # EndpointError: nothing is sent, nothing is recorded as failed
                 workers = max(1, min(self.config.concurrency, len(pending)))
                 ex = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"llm-{stage}")
                 try:
                     futs = {ex.submit(self._process, reqs[idx[0]], k, stage, parse): k
                             for k, idx in pending.items()}
-                    for fut in as_completed(futs):
+                    for fut in _completed(futs, self._tripped):
                         idx = pending[futs[fut]]
                         res = fut.result()  # _process never raises for item failures
                         for n, i in enumerate(idx):
@@ -381,6 +435,10 @@ class LLM:
                     # interrupted: drop what has not started; finished items are cached already
                     ex.shutdown(wait=False, cancel_futures=True)
                     raise
+                if self._tripped.is_set():
+                    # the endpoint stopped answering: the items still queued are not tried
+                    ex.shutdown(wait=False, cancel_futures=True)
+                    raise self._breaker_error()
                 ex.shutdown(wait=True)
         finally:
             self._bump(stage, seconds=time.monotonic() - t0)
@@ -422,6 +480,8 @@ class LLM:
             while True:
                 if self._closed.is_set():
                     return fail("LLM closed before the request finished")
+                if self._tripped.is_set():
+                    return fail(f"not sent: {self._breaker_error()}")
                 attempts += 1
                 if attempts == 1:
                     self._bump(stage, calls=1)
@@ -433,6 +493,12 @@ class LLM:
                     self._bump(stage, retries=1)
                     continue
                 except _Transient as e:
+                    if e.connection:
+                        self._connection_failed(e.connection)
+                        if self._tripped.is_set():
+                            return fail(str(e))
+                    else:
+                        self._answered()  # an HTTP answer, even a 500: the server is there
                     if transient >= cfg.max_retries:
                         return fail(str(e))
                     delay = self._backoff(transient, e.retry_after)
@@ -440,11 +506,13 @@ class LLM:
                     self._bump(stage, retries=1)
                     log.info("LLM %s: %s: %s; retry %d/%d in %.2fs", stage, req.key,
                              self._redact(str(e)), transient, cfg.max_retries, delay)
-                    if self._closed.wait(delay):
+                    if self._closed.wait(delay) or self._tripped.is_set():
                         return fail(f"{e} (LLM closed while waiting to retry)")
                     continue
                 except _Permanent as e:
+                    self._answered()
                     return fail(str(e))
+                self._answered()
                 text = self._redact_key(text)  # a model echoing the key must not cache it
                 spent_prompt += pt
                 spent_completion += ct
@@ -561,10 +629,13 @@ class LLM:
                 raise _Transient(msg, retry_after=_retry_after(e.response.headers)) from None
             raise _Permanent(msg) from None
         except openai.APITimeoutError:
-            raise _Transient(f"timeout: no answer within {cfg.timeout_s:g}s") from None
+            raise _Transient(f"timeout: no answer within {cfg.timeout_s:g}s",
+                             connection=f"does not answer (timed out after {cfg.timeout_s:g}s)"
+                             ) from None
         except openai.APIConnectionError as e:
             cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if e.__cause__ else ""
-            raise _Transient(self._redact(f"connection error: {e}{cause}")) from None
+            raise _Transient(self._redact(f"connection error: {e}{cause}"),
+                             connection=describe_connection_error(e)) from None
         except openai.APIError as e:
             raise _Permanent(self._redact(f"{type(e).__name__}: {e}")) from None
         choice = resp.choices[0] if resp.choices else None
@@ -579,6 +650,24 @@ class LLM:
         if ct is None:
             ct = _est_tokens(text)
         return text, int(pt), int(ct)
+
+
+def _completed(futs: dict, stop: threading.Event, poll_s: float = 0.25):
+    """``as_completed`` that wakes up every ``poll_s``: a signal that reached another
+    thread (Ctrl-C lands on any thread) is handled by the main thread only when it
+    runs Python code, and a wait without a timeout would hold it off until every
+    in-flight request has timed out. Stops early once ``stop`` is set."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    from strata import stopping
+
+    waiting = set(futs)
+    while waiting:
+        done, waiting = wait(waiting, timeout=poll_s, return_when=FIRST_COMPLETED)
+        yield from done
+        stopping.check()  # the build is stopping: finished answers are cached already
+        if stop.is_set() and waiting:
+            return
 
 
 def as_llm(llm: Any, **config: Any) -> tuple["LLM | None", bool]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ResponseCache", "CachedResponse", "cache_key"]
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -73,12 +76,34 @@ class ResponseCache:
         else:
             target = ":memory:"
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
-            target, check_same_thread=False, timeout=30.0, isolation_level=None)
-        if self.path is not None:
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(_SCHEMA)
+        try:
+            self._conn: sqlite3.Connection | None = self._open(target)
+        except sqlite3.DatabaseError as e:
+            if self.path is None:
+                raise
+            # a damaged cache costs only the calls it would have saved: set it aside
+            # (never deleted: it may be worth a look) and start an empty one
+            aside = self.path.with_name(f"{self.path.name}.damaged-{int(time.time())}")
+            log.warning("LLM cache %s is unreadable (%s); moved to %s, starting empty",
+                        self.path, e, aside.name)
+            self.path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+            self._conn = self._open(target)
+
+    def _open(self, target: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(target, check_same_thread=False, timeout=30.0,
+                               isolation_level=None)
+        try:
+            if self.path is not None:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+            conn.execute("SELECT count(*) FROM responses").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _c(self) -> sqlite3.Connection:
         if self._conn is None:

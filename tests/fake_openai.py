@@ -26,7 +26,8 @@ the prompt — and ``times`` — ``None`` for forever):
 ``("429", retry_after)``, ``("500",)``, ``("400",)`` (plain bad request),
 ``("401",)`` (echoes the Authorization header in the error, like a careless
 server), ``("slow", seconds)``, ``("truncated",)``, ``("malformed",)``,
-``("400_response_format",)``, ``("drop",)`` (close without answering).
+``("400_response_format",)``, ``("drop",)`` (close without answering). ``path=``
+limits a fault to one endpoint (``"/embeddings"``, ``"/chat/completions"``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Fault:
     args: tuple = ()
     match: str | None = None  # substring of the prompt; None matches any request
     times: int | None = 1  # None: never consumed
+    path: str | None = None  # only requests to this endpoint ("/embeddings", "/chat/completions")
 
 
 @dataclass
@@ -138,19 +140,21 @@ class FakeOpenAI:
     # ---- helpers for tests
 
     def add_fault(self, kind: str, *args: Any, match: str | None = None,
-                  times: int | None = 1) -> None:
+                  times: int | None = 1, path: str | None = None) -> None:
         with self._lock:
-            self.faults.append(Fault(kind, tuple(args), match, times))
+            self.faults.append(Fault(kind, tuple(args), match, times, path))
 
     def chat_requests(self) -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
-    def take_fault(self, prompt: str) -> Fault | None:
+    def take_fault(self, prompt: str, path: str = "") -> Fault | None:
         with self._lock:
             for i, f in enumerate(self.faults):
                 if not isinstance(f, Fault):
                     f = self.faults[i] = Fault(f[0], tuple(f[1:]))
+                if f.path is not None and not path.rstrip("/").endswith(f.path):
+                    continue
                 if f.match is None or f.match in prompt:
                     if f.times is not None:
                         f.times -= 1
@@ -206,7 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
         prompt = prompt_of(body)
         rec = Recorded(self.path, body, prompt, {k.lower(): v for k, v in self.headers.items()},
                        time.monotonic())
-        fault = self.fake.take_fault(prompt)
+        fault = self.fake.take_fault(prompt, self.path)
         rec.fault = fault.kind if fault else None
         self.fake.record(rec)
         if self.path.rstrip("/").endswith("/chat/completions"):

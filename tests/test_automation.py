@@ -121,3 +121,25 @@ def test_nightly_schedule_rebuilds_every_corpus(tmp_path):
         assert [r.partition_key for r in reqs] == ["a", "b"]
         assert {r.run_key for r in reqs} == {"nightly:2026-11-30:a", "nightly:2026-11-30:b"}
         assert all(r.tags["strata/trigger"] == "nightly" for r in reqs)
+
+
+def test_sensor_waits_while_a_build_of_the_corpus_is_in_progress(corpus, tmp_path):
+    """One build per index: while `strata index` holds the index's lock, or a run
+    of the partition is under way, a change is left for a later tick."""
+    import uuid
+
+    from strata.buildlock import BuildLock
+
+    out = tmp_path / "index"
+    cfg = write_corpora(tmp_path / "corpora.yaml", {"docs": {"root": str(corpus), "out": str(out)}})
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("corpora", ["docs"])
+        with BuildLock(out).acquire(what="strata index (test)", token="t"):
+            held = _tick(instance, cfg)
+        assert not held.run_requests and "build is in progress" in held.skip_message
+        run = dg.DagsterRun(job_name="index_corpus", run_id=str(uuid.uuid4()),
+                            status=dg.DagsterRunStatus.STARTED, tags={"dagster/partition": "docs"})
+        instance.add_run(run)
+        assert not _tick(instance, cfg).run_requests  # a run of it is going on
+        instance.report_run_canceled(run)
+        assert [r.partition_key for r in _tick(instance, cfg).run_requests] == ["docs"]

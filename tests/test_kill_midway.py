@@ -58,6 +58,15 @@ def test_killed_build_leaves_the_old_version_serving(sample_copy, tmp_path):
     done = subprocess.run(_index_cmd(sample_copy, out), cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
+    # and the killed run, which could not say so itself, is no longer shown as running
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dh"))) as instance:
+        statuses = [r.status for r in instance.get_runs(
+            filters=dg.RunsFilter(tags={"strata/cli": "index"}))]
+    assert statuses.count(dg.DagsterRunStatus.SUCCESS) == 2
+    assert statuses.count(dg.DagsterRunStatus.CANCELED) == 1, statuses
     v2 = Index.open(out)
     assert v2.version == 2
     assert v2.documents().filter(v2.documents()["path"] == "docs/killed.md").height == 1

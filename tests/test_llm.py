@@ -380,26 +380,28 @@ def test_cache_file_is_sqlite_wal(server, tmp_path):
 
 
 def test_bounded_concurrency(server):
+    """At most ``concurrency`` requests in flight, and that many really do run
+    together: the first ones wait for each other at the server (behaviour, not
+    wall time: a loaded machine can be as slow as it likes)."""
     state = {"now": 0, "max": 0}
-    lock = threading.Lock()
+    cond = threading.Condition()
 
     def reply(body):
-        with lock:
+        with cond:
             state["now"] += 1
             state["max"] = max(state["max"], state["now"])
-        time.sleep(0.15)
-        with lock:
+            cond.notify_all()
+            # hold until four are in at once (or give up after a long while)
+            cond.wait_for(lambda: state["max"] >= 4, timeout=30)
+        with cond:
             state["now"] -= 1
         return '{"ok": true}'
 
     server.reply = reply
-    t0 = time.monotonic()
-    with LLM(cfg(server, concurrency=4)) as llm:
+    with LLM(cfg(server, concurrency=4, timeout_s=60)) as llm:
         res = llm.run([req(i) for i in range(12)], stage="s", parse=parse_json)
-    elapsed = time.monotonic() - t0
     assert all(r.ok for r in res)
-    assert state["max"] == 4
-    assert elapsed < 12 * 0.15 * 0.6  # in parallel, not one by one
+    assert state["max"] == 4  # four together, never five
 
 
 def test_retry_after_parsing():
@@ -413,3 +415,72 @@ def test_retry_after_parsing():
     assert _retry_after({"retry-after": "garbage"}) is None
     when = _retry_after({"retry-after": formatdate(time.time() + 10, usegmt=True)})
     assert 8 <= when <= 11
+
+
+# --------------------------------------------------------------------------- dead endpoints
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_dead_endpoint_fails_at_the_probe_and_sends_nothing(tmp_path):
+    """Nothing listens: the stage stops before its first item, with one line
+    that names the URL and what to check, and nothing is recorded as failed."""
+    from strata.llm import EndpointError
+
+    url = f"http://127.0.0.1:{_free_port()}/v1"
+    config = LLMConfig(backend="openai", model="m", base_url=url, api_key_env="STRATA_TEST_KEY")
+    with LLM(config, cache_path=tmp_path / "llm.sqlite") as llm:
+        with pytest.raises(EndpointError) as err:
+            llm.run([req(i) for i in range(50)], stage="summarize", parse=parse_json)
+        stats = llm.stats("summarize")
+    line = str(err.value)
+    assert "\n" not in line and url in line and "refuse" in line
+    assert "--llm-base-url" in line and "running" in line
+    assert stats.calls == 0 and stats.failures == 0
+
+
+def test_nothing_cached_is_asked_of_a_dead_endpoint(server, tmp_path):
+    """With every answer cached, a rebuild never probes: a dead endpoint does not
+    matter when there is nothing to ask."""
+    cache = tmp_path / "llm.sqlite"
+    reqs = [req(i) for i in range(4)]
+    with LLM(cfg(server), cache_path=cache) as llm:
+        assert all(r.ok for r in llm.run(reqs, stage="s", parse=parse_json))
+    dead = cfg(server, base_url=f"http://127.0.0.1:{_free_port()}/v1")
+    with LLM(dead, cache_path=cache) as llm:
+        res = llm.run(reqs, stage="s", parse=parse_json)
+    assert all(r.ok and r.cached for r in res)
+
+
+def test_the_breaker_stops_a_stage_whose_endpoint_stops_answering(server):
+    """The probe passes (the server is up), then every chat request is dropped
+    without an answer: after a run of connection failures the stage stops
+    instead of retrying 40 items one by one."""
+    from strata.llm import EndpointError
+
+    server.add_fault("drop", times=None)
+    with LLM(cfg(server, breaker_failures=6, max_retries=5)) as llm:
+        with pytest.raises(EndpointError) as err:
+            llm.run([req(i) for i in range(40)], stage="openie", parse=parse_json)
+    sent = len(server.chat_requests())
+    assert 6 <= sent < 6 + 4 * 2  # the run of failures, plus what was in flight; not 40 × 6
+    assert server.base_url.rstrip("/") in str(err.value)
+    assert "6 requests in a row" in str(err.value)
+
+
+def test_http_faults_on_a_live_endpoint_never_trip_the_breaker(server):
+    """500s, 429s and malformed answers are answers: each item fails or succeeds
+    on its own and the stage completes."""
+    server.add_fault("500", match="item 00", times=None)  # items 0-9: always 500
+    server.add_fault("malformed", match="item 01", times=None)  # items 10-19: never JSON
+    server.add_fault("429", 0, times=5)
+    with LLM(cfg(server, breaker_failures=3, max_retries=2)) as llm:
+        res = llm.run([req(i) for i in range(30)], stage="s", parse=parse_json)
+    failed = {r.key for r in res if not r.ok}
+    assert failed == {f"node-{i}" for i in range(20)}
+    assert all(r.ok for r in res[20:])

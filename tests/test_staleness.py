@@ -46,7 +46,8 @@ def test_a_new_prompt_template_invalidates_that_stage_and_what_follows(tmp_path,
         assert {k: s for k, (s, _) in before.items()} == {k: "FRESH" for k in before}
 
         # A developer bumps the summarize prompt template.
-        monkeypatch.setattr(stages.enrich.summarize, "TEMPLATE", "summarize/v2")
+        monkeypatch.setattr(stages.enrich.summarize, "TEMPLATE",
+                            stages.enrich.summarize.TEMPLATE + "-bumped")
         try:
             new_summaries = importlib.reload(assets.summarize).summaries
             bumped = [new_summaries if a.key == new_summaries.key else a
@@ -72,7 +73,7 @@ def test_a_new_prompt_template_invalidates_that_stage_and_what_follows(tmp_path,
             # The whole job now redoes only what depends on the changed summaries.
             builder.build(CORPUS, llm=llm, assets=bumped)
             run = json.loads(report.read_text())
-            assert run["summarize"]["calls"] == 0  # answered from the v2 cache
+            assert run["summarize"]["calls"] == 0  # answered from the bumped template's cache
             assert run["openie"]["calls"] == 0 and run["parse"]["parsed"] == 0
             assert 0 < run["embed"]["computed"] < run["embed"]["computed"] + run["embed"]["reused"]
             assert run["embed"]["computed"] <= redone["calls"]

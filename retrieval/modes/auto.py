@@ -9,9 +9,10 @@ What it does, per query:
 2. **Entity walk** (``walk``), only on an index whose OpenIE facts came from a
    model (an LLM or an import; the manifest's ``units_by_source`` says): the
    diffusion mode's personalised PageRank over entities and passages, seeded by
-   the query's entities, the best facts' entities and the fused passage scores,
-   re-ranks the passages (multi-hop questions: a passage connected to several
-   seeds rises). With facts from the offline heuristic the walk is skipped —
+   the entities the query names, the entities of the best facts (facts ranked
+   by dense + BM25 evidence) and the dense passage scores, re-ranks the passages
+   (multi-hop questions: a passage connected to several seeds rises); the
+   diffusion mode's other stages supply code, tables and images. With facts from the offline heuristic the walk is skipped —
    its entities are too noisy to walk on (OpenHarmony dev set: section R@5
    85.7 → 75.0 with the walk forced on) — and the fused ranking stands.
 3. **De-nesting** (``assemble``): a section listed below one of its own

@@ -242,18 +242,23 @@ def _record(node: Mapping[str, Any], root: Path, blob_dir: Path | None,
         rec.error = error
         return rec
     rec.location = str(where)
+    from stages.discover import NotRegular, TooLarge, read_regular
+
     try:
-        size = where.stat().st_size
-    except OSError as exc:
+        # a regular file only (a FIFO named x.png would block, a device never end)
+        data = read_regular(where, max_bytes)
+    except TooLarge as exc:
+        rec.status = TOO_LARGE
+        rec.error = f"image file too large: {exc.size} bytes exceeds the limit of {max_bytes}"
+        return rec
+    except NotRegular as exc:
+        rec.status, rec.location = BROKEN, None
+        rec.error = f"image file cannot be read: {rec.image_path}: {exc}"
+        return rec
+    except FileNotFoundError as exc:
         rec.source, rec.status, rec.location = MISSING, MISSING, None
         rec.error = f"image file cannot be read: {rec.image_path}: {exc}"
         return rec
-    if size > max_bytes:
-        rec.status = TOO_LARGE
-        rec.error = f"image file too large: {size} bytes exceeds the limit of {max_bytes}"
-        return rec
-    try:
-        data = where.read_bytes()
     except OSError as exc:
         rec.status = BROKEN
         rec.error = f"image file cannot be read: {rec.image_path}: {exc}"
@@ -311,9 +316,11 @@ def read_image_bytes(record: ImageRecord) -> bytes | None:
     checking it lies inside the corpus root or the blob directory."""
     if not record.location:
         return None
+    from stages.discover import read_regular
+
     try:
-        return Path(record.location).read_bytes()
-    except OSError:
+        return read_regular(record.location, MAX_IMAGE_BYTES)
+    except OSError:  # gone, swapped for a FIFO, grown past the cap since it was checked
         return None
 
 

@@ -35,6 +35,7 @@ import polars as pl
 from stages.enrich.openie_offline import OFFLINE_VERSION, offline_openie
 from stages.enrich.openie_text import (OpenIEOut, Triple, clean, normalize, strip_article,
                                        unit_context)
+from stages.parse.registry import PROSE_FORMATS
 from strata.llm import LLMRequest, StageStats
 
 try:  # the shared tolerant JSON loader (fences, chatter, truncation)
@@ -48,9 +49,9 @@ __all__ = [
     "load_openie_import", "match_import", "match_import_cached", "run_openie",
 ]
 
-TEMPLATE = "openie/v1"
+TEMPLATE = "openie/v2"  # v2: the location inside the quoted passage
 STAGE = "openie"
-PROSE_FILE_SUBKINDS = ("text", "markdown", "html", "pdf", "docx")
+PROSE_FILE_SUBKINDS = PROSE_FORMATS  # from the parser registry: formats whose files are prose
 MIN_UNIT_CHARS = 20  # units with less text are not worth an extraction
 MIN_FILE_CHARS = 40  # a file node's own text (its preamble) must be longer than this
 MAX_INPUT_CHARS = 6000  # of a unit's text in one LLM prompt
@@ -112,9 +113,10 @@ refer to. Only facts the passage states.
 
 Answer format: {{"entities": [{{"name": "...", "description": "..."}}], "triples": [["head", "relation", "tail"]]}}
 
-Location: {where}
-Passage:
+Passage (its location in the corpus first):
 ```
+Location: {where}
+
 {text}
 ```"""
 
@@ -122,7 +124,10 @@ Passage:
 def openie_request(unit: dict) -> LLMRequest:
     """One LLM call for a unit (a row of :func:`openie_units` as a dict)."""
     text = (unit.get("text") or "")[:MAX_INPUT_CHARS].replace("```", "'''")
-    where = unit.get("breadcrumb") or unit.get("title") or unit.get("path") or ""
+    # the breadcrumb is corpus text too (headings, file names): inside the quote, and it
+    # cannot close it either
+    where = (unit.get("breadcrumb") or unit.get("title") or unit.get("path") or "")
+    where = where.replace("```", "'''")
     return LLMRequest(
         key=unit["node_id"], template=TEMPLATE, json_mode=True,
         messages=({"role": "system", "content": SYSTEM},

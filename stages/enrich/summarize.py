@@ -20,7 +20,7 @@ import pyarrow as pa
 from strata.llm import LLMRequest, StageStats
 from strata.schema import SUMMARIES
 
-TEMPLATE = "summarize/v1"
+TEMPLATE = "summarize/v2"  # v2: </data> neutralised, the location inside the data block
 SUMMARY_KINDS = ("section", "code", "table")
 MAX_INPUT_CHARS = 6000
 MAX_FILE_PARTS = 40
@@ -69,6 +69,11 @@ def offline_summary(kind: str, title: str, text: str, attrs: dict) -> str:
     return _first_sentences(text) or title
 
 
+def quote(text: str) -> str:
+    """Corpus text as quoted data: it cannot close the ``<data>`` block early."""
+    return (text or "").replace("</data>", "</ data>")
+
+
 def _request(node: dict, attrs: dict) -> LLMRequest:
     kind = node["kind"]
     what = {"section": "documentation section", "code": "code definition",
@@ -77,9 +82,11 @@ def _request(node: dict, attrs: dict) -> LLMRequest:
     if kind in ("code", "table"):
         around = "\n".join(x for x in (attrs.get("context_before"), attrs.get("context_after")) if x)
         if around:
-            context = f"\nSurrounding text:\n<data>\n{around[:1000]}\n</data>"
-    prompt = (f"Summarize this {what}. Location: {node['breadcrumb']}\n"
-              f"<data>\n{node['text'][:MAX_INPUT_CHARS]}\n</data>{context}")
+            context = f"\nSurrounding text:\n<data>\n{quote(around[:1000])}\n</data>"
+    # the breadcrumb is corpus text too (headings, file names): inside the data block
+    prompt = (f"Summarize this {what} (its location in the corpus comes first).\n"
+              f"<data>\nLocation: {quote(node['breadcrumb'])}\n\n"
+              f"{quote(node['text'][:MAX_INPUT_CHARS])}\n</data>{context}")
     return LLMRequest(key=node["node_id"], template=TEMPLATE,
                       messages=({"role": "system", "content": SYSTEM},
                                 {"role": "user", "content": prompt}))
@@ -87,8 +94,9 @@ def _request(node: dict, attrs: dict) -> LLMRequest:
 
 def _file_request(node: dict, parts: list[str]) -> LLMRequest:
     listing = "\n".join(f"- {p}" for p in parts[:MAX_FILE_PARTS])
-    prompt = (f"Summarize the file {node['path']} from the summaries of its parts.\n"
-              f"<data>\n{node['title']}\n{node['text'][:1500]}\n{listing}\n</data>")
+    prompt = ("Summarize the file below from the summaries of its parts (its path comes first).\n"
+              f"<data>\nFile: {quote(node['path'])}\n{quote(node['title'])}\n"
+              f"{quote(node['text'][:1500])}\n{quote(listing)}\n</data>")
     return LLMRequest(key=node["node_id"], template=TEMPLATE + "/file",
                       messages=({"role": "system", "content": SYSTEM},
                                 {"role": "user", "content": prompt}))

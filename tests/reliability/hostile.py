@@ -9,12 +9,15 @@ every case must appear in ``documents.parquet`` or ``skipped.parquet``.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 BIG_TEXT_BYTES = 200 * 2**20  # a 200 MiB text file (sparse: costs no disk)
+HUGE_ASSET_BYTES = 2 * 2**30  # a 2 GiB "image" (sparse): hashed only when under the cap
+DOCX_PART_BYTES = 64 * 2**20  # a DOCX whose XML part inflates past the 50 MiB part cap
 
 
 @dataclass
@@ -23,6 +26,11 @@ class Case:
     expect: str  # "indexed" or "skipped"
     reason: str = ""  # regex the skip reason (or parser note) must match
     needle: str = ""  # text that must be findable in the file's nodes when indexed
+    disk: str | None = None  # the name on disk, when the index shows another (not UTF-8)
+
+    @property
+    def on_disk(self) -> str:
+        return self.disk or self.path
 
 
 def _png(width: int, height: int, body: bytes | None = None) -> bytes:
@@ -55,8 +63,38 @@ def _pdfs(root: Path) -> list[Case]:
     ]
 
 
+def _docx_bomb(path: Path, part_bytes: int) -> None:
+    """A small DOCX whose document.xml inflates to ``part_bytes`` (streamed out:
+    never held in memory here either)."""
+    import zipfile
+
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.'
+                   'openxmlformats.org/package/2006/content-types"/>')
+        with z.open("word/document.xml", "w", force_zip64=True) as f:
+            f.write(b'<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org'
+                    b'/wordprocessingml/2006/main"><w:body><w:p><w:r><w:t>')
+            block = b" " * 2**20
+            for _ in range(part_bytes // len(block)):
+                f.write(block)
+            f.write(b"</w:t></w:r></w:p></w:body></w:document>")
+
+
+def _special_files(root: Path) -> list[Case]:
+    """Things that are not regular files, behind text names: never opened for reading."""
+    cases = []
+    os.mkfifo(root / "special" / "pipe.md")  # open() would block until a writer comes
+    cases.append(Case("special/pipe.md", "skipped", r"(?i)not a regular file.*fifo"))
+    try:  # /dev/zero's device numbers: read it and it never ends (needs CAP_MKNOD)
+        os.mknod(root / "special" / "zero.md", 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+        cases.append(Case("special/zero.md", "skipped", r"(?i)not a regular file.*character"))
+    except (PermissionError, OSError):
+        pass
+    return cases
+
+
 def write_hostile_corpus(root: Path) -> list[Case]:
-    for d in ("text", "pdf", "img", "code", "names", "links"):
+    for d in ("text", "pdf", "img", "code", "names", "links", "special", "docs"):
         (root / d).mkdir(parents=True, exist_ok=True)
     cases: list[Case] = []
 
@@ -119,6 +157,22 @@ def write_hostile_corpus(root: Path) -> list[Case]:
     put("text/regex.md", "# Regex bait\n\n" + evil + "\n## Tail\n\ncalm water\n")
     cases.append(Case("text/regex.md", "indexed", needle="calm water"))
 
+    # binaries without a NUL byte in sight, behind text names
+    put("text/random.md", os.urandom(64 * 1024).replace(b"\x00", b"\x01"))
+    cases.append(Case("text/random.md", "skipped", r"(?i)binary"))
+    put("code/fake.py", b"\x7fELF\x02\x01\x01" + os.urandom(8192).replace(b"\x00", b"\x02"))
+    cases.append(Case("code/fake.py", "skipped", r"(?i)binary.*ELF"))
+
+    # a 2 GiB sparse "image": over the cap, so never hashed (not read at all)
+    with open(root / "img" / "huge.png", "wb") as f:
+        f.truncate(HUGE_ASSET_BYTES)
+    cases.append(Case("img/huge.png", "skipped", r"(?i)too large"))
+    # a 0.1 MB DOCX whose XML part inflates to 64 MiB: measured, never inflated
+    _docx_bomb(root / "docs" / "bomb.docx", DOCX_PART_BYTES)
+    cases.append(Case("docs/bomb.docx", "skipped", r"(?i)expands to \d+ MiB"))
+
+    cases += _special_files(root)
+
     # code
     put("code/broken.py", "def ok():\n    return 1\n\ndef broken(:\n    pass\n\nclass X\n")
     cases.append(Case("code/broken.py", "indexed", r"(?i)syntax|plain text|parser failed",
@@ -142,6 +196,11 @@ def write_hostile_corpus(root: Path) -> list[Case]:
     cases.append(Case("names/with space and ünïcödé.md", "indexed", needle="fjord"))
     put("names/new\nline.md", "# Newline name\n\nestuary readings\n")
     cases.append(Case("names/new\nline.md", "indexed", needle="estuary"))
+    # a name that is not UTF-8 (legal on Linux): indexed under its escaped name, noted
+    (root / "names").joinpath(os.fsdecode(b"\xff-latin.md")).write_text(
+        "# Bytes in a name\n\nlagoon salinity survey\n")
+    cases.append(Case("names/\\xff-latin.md", "indexed", r"(?i)not valid UTF-8",
+                      needle="lagoon salinity", disk=os.fsdecode(b"names/\xff-latin.md")))
     os.symlink("/etc/passwd", root / "links" / "passwd.md")
     cases.append(Case("links/passwd.md", "skipped", r"(?i)outside"))
     os.symlink(root / "links", root / "links" / "loop")  # a directory loop: never descended

@@ -67,6 +67,8 @@ def test_every_case_is_indexed_or_skipped_with_its_reason(hostile):
 
 
 def test_nothing_vanishes(hostile):
+    from stages.discover import display_path
+
     root, vdir = hostile["root"], hostile["vdir"]
     on_disk = set()
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -74,7 +76,7 @@ def test_nothing_vanishes(hostile):
         for name in filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]:
             path = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
             if not os.path.isdir(os.path.join(dirpath, name)):
-                on_disk.add(path)
+                on_disk.add(display_path(path)[0])  # FIFOs and devices included
     docs = set(pl.read_parquet(vdir / "documents.parquet")["path"])
     skipped = set(pl.read_parquet(vdir / "skipped.parquet")["path"])
     assert on_disk - docs - skipped == set()
@@ -124,7 +126,7 @@ def test_each_hostile_file_parses_within_a_time_bound(hostile):
     for case in hostile["cases"]:
         if case.expect != "indexed":
             continue
-        src = read_source(root, case.path, root / case.path)
+        src = read_source(root, case.path, root / case.on_disk)
         t0 = time.perf_counter()
         pf = parse_source(src, ParseSettings(), {})
         finalize(pf, "hostile", src.path, src.text or "", ParseSettings())
@@ -132,3 +134,36 @@ def test_each_hostile_file_parses_within_a_time_bound(hostile):
         if took > PER_FILE_SECONDS:
             slow.append(f"{case.path}: {took:.1f}s")
     assert not slow, slow
+
+
+def test_the_change_sensors_fingerprint_survives_hostile_files(hostile):
+    """The sensor fingerprints the same folder every minute: a FIFO must not block
+    it, a character device must not be read forever, a 2 GiB file must not be read
+    at all, a name that is not UTF-8 must not crash it. Run in a thread so that a
+    hang fails this test instead of the suite."""
+    import threading
+
+    from stages.fingerprint import fingerprint
+
+    out: dict = {}
+
+    def run():
+        try:
+            out["fp"] = fingerprint(hostile["root"])
+            out["again"] = fingerprint(hostile["root"], previous=out["fp"].to_dict())
+        except BaseException as e:  # noqa: BLE001 - reported below
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout=300)
+    assert not t.is_alive(), "fingerprint() hung on the hostile folder"
+    assert "error" not in out, out.get("error")
+    fp = out["fp"]
+    assert fp.files >= len(hostile["cases"]) and fp.content
+    assert out["again"].content == fp.content  # stable, and the stat digest short-cuts it
+    (hostile["root"] / "special" / "late.md").write_text("# Late\n\nadded after\n")
+    try:
+        assert fingerprint(hostile["root"], previous=fp.to_dict()).content != fp.content
+    finally:
+        (hostile["root"] / "special" / "late.md").unlink()

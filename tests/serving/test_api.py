@@ -215,6 +215,8 @@ def test_request_body_over_the_cap_is_refused_unread(sample_index):
         big = json.dumps({"query": "tide " * 2000})
         r = client.post("/search", content=big, headers={"content-type": "application/json"})
         assert r.status_code == 413 and "4096-byte limit" in r.json()["detail"]
+        # like every other error, it says under which id the server filed it
+        assert r.json()["request_id"] and r.json()["request_id"] == r.headers["x-request-id"]
 
         def chunks():  # no Content-Length: the body arrives in pieces
             yield b'{"query": "'

@@ -165,3 +165,53 @@ def test_key_hashes_from_the_environment(sample_index, monkeypatch):
     with make_client(settings) as client:
         assert client.post("/search", json=Q).status_code == 401
         assert client.post("/search", json=Q, headers={"X-API-Key": key}).status_code == 200
+
+
+def _through_uvicorn(app, settings):
+    """The app as uvicorn serves it with these settings' proxy options (uvicorn's
+    own Config wraps it in its proxy-headers middleware, or not)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, **settings.uvicorn_options())
+    config.load()
+    return config.loaded_app
+
+
+def test_x_forwarded_for_is_believed_only_from_configured_proxies(sample_index):
+    """uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local client
+    rotating 127.0.0.N escaped the anonymous rate limit (issue 17). Now a claim is
+    believed only from proxies named in the settings; otherwise every request that
+    makes one counts as one client, which the loopback rule does not trust."""
+    import uvicorn
+    from fastapi.testclient import TestClient
+
+    from service.app import create_app
+    from tests.serving.helpers import LOOPBACK
+
+    def codes(app, n=4):
+        with TestClient(app, client=LOOPBACK, raise_server_exceptions=False) as client:
+            return [client.post("/search", json=Q, headers={"X-Forwarded-For": f"127.0.0.{i}"})
+                    .status_code for i in range(2, 2 + n)]
+
+    def limited(**kw):
+        return settings_for(sample_index, allow_unauthenticated=True,
+                            anonymous_rate_per_minute=2, **kw)
+
+    # `strata serve`: uvicorn does not read the header; the claim changes nothing
+    plain = limited()
+    assert plain.uvicorn_options() == {"proxy_headers": False}
+    assert codes(_through_uvicorn(create_app(plain), plain)) == [200, 200, 429, 429]
+    # `uvicorn --factory` with uvicorn's defaults (it believes loopback proxies): the
+    # rotated addresses still share one bucket
+    config = uvicorn.Config(create_app(plain))
+    config.load()
+    assert codes(config.loaded_app) == [200, 200, 429, 429]
+    # proxies named: the address each request names is the client (its own bucket)
+    trusted = limited(forwarded_allow_ips="127.0.0.1")
+    assert codes(_through_uvicorn(create_app(trusted), trusted)) == [200, 200, 200, 200]
+    # without keys or --allow-unauthenticated, a request relayed by an unnamed proxy is
+    # not taken for a loopback client
+    with make_client(settings_for(sample_index)) as local:
+        assert local.post("/search", json=Q).status_code == 200
+        relayed = local.post("/search", json=Q, headers={"X-Forwarded-For": "203.0.113.9"})
+        assert relayed.status_code == 403

@@ -168,3 +168,49 @@ def test_malformed_yaml_is_a_corpus_error(tmp_path, text, fragment):
     path.write_text(text)
     with pytest.raises(CorpusError, match=fragment):
         load_corpora(path)
+
+
+def test_a_corpus_remembers_its_llm_and_embedding_for_sensor_and_scheduled_runs(
+        tmp_path, monkeypatch):
+    """What `strata index --llm-* --embed-*` was given is written to the corpus's
+    entry (never a key) and overrides the resources a sensor's or a schedule's run
+    is built with (the code location's, from the environment)."""
+    from assets.common import llm_client
+    from pipelines.definitions import make_resources
+    from strata.layout import IndexLayout
+
+    monkeypatch.setenv("STRATA_LLM_BACKEND", "offline")  # what the daemon's runs default to
+    monkeypatch.setenv("MY_LLM_KEY", "sk-not-stored")
+    cfg = _config(tmp_path, {})
+    llm = {"backend": "openai", "model": "llama3.1", "base_url": "http://localhost:11434/v1",
+           "api_key_env": "MY_LLM_KEY"}
+    emb = EncoderSpec(backend="openai", model="nomic-embed-text",
+                      base_url="http://localhost:11434/v1", api_key_env="MY_LLM_KEY")
+    register_corpus(CorpusSpec(name="docs", root=tmp_path / "d", out=tmp_path / "i",
+                               embedding=emb, llm=llm), cfg)
+    assert "sk-not-stored" not in (tmp_path / "corpora.local.yaml").read_text()
+    spec = load_corpora(cfg)["docs"]
+    assert spec.llm == llm and spec.embedding == emb
+    resources = make_resources()
+    client = llm_client(resources["llm"], spec, IndexLayout(tmp_path / "i"))
+    try:
+        assert client.name == "openai:llama3.1"
+        assert client.config.base_url == "http://localhost:11434/v1"
+        assert client.config.api_key_env == "MY_LLM_KEY"
+    finally:
+        client.close()
+    assert resources["embedder"].spec_for(spec.embedding) == emb
+    # a corpus without an llm entry keeps the resource's settings
+    register_corpus(CorpusSpec(name="plain", root=tmp_path / "p", out=tmp_path / "j"), cfg)
+    plain = llm_client(resources["llm"], load_corpora(cfg)["plain"], IndexLayout(tmp_path / "j"))
+    assert plain.offline
+    plain.close()
+
+
+def test_an_llm_entry_with_a_key_or_an_unknown_backend_is_refused(tmp_path):
+    cfg = _config(tmp_path, {"a": {"root": "a", "llm": {"backend": "openai", "api_key": "sk"}}})
+    with pytest.raises(CorpusError, match="unknown llm setting.*api_key.*never stored"):
+        load_corpora(cfg)
+    cfg = _config(tmp_path, {"a": {"root": "a", "llm": {"backend": "gpt"}}})
+    with pytest.raises(CorpusError, match="llm backend 'gpt'"):
+        load_corpora(cfg)

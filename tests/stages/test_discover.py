@@ -99,8 +99,15 @@ def test_symlink_outside_root_is_reported_and_never_read(tmp_path, monkeypatch):
         opened.append(str(Path(file).resolve()))
         return real_open(file, *a, **kw)
 
+    real_os_open = os.open
+
+    def spy_os_open(file, *a, **kw):  # what read_regular opens files with
+        opened.append(str(Path(file).resolve()))
+        return real_os_open(file, *a, **kw)
+
     monkeypatch.setattr(pathlib.Path, "read_bytes", spy_read_bytes)
     monkeypatch.setattr(discover_mod, "open", spy_open, raising=False)
+    monkeypatch.setattr(discover_mod.os, "open", spy_os_open)
 
     got = _by_path(root)
     assert sorted(got) == ["leak.md", "leak.png", "ok.md"]
@@ -331,3 +338,95 @@ def test_empty_python_module_is_indexed_not_skipped(tmp_path):
     _write(tmp_path, "pkg/__init__.py", b"")
     (src,) = discover(tmp_path)
     assert src.reason is None and src.text == "" and src.note == "empty file"
+
+
+# --------------------------------------------------------------------------- odd files (issue 17)
+
+def _in_thread(fn, timeout=120):
+    """Run ``fn``; a hang fails the test instead of the suite."""
+    import threading
+
+    out = {}
+
+    def run():
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - reported to the caller
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "hung"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def test_a_fifo_is_skipped_without_being_opened(tmp_path):
+    os.mkfifo(tmp_path / "pipe.md")
+    _write(tmp_path, "ok.md", "# ok\n")
+    got = _in_thread(lambda: {s.path: s for s in discover(tmp_path)})
+    assert got["pipe.md"].text is None and "FIFO" in got["pipe.md"].reason
+    assert got["ok.md"].text == "# ok\n"
+
+
+def test_a_character_device_is_never_read(tmp_path):
+    """/dev/zero never ends: reading it 'until EOF' would take all memory."""
+    src = _in_thread(lambda: read_source(Path("/dev"), "zero.md", Path("/dev/zero")))
+    assert src.text is None and "character device" in src.reason
+    try:
+        os.mknod(tmp_path / "zero.md", 0o644 | __import__("stat").S_IFCHR, os.makedev(1, 5))
+    except (PermissionError, OSError):
+        return  # no CAP_MKNOD here: /dev/zero itself was checked above
+    got = _in_thread(lambda: {s.path: s for s in discover(tmp_path)})
+    assert "character device" in got["zero.md"].reason
+
+
+def test_a_file_over_the_cap_is_never_read_or_hashed(tmp_path, monkeypatch):
+    with open(tmp_path / "huge.png", "wb") as f:
+        f.truncate(3 * 2**30)  # sparse: no disk
+    with open(tmp_path / "huge.md", "wb") as f:
+        f.truncate(3 * 2**30)
+    reads: list[int] = []
+    real_read = os.read
+
+    def spy(fd, n):
+        reads.append(n)
+        return real_read(fd, n)
+
+    monkeypatch.setattr(os, "read", spy)
+    got = {s.path: s for s in discover(tmp_path)}
+    for name in ("huge.png", "huge.md"):
+        assert "too large" in got[name].reason and got[name].content_hash.startswith("size:")
+    assert not reads
+
+
+def test_an_asset_is_hashed_in_blocks(tmp_path):
+    """An image under the cap is hashed as it streams by; the hash is the hash of
+    its bytes (the parse cache key must not change with the reading strategy)."""
+    data = os.urandom(3 * 2**20 + 17)
+    (tmp_path / "pic.png").write_bytes(data)
+    src = read_source(tmp_path, "pic.png", tmp_path / "pic.png")
+    assert src.content_hash == content_hash(data) and src.size == len(data)
+
+
+def test_nul_free_binaries_are_skipped_with_a_reason(tmp_path):
+    _write(tmp_path, "random.md", os.urandom(20000).replace(b"\x00", b"\x01"))
+    _write(tmp_path, "fake.py", b"\x7fELF\x02\x01\x01" + os.urandom(4000).replace(b"\x00", b"\x02"))
+    _write(tmp_path, "notes.md", "# Café\n\nla señora del tercer piso\n".encode("cp1252"))
+    _write(tmp_path, "mz.md", "MZ is how the manual abbreviates the main zone.\n")
+    got = {s.path: s for s in discover(tmp_path)}
+    assert got["random.md"].text is None and "control bytes" in got["random.md"].reason
+    assert got["fake.py"].text is None and "ELF" in got["fake.py"].reason
+    assert "señora" in got["notes.md"].text  # legacy text still decodes
+    assert got["mz.md"].text.startswith("MZ is")  # a signature in letters is not enough
+
+
+def test_a_name_that_is_not_utf8_is_indexed_under_an_escaped_name(tmp_path):
+    (tmp_path / os.fsdecode(b"caf\xe9.md")).write_text("# Cafe\n\nnotes\n")
+    got = {s.path: s for s in discover(tmp_path)}
+    assert list(got) == ["caf\\xe9.md"]
+    src = got["caf\\xe9.md"]
+    assert src.text.startswith("# Cafe") and "not valid UTF-8" in src.note
+    src.path.encode("utf-8")  # storable in Parquet
