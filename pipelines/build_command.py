@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -43,8 +44,20 @@ def cmd_index(args: argparse.Namespace) -> int:
     with BuildInterrupt() as stop:
         try:
             return _index(args, stop)
-        except KeyboardInterrupt:
+        except BaseException as e:  # noqa: BLE001 - only the interrupts, re-raised otherwise
+            # Ctrl-C surfaces as KeyboardInterrupt outside a run and as Dagster's
+            # DagsterExecutionInterruptedError (a BaseException) where Dagster's own
+            # handler is installed
+            if not _is_interrupt(e):
+                raise
             return stop.finish() if stop.signum is not None else exit_code(None)
+
+
+def _is_interrupt(e: BaseException) -> bool:
+    if isinstance(e, KeyboardInterrupt):
+        return True
+    dg = sys.modules.get("dagster")  # not imported yet: Dagster cannot have raised it
+    return dg is not None and isinstance(e, dg.DagsterExecutionInterruptedError)
 
 
 def _llm_flags(args: argparse.Namespace) -> dict:
@@ -248,9 +261,11 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
     watch = nullcontext() if args.quiet or args.verbose else BuildProgress(instance, token)
     t0 = time.perf_counter()
     with watch:
-        with dg.execute_job(dg.reconstructable(index_job), instance=instance,
-                            run_config=run_config, raise_on_error=False, tags=tags) as result:
-            result.all_events  # noqa: B018 - read the events before the result closes
+        # not entered as a context manager: that initializes the resources again (for
+        # output values we never read), after the run, where an interrupt still on its
+        # way would surface as a traceback; the events and status are there without it
+        result = dg.execute_job(dg.reconstructable(index_job), instance=instance,
+                                run_config=run_config, raise_on_error=False, tags=tags)
     wall = time.perf_counter() - t0
     if stop.signum is not None:
         return stop.finish()

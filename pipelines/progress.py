@@ -144,7 +144,16 @@ class BuildProgress:
             view.finish(step, ok=True)
         elif kind == "STEP_FAILURE":
             self.failed_steps.append(step)
-            view.finish(step, ok=False)
+            view.finish(step, ok=False, stopped=_interrupted(event))
+
+
+def _interrupted(event) -> bool:
+    """A step failure that is Ctrl-C or SIGTERM stopping the run, not an error."""
+    from assets.common import STOPPED_TAG  # what the asset's Failure carries then
+
+    data = event.step_failure_data
+    user = data.user_failure_data if data is not None else None
+    return bool(user is not None and user.metadata and STOPPED_TAG in user.metadata)
 
 
 class _LineView:
@@ -174,9 +183,12 @@ class _LineView:
         self.last_line[step] = now
         self._print(f"         {format_line(p)}")
 
-    def finish(self, step: str, ok: bool) -> None:
-        self.n += 1
+    def finish(self, step: str, ok: bool, stopped: bool = False) -> None:
         secs = time.monotonic() - self.started.get(step, time.monotonic())
+        if stopped:
+            self._print(f"  stopped {step} ({secs:.1f}s)")
+            return
+        self.n += 1
         of = f"/{self.total}" if self.total else ""
         self._print(f"  [{self.n}{of}] {'done  ' if ok else 'FAILED'} {step} ({secs:.1f}s)")
 
@@ -231,14 +243,17 @@ class _LiveView:
                              completed=p.done, extra=extra, visible=True)
         self._draw()
 
-    def finish(self, step: str, ok: bool) -> None:
+    def finish(self, step: str, ok: bool, stopped: bool = False) -> None:
         if step in self.running:
             self.running.remove(step)
-        self.bar.advance(self.steps)
+        if not stopped:  # a stopped step is not done: the count stays where it was
+            self.bar.advance(self.steps)
         if step == self.item_step:
             self.bar.update(self.items, visible=False)
             self.item_step = None
-        if not ok:
+        if stopped:
+            self.bar.console.print(f"step {step} stopped")
+        elif not ok:
             self.bar.console.print(f"[red]step {step} failed[/red]")
         self._draw()
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
 import termios
 import threading
+import time
 
 import dagster as dg
+import pytest
 
 from strata.progress import Progress, format_line, parse_line, tracker
 from tests.conftest import REPO
@@ -146,3 +149,47 @@ def test_strata_index_on_a_terminal_shows_progress_inside_the_embedding_step(tmp
                 if f.suffix in (".err", ".out")]
     assert captured
     assert not any("━" in f.read_text(errors="replace") for f in captured)
+
+
+@pytest.mark.slow
+def test_ctrl_c_inside_the_embedding_step_on_a_terminal_is_one_line(tmp_path):
+    """Ctrl-C typed while the encoder runs: the step is reported stopped (not
+    failed, not counted done), the run is canceled, the command exits 130 with
+    one line and no traceback, although interrupts keep reaching the main
+    thread until the run has wound down (pipelines/interrupt.py)."""
+    root = tmp_path / "notes"
+    _notes(root)
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"),
+           "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "TERM": "xterm-256color"}
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "index", str(root),
+                             "--corpus", "notes", "--out", str(tmp_path / "index")],
+                            cwd=REPO, env=env, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    raw = bytearray()
+    reader = threading.Thread(target=_read_all, args=(master, raw), daemon=True)
+    reader.start()
+    try:
+        while b"embed shard 0" not in raw:
+            assert proc.poll() is None, raw.decode("utf-8", "replace")[-3000:]
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on ^C
+        rc = proc.wait(timeout=120)
+        reader.join(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = ANSI.sub("", raw.decode("utf-8", "replace"))
+    assert rc == 130, text[-3000:]
+    assert "interrupted by SIGINT" in text and "Traceback" not in text, text[-3000:]
+    assert "step embedding_shards.embed_shard_0 stopped" in text
+    assert "failed" not in text
+    assert not (tmp_path / "index" / "CURRENT").exists()
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dh"))) as instance:
+        (run,) = instance.get_runs()
+    assert run.status == dg.DagsterRunStatus.CANCELED
