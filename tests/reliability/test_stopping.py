@@ -258,7 +258,16 @@ def test_a_dry_run_after_the_builds_counts_only_what_the_cache_cannot_answer(in_
     stages = {s["stage"]: s for s in report["stages"]}
     summarize, openie = stages["summarize"], stages["openie"]
     assert summarize["cached"] > 0 and 2 <= summarize["calls"] < summarize["requests"]
-    assert 1 <= openie["calls"] < openie["requests"]
+    # OpenIE runs before the summaries in one process: whether the stopped builds got
+    # the failing page's extraction answered before the 400 fault was set is timing,
+    # so the count follows what the server answered (an answer that arrived as a build
+    # stopped may not have been cached: at most that one more call)
+    failing = [r for r in server.chat_requests()
+               if "FAILPAGE" in r.prompt and "knowledge graph" in json.dumps(r.body)]
+    assert failing  # it was asked for
+    assert openie["cached"] >= 1 and openie["cached"] + openie["calls"] == openie["requests"]
+    answered = any(r.fault is None for r in failing)
+    assert openie["calls"] in ((0, 1) if answered else (1,)), (openie, answered)
     assert "mean of" in summarize["completion_basis"]  # from the answers the cache holds
     assert summarize["usd"] == round((summarize["prompt_tokens"] * 2.5
                                       + summarize["completion_tokens"] * 10) / 1e6, 6)
