@@ -19,11 +19,11 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retrieval.results import markdown_block, source_url
-from service.auth import KeyStore, RateLimiter, load_entries
+from service.auth import Gate, KeyStore, Refused, load_entries
 from service.models import (AskResponse, ErrorBody, HealthIndex, HealthResponse, Hit,
                             IndexesResponse, IndexInfo, SearchResponse, request_model)
 from service.registry import Registry, UnknownIndex
-from service.settings import ServiceConfigError, ServiceSettings, is_loopback
+from service.settings import ServiceConfigError, ServiceSettings
 
 log = logging.getLogger("strata.service")
 access_log = logging.getLogger("strata.service.access")
@@ -97,7 +97,8 @@ class Service:
         settings.check()
         self.settings = settings
         self.keys = KeyStore(load_entries(settings.api_keys_file, settings.api_key_hashes))
-        self.limiter = RateLimiter()
+        self.gate = Gate(self.keys, settings.rate_per_minute, settings.anonymous_rate_per_minute,
+                         settings.allow_unauthenticated)
         self.llm = llm if llm is not None else query_llm(
             settings.llm_backend, settings.llm_model, settings.llm_base_url,
             settings.llm_callable)
@@ -120,27 +121,13 @@ class Service:
             # the settings, such a claim is not believed: every request carrying
             # one is one client (a local client rotating 127.0.0.N gains nothing)
             client_host = "forwarded-unverified"
-        if self.keys.enabled:
-            key = request.headers.get("x-api-key")
-            auth = request.headers.get("authorization", "")
-            if not key and auth.lower().startswith("bearer "):
-                key = auth[7:].strip()
-            entry = self.keys.lookup(key)
-            if entry is None:
-                raise HTTPException(401, "missing or unknown API key: send it as "
-                                         "'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
-                                    headers={"WWW-Authenticate": "Bearer"})
-            client, rate = entry.name, entry.rate_per_minute or self.settings.rate_per_minute
-        else:
-            if not (self.settings.allow_unauthenticated or is_loopback(client_host)):
-                raise HTTPException(403, "this service has no API keys configured, so it "
-                                         "answers loopback clients only")
-            client, rate = f"anonymous@{client_host}", self.settings.anonymous_rate_per_minute
+        try:
+            client = self.gate.admit(request.headers, client_host)
+        except Refused as e:
+            if e.client:
+                request.state.client = e.client
+            raise HTTPException(e.status, e.detail, headers=e.headers) from None
         request.state.client = client
-        wait = self.limiter.acquire(client, rate)
-        if wait > 0:
-            raise HTTPException(429, f"rate limit of {rate:g} requests per minute reached",
-                                headers={"Retry-After": str(max(1, round(wait + 0.5)))})
         return client
 
     def mode_params(self, req) -> dict[str, Any]:
