@@ -19,6 +19,8 @@ Two uses of the hierarchy that do not spend result slots:
 from __future__ import annotations
 
 
+import numpy as np
+
 from retrieval.results import Result
 
 CHARS_PER_TOKEN = 4  # the usual estimate for English text and code
@@ -56,19 +58,17 @@ def denest(graph, rows: list[int], yielding=(),
     if yielding:
         anc_of = {r: set(ancestors(graph, r)) for r in rows}
         out: list[int] = []
-        moved: set[int] = set()
+        placed: set[int] = set()
         for r in rows:
-            if r in moved:
+            if r in placed:
                 continue
             if int(graph.kind[r]) in yielding:
-                below = next((d for d in rows if d not in moved and d != r and r in anc_of[d]
-                              and d not in out), None)
+                below = next((d for d in rows if d not in placed and r in anc_of[d]), None)
                 if below is not None:
                     dropped[r] = below
-                    moved.add(below)
-                    out.append(below)
-                    continue
+                    r = below
             out.append(r)
+            placed.add(r)
         rows = out
     if not drop_containers:
         return rows, dropped
@@ -87,16 +87,22 @@ def _item(index, j: int, relation: str) -> dict:
             "title": node["title"] or node["node_path"] or node["kind"], "location": loc}
 
 
-def _nearest_siblings(graph, i: int, n: int) -> list[int]:
+def nearest_siblings(graph, i: int, limit: int) -> np.ndarray:
+    """Up to ``limit`` siblings of ``i``, nearest in document order first (the
+    preceding one first on a tie). Reads only the parent's child slice."""
     p = int(graph.parent[i])
-    if p < 0 or n <= 0:
-        return []
-    kids = graph.children(p).tolist()
-    if i not in kids:
-        return []
-    pos = kids.index(i)
-    order = sorted((abs(j - pos), j) for j in range(len(kids)) if j != pos)
-    return [int(kids[j]) for _, j in order[:n]]
+    if p < 0 or limit <= 0:
+        return np.zeros(0, dtype=np.int64)
+    kids = graph.children(p)
+    where = np.flatnonzero(kids == i)
+    if not where.size:  # not listed under its parent (should not happen)
+        return np.zeros(0, dtype=np.int64)
+    pos = int(where[0])
+    lo, hi = max(0, pos - limit), min(len(kids), pos + limit + 1)
+    window = kids[lo:hi]
+    dist = np.abs(np.arange(lo, hi) - pos)
+    order = np.argsort(dist, kind="stable")[1:limit + 1]  # [0] is i itself
+    return window[order].astype(np.int64)
 
 
 def attach_context(index, results: list[Result], siblings: int = CONTEXT_SIBLINGS,
@@ -115,7 +121,7 @@ def attach_context(index, results: list[Result], siblings: int = CONTEXT_SIBLING
         p = int(g.parent[i])
         if p >= 0:
             items.append(_item(index, p, "parent"))
-        items += [_item(index, j, "sibling") for j in _nearest_siblings(g, i, siblings)]
+        items += [_item(index, j, "sibling") for j in nearest_siblings(g, i, siblings).tolist()]
         items += [_item(index, int(j), "child") for j in g.children(i)[:max(0, children)]]
         for nid in (displaced or {}).get(r.node_id, []):
             j = g.index.get(nid)

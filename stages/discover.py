@@ -18,16 +18,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-# Extension → format. Anything else that decodes as text is indexed as "text".
-FORMATS = {
-    ".md": "markdown", ".markdown": "markdown", ".mdown": "markdown", ".mkd": "markdown",
-    ".py": "python", ".pyi": "python",
-    ".html": "html", ".htm": "html", ".xhtml": "html",
-    ".json": "json", ".yaml": "yaml", ".yml": "yaml", ".toml": "toml",
-    ".pdf": "pdf", ".docx": "docx",
-}
-# Formats parsed from bytes rather than decoded text.
-BINARY_PARSED = {"pdf", "docx"}
+from stages.parse import registry as _registry
+
+# Extension → format and the formats parsed from bytes: from the parser registry.
+FORMATS = _registry.FORMATS
+BINARY_PARSED = _registry.BINARY_PARSED
 # Files that documents point to (images and other binaries): inventoried as
 # assets, not parsed as text and not reported as skipped.
 ASSET_EXTENSIONS = {
@@ -209,13 +204,9 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
 
 
 def detect_format(path: str) -> str:
-    from stages.parse.code_languages import LANGUAGE_BY_EXTENSION
-
     ext = os.path.splitext(path)[1].lower()
     if ext in FORMATS:
         return FORMATS[ext]
-    if ext in LANGUAGE_BY_EXTENSION:
-        return LANGUAGE_BY_EXTENSION[ext]
     if ext in ASSET_EXTENSIONS:
         return "asset"
     if ext in BINARY_EXTENSIONS:

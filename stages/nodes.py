@@ -9,7 +9,6 @@ reused rows are identical to what a fresh parse would produce.
 from __future__ import annotations
 
 import os
-import posixpath
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from stages.parse.finalize import ParseSettings, finalize, stable_hash
 from stages.parse.model import ParsedFile, Reference
 from stages.parse.plain_text import parse_plain_text
 from strata import stopping
+from stages.parse.registry import CODE, parser_for
 from strata.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES, conform
 
 Progress = Callable[[int, int], None]
@@ -81,53 +81,11 @@ class NodesResult:
     seconds: float = 0.0
 
 
-CONFIG_FORMATS = ("json", "yaml", "toml")
-
-
 def _parse(src: SourceFile, settings: ParseSettings,
            modules: dict[str, tuple[str, bool]]) -> ParsedFile:
-    fmt, text, ctx = src.format, src.text, settings.context_lines
-    if fmt == "pdf":
-        from stages.parse.pdf import parse_pdf
-
-        return parse_pdf(src.data or b"", src.path, context_lines=ctx)
-    if fmt == "docx":
-        from stages.parse.docx import parse_docx
-
-        return parse_docx(src.data or b"", src.path, context_lines=ctx)
-    assert text is not None
-    if fmt == "markdown":
-        from stages.parse.markdown import parse_markdown
-
-        return parse_markdown(text, src.path, context_lines=ctx)
-    if fmt == "python":
-        from stages.parse.python_code import parse_python
-
-        module, is_pkg = modules.get(src.path, (src.path.rsplit("/", 1)[-1].split(".")[0], False))
-        return parse_python(text, src.path, module, is_pkg)
-    if fmt == "html":
-        from stages.parse.html import parse_html
-
-        return parse_html(text, src.path, context_lines=ctx)
-    if fmt in CONFIG_FORMATS:
-        from stages.parse.config_files import parse_config
-
-        return parse_config(text, src.path, fmt)
-    from stages.parse.code_languages import LANGUAGE_BY_EXTENSION, parse_code
-
-    if fmt in set(LANGUAGE_BY_EXTENSION.values()):
-        return parse_code(text, src.path, fmt)
-    return parse_plain_text(text, src.path, note=_plain_text_note(src.path, fmt))
-
-
-PLAIN_TEXT_EXTENSIONS = {"", ".txt", ".text"}
-
-
-def _plain_text_note(path: str, fmt: str) -> str | None:
-    ext = posixpath.splitext(path)[1].lower()
-    if fmt == "text" and ext in PLAIN_TEXT_EXTENSIONS:
-        return None
-    return f"no parser for '{ext or fmt}' files; indexed as plain text"
+    spec = parser_for(src.format)
+    assert spec.binary or src.text is not None
+    return spec.parse(src, settings, modules)
 
 
 def _add_path_references(pf: ParsedFile, src: SourceFile) -> None:
@@ -147,7 +105,7 @@ def parse_source(src: SourceFile, settings: ParseSettings,
     """Dispatch by format; a parser that raises falls back to plain text."""
     try:
         pf = _parse(src, settings, modules)
-        if pf.root.kind == "file" and pf.root.language and src.format not in CONFIG_FORMATS:
+        if pf.root.kind == "file" and pf.root.language and parser_for(src.format).kind == CODE:
             _add_path_references(pf, src)
         return pf
     except Exception as e:  # noqa: BLE001 - one bad file must not sink the run

@@ -59,7 +59,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from retrieval.context import attach_context
+from retrieval.context import attach_context, nearest_siblings
 from retrieval.fusion import ALPHA, fused_recall
 from retrieval.results import Result, Trace
 
@@ -150,24 +150,6 @@ class Expansion:
                          self.via[positions])
 
 
-def _nearest_siblings(graph, i: int, limit: int) -> np.ndarray:
-    """Up to ``limit`` siblings of ``i``, nearest in document order first (the
-    preceding one first on a tie). Reads only the parent's child slice."""
-    p = int(graph.parent[i])
-    if p < 0 or limit <= 0:
-        return np.zeros(0, dtype=np.int64)
-    kids = graph.children(p)
-    where = np.flatnonzero(kids == i)
-    if not where.size:  # not listed under its parent (should not happen)
-        return np.zeros(0, dtype=np.int64)
-    pos = int(where[0])
-    lo, hi = max(0, pos - limit), min(len(kids), pos + limit + 1)
-    window = kids[lo:hi]
-    dist = np.abs(np.arange(lo, hi) - pos)
-    order = np.argsort(dist, kind="stable")[1:limit + 1]  # [0] is i itself
-    return window[order].astype(np.int64)
-
-
 def _closest(index, nodes: np.ndarray, qvec, limit: int) -> np.ndarray:
     """The ``limit`` of ``nodes`` whose vectors are closest to the query (nodes
     without a vector last, in their given order)."""
@@ -228,7 +210,7 @@ def expand_subtree(index, dense_ids, *, parents: bool = True, siblings: bool = T
                 add(p, PARENT, s)
         if siblings and max_siblings > 0:
             if qvec is None:
-                sibs = _nearest_siblings(graph, s, max_siblings)
+                sibs = nearest_siblings(graph, s, max_siblings)
             else:
                 sibs = _closest(index, graph.siblings(s).astype(np.int64), qvec, max_siblings)
             for j in sibs.tolist():

@@ -35,6 +35,7 @@ import polars as pl
 from stages.enrich.openie_offline import OFFLINE_VERSION, offline_openie
 from stages.enrich.openie_text import (OpenIEOut, Triple, clean, normalize, strip_article,
                                        unit_context)
+from stages.parse.registry import PROSE_FORMATS
 from strata.llm import LLMRequest, StageStats
 
 try:  # the shared tolerant JSON loader (fences, chatter, truncation)
@@ -50,7 +51,7 @@ __all__ = [
 
 TEMPLATE = "openie/v2"  # v2: the location inside the quoted passage
 STAGE = "openie"
-PROSE_FILE_SUBKINDS = ("text", "markdown", "html", "pdf", "docx")
+PROSE_FILE_SUBKINDS = PROSE_FORMATS  # from the parser registry: formats whose files are prose
 MIN_UNIT_CHARS = 20  # units with less text are not worth an extraction
 MIN_FILE_CHARS = 40  # a file node's own text (its preamble) must be longer than this
 MAX_INPUT_CHARS = 6000  # of a unit's text in one LLM prompt

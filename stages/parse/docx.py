@@ -26,19 +26,14 @@ image drafts whose bytes go to ``ParsedFile.blobs``; alt text is the
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import io
 import re
-from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from stages.parse.markdown import github_slug
-from stages.parse.common import (
-    file_stem as _stem, squash as _squash,
-    unique_slug as _unique, pipe_table,
-)
+from stages.parse.common import file_stem as _stem, squash as _squash, pipe_table
 from stages.parse.model import Draft, ParsedFile
+from stages.parse.sections import Section, SectionBuilder, github_slug
 
 __all__ = ["parse_docx"]
 
@@ -68,7 +63,6 @@ MC_FALLBACK = _q(_MC, "Fallback")
 
 _HEADING_STYLE = re.compile(r"heading\s*([1-9])", re.IGNORECASE)
 _CAPTION = re.compile(r"(?:figure|fig\.)\s*\S", re.IGNORECASE)
-_SHORT_TITLE = 80
 _MAX_STYLE_DEPTH = 10
 
 
@@ -208,29 +202,6 @@ def _pictures(el: Any) -> list[tuple[str | None, str | None, dict[str, str]]]:
 # the builder
 
 
-@dataclass
-class _Scope:
-    draft: Draft
-    level: int
-    index: int  # block index of the heading (0 for the file)
-    prose: list[tuple[int, str]] = field(default_factory=list)  # block index, text
-    slugs: dict[str, int] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def next_slug(self, kind: str) -> str:
-        n = self.counters.get(kind, 0) + 1
-        self.counters[kind] = n
-        return _unique(f"{kind}-{n}", self.slugs)
-
-
-@dataclass
-class _Leaf:
-    kind: str
-    index: int
-    scope: _Scope
-    draft: Draft
-
-
 class _Builder:
     def __init__(self, document: Any, path: str, context_lines: int) -> None:
         self.document = document
@@ -238,25 +209,25 @@ class _Builder:
         self.context_lines = context_lines
         self.notes: list[str] = []
         self.blobs: dict[str, bytes] = {}
-        self.leaves: list[_Leaf] = []
+        self.images: list[tuple[Draft, int, Section]] = []
         self.paragraphs: dict[int, tuple[str, str]] = {}  # block index -> (text, style name)
         self.style_levels: dict[str, int | None] = {}
-        self.anchors: dict[str, int] = {}
 
     def build(self) -> ParsedFile:
         metadata = self._metadata()
         root = Draft(kind="file", subkind="docx", title="", text="", start_line=1,
                      attrs={"metadata": metadata})
-        root_scope = _Scope(root, -1, 0)
-        stack = [root_scope]
-        scopes = [root_scope]
+        # A paragraph's block index is its prose key; a leaf's is its index + 0.5, so
+        # prose in an image's own paragraph counts as before it.
+        sections = SectionBuilder(root, self.context_lines, root_level=-1)
+        sections.root.data = (0, [])  # (heading block index, own paragraph texts)
+        self.sections = sections
         first_title = first_heading = ""
         n = 0
         for n, el in enumerate(_blocks(self.document.element.body), 1):
-            scope = stack[-1]
             if el.tag == W_TBL:
-                self._table(el, n, scope)
-                self._images(el, n, scope)
+                self._table(el, n)
+                self._images(el, n)
                 continue
             text = _text(el).strip()
             style = self._style_name(el)
@@ -265,47 +236,42 @@ class _Builder:
             if level is None:
                 if text:
                     prefix = "- " if self._is_list(el, style) else ""
-                    scope.prose.append((n, prefix + text))
-                self._images(el, n, scope)
+                    sections.prose(n, _squash(prefix + text))
+                    sections.current.data[1].append(prefix + text)
+                self._images(el, n)
                 continue
             title = _squash(text)
             if level == 0 and not first_title:
                 first_title = title
             elif level > 0 and not first_heading:
                 first_heading = title
-            while stack[-1].level >= level:
-                closed = stack.pop()
-                closed.draft.end_line = max(closed.index, n - 1)
-            parent = stack[-1]
-            draft = parent.draft.add(Draft(
-                kind="section",
-                subkind="title" if level == 0 else f"h{level}",
-                title=title,
-                text="",
-                slug=_unique(github_slug(title) or "section", parent.slugs),
-                start_line=n,
-                end_line=n,
-                attrs={"anchor": _unique(github_slug(title) or "section", self.anchors), "style": style},
-            ))
-            section = _Scope(draft, level, n)
-            stack.append(section)
-            scopes.append(section)
-            self._images(el, n, section)
+            for closed in sections.close(level):
+                closed.draft.end_line = max(closed.data[0], n - 1)
+            draft = Draft(kind="section", subkind="title" if level == 0 else f"h{level}", title=title,
+                          text="", start_line=n, end_line=n)
+            section, anchor = sections.open(draft, level, github_slug(title) or "section",
+                                            github_slug(title) or "section")
+            draft.attrs = {"anchor": anchor, "style": style}
+            section.data = (n, [])
+            self._images(el, n)
         total = max(1, n)
-        for closed in stack[1:]:
-            closed.draft.end_line = max(closed.index, total)
+        for closed in sections.stack[1:]:
+            closed.draft.end_line = max(closed.data[0], total)
         root.end_line = total
         root.title = (_squash(metadata.get("title", "")) or first_title or first_heading
                       or _stem(self.path))
         root.attrs["paragraphs"] = len(self.paragraphs)
-        for scope in scopes:
-            scope.draft.text = self._scope_text(scope)
+        for section in sections.sections:
+            parts = [section.draft.title] if section.level >= 0 else []
+            section.draft.text = "\n\n".join(parts + section.data[1])
         if not root.text.strip():
             root.text = root.title
-        for leaf in self.leaves:
-            leaf.draft.slug = leaf.scope.next_slug(leaf.kind)
-            self._context(leaf)
-            leaf.scope.draft.add(leaf.draft)
+        sections.finish()
+        for draft, n, section in self.images:
+            caption = self._caption(n)
+            if caption:
+                draft.attrs["caption"] = caption
+            draft.title = draft.text = draft.attrs.get("alt") or caption or f"image in {section.draft.title}"
         return ParsedFile(root=root, notes=self.notes, blobs=self.blobs)
 
     # ---- document-level ------------------------------------------------
@@ -394,7 +360,7 @@ class _Builder:
 
     # ---- tables --------------------------------------------------------
 
-    def _table(self, tbl: Any, n: int, scope: _Scope) -> None:
+    def _table(self, tbl: Any, n: int) -> None:
         rows: list[list[str]] = []
         for tr in tbl.iter(W_TR):
             if _nearest_table(tr) is not tbl:
@@ -418,11 +384,11 @@ class _Builder:
             attrs={"header": header, "rows": len(body),
                    "columns": max([len(header)] + [len(r) for r in body])},
         )
-        self.leaves.append(_Leaf("table", n, scope, draft))
+        self.sections.leaf(draft, n + 0.5)
 
     # ---- images --------------------------------------------------------
 
-    def _images(self, el: Any, n: int, scope: _Scope) -> None:
+    def _images(self, el: Any, n: int) -> None:
         for embed, link, props in _pictures(el):
             if not embed:
                 self.notes.append(f"picture in paragraph {n} is linked, not embedded ({link}); skipped")
@@ -449,38 +415,9 @@ class _Builder:
                 attrs["name"] = _squash(props["name"])
             draft = Draft(kind="image", subkind="docx", title="", text="", start_line=n, end_line=n,
                           attrs=attrs)
-            self.leaves.append(_Leaf("image", n, scope, draft))
+            self.images.append((self.sections.leaf(draft, n + 0.5), n, self.sections.current))
 
-    # ---- text and context ----------------------------------------------
-
-    @staticmethod
-    def _scope_text(scope: _Scope) -> str:
-        parts = [scope.draft.title] if scope.level >= 0 else []
-        parts.extend(text for _, text in scope.prose)
-        return "\n\n".join(parts)
-
-    def _context(self, leaf: _Leaf) -> None:
-        prose = leaf.scope.prose
-        keys = [i for i, _ in prose]
-        k = bisect.bisect_left(keys, leaf.index)
-        # prose in the image's own paragraph counts as "before"
-        k_after = bisect.bisect_right(keys, leaf.index)
-        n = self.context_lines
-        before = prose[max(0, k_after - n):k_after] if n else []
-        after = prose[k_after:k_after + n] if n else []
-        attrs = leaf.draft.attrs
-        attrs["context_before"] = "\n".join(_squash(t) for _, t in before)
-        attrs["context_after"] = "\n".join(_squash(t) for _, t in after)
-        scope_title = leaf.scope.draft.title
-        if leaf.kind == "table":
-            above = _squash(prose[k - 1][1]) if k else ""
-            leaf.draft.title = above if 0 < len(above) <= _SHORT_TITLE else f"table in {scope_title}"
-            return
-        caption = self._caption(leaf.index)
-        if caption:
-            attrs["caption"] = caption
-        label = attrs.get("alt") or caption or f"image in {scope_title}"
-        leaf.draft.title = leaf.draft.text = label
+    # ---- captions ----------------------------------------------------
 
     def _caption(self, n: int) -> str:
         """A "Figure …" line or Caption-styled paragraph right after (else before) the picture."""

@@ -18,7 +18,7 @@ from strata.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
 
 # Bump when a parser's output changes for the same input: it invalidates the
 # per-document cache so old parses are not reused.
-PARSER_VERSION = "3"
+PARSER_VERSION = "4"  # 4: code on tree-sitter, the shared section builder (issue 19)
 # Kinds whose long text is split into chunk children.
 CHUNKED_KINDS = (SECTION, FILE)
 

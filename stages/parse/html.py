@@ -1,12 +1,10 @@
 """HTML → :class:`ParsedFile`: sections by heading (and by nested list item),
 plus code/table/image leaves and outgoing links.
 
-Tokenising is left to the stdlib :class:`html.parser.HTMLParser`, which is
-event based and linear and never needs a well-formed document. Its events
-build a small element tree (with an explicit stack, repairing the usual
-omissions: ``<p>``, ``<li>``, ``<td>`` … closed by the next one, stray end
-tags ignored) and that tree is then walked once, again with an explicit stack,
-so 5,000 nested ``<div>`` cost no Python recursion anywhere.
+Tokenising is left to the stdlib :class:`html.parser.HTMLParser`, whose events
+build a small element tree (:mod:`stages.parse.html_tree`); that tree is then
+walked once here, with an explicit stack, so 5,000 nested ``<div>`` cost no
+Python recursion anywhere.
 
 Hierarchy signals are those of a generic HTML chunker:
 
@@ -28,60 +26,22 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import unquote
 
-from stages.parse.markdown import github_slug, resolve_src
-from stages.parse.common import (
-    file_stem as _stem, squash as _squash,
-    unique_slug as _unique, fallback_file,
-)
+from stages.parse.markdown import resolve_src
+from stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
 from stages.parse.model import Draft, ParsedFile, Reference
+from stages.parse.html_tree import (
+    BLOCK, HEADINGS, LISTS, NOT_CONTENT, SKIP, El, LinkTracker, TreeBuilder, Txt, gather, holds_list, own_text,
+)
+from stages.parse.sections import SHORT_TITLE, Section, SectionBuilder, github_slug
 
 __all__ = ["parse_html"]
 
-# Content never indexed (the element and everything inside it).
-_SKIP = frozenset({"script", "style", "noscript", "template", "svg"})
-_VOID = frozenset({
-    "area", "base", "br", "col", "embed", "hr", "img", "input", "keygen", "link",
-    "meta", "param", "source", "track", "wbr",
-})
-_HEADINGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
-_LISTS = frozenset({"ul", "ol", "menu"})
-# Elements that end the current line of prose when they open and close.
-_BLOCK = frozenset({
-    "address", "article", "aside", "blockquote", "body", "caption", "center", "dd",
-    "details", "dialog", "dir", "div", "dl", "dt", "fieldset", "figcaption", "figure",
-    "footer", "form", "header", "hgroup", "hr", "html", "legend", "li", "main", "menu",
-    "nav", "ol", "option", "p", "pre", "section", "summary", "table", "tbody", "td",
-    "tfoot", "th", "thead", "tr", "ul", "br", "h1", "h2", "h3", "h4", "h5", "h6",
-})
-# Opening one of these closes an open <p> (HTML's implied end tag).
-_P_CLOSERS = frozenset({
-    "address", "article", "aside", "blockquote", "details", "div", "dl", "fieldset",
-    "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6",
-    "header", "hgroup", "hr", "main", "menu", "nav", "ol", "p", "pre", "section",
-    "table", "ul",
-})
-# End tags HTML lets authors leave out; not worth a note when missing.
-_OPTIONAL_END = frozenset({
-    "html", "head", "body", "p", "li", "dt", "dd", "tr", "td", "th", "thead", "tbody",
-    "tfoot", "option", "optgroup", "colgroup", "caption", "rt", "rp",
-})
-_NOT_CONTENT = frozenset({"html", "head", "body"})
-
-_SHORT_TITLE = 80
-# Implied end tags look this far down the open-element stack (bounds work on
-# hostile nesting; real documents need two or three levels).
-_IMPLIED_SCAN = 64
 # Nested-list sections deeper than this stay as text lines (keeps the draft
 # tree shallow on list bombs; downstream code walks it recursively).
 _MAX_LIST_SECTIONS = 8
-# Bounded look-ahead inside one list item (does it hold a list? its own text).
-_LI_SCAN = 2000
-_LINK_NEST = 8
 _LANG_CLASS = re.compile(r"^(?:language|lang)-(.+)$")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _LIST_PREFIX = re.compile(r"^(?:- |\d{1,9}\. )")
@@ -115,7 +75,7 @@ def _normalise(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _shorten(text: str, limit: int = _SHORT_TITLE) -> str:
+def _shorten(text: str, limit: int = SHORT_TITLE) -> str:
     text = _squash(text)
     if len(text) <= limit:
         return text
@@ -126,7 +86,7 @@ def _is_external(target: str) -> bool:
     return bool(_SCHEME.match(target)) or target.startswith("//")
 
 
-def _language(*elements: "_El | None") -> str | None:
+def _language(*elements: "El | None") -> str | None:
     for el in elements:
         if el is None:
             continue
@@ -145,214 +105,14 @@ def _md_cell(text: str) -> str:
 
 
 # --------------------------------------------------------------------------
-# stage 1: events → element tree
-
-
-class _El:
-    __slots__ = ("tag", "attrs", "line", "col", "end", "last", "children")
-
-    def __init__(self, tag: str, attrs: dict[str, str], line: int, col: int) -> None:
-        self.tag = tag
-        self.attrs = attrs
-        self.line = line
-        self.col = col
-        self.end = line
-        self.last = line  # last line with content seen inside (implied ends)
-        self.children: list[_El | _Txt] = []
-
-
-class _Txt:
-    __slots__ = ("text", "line")
-
-    def __init__(self, text: str, line: int) -> None:
-        self.text = text
-        self.line = line
-
-
-class _TreeBuilder(HTMLParser):
-    """Element tree from the parser's events, with HTML's common repairs."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.root = _El("#document", {}, 1, 0)
-        self.stack: list[_El] = [self.root]
-        self.open: dict[str, int] = {}
-        self.skip = 0
-        self.stray = 0
-        self.unclosed: dict[str, int] = {}
-
-    # ---- events ----------------------------------------------------------
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        line, col = self.getpos()
-        self._implied_end(tag)
-        el = self._leaf(tag, attrs, line, col)
-        if tag in _VOID:
-            return
-        self.stack.append(el)
-        self.open[tag] = self.open.get(tag, 0) + 1
-        if tag in _SKIP:
-            self.skip += 1
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        line, col = self.getpos()
-        if tag not in _VOID:
-            self._implied_end(tag)
-        self._leaf(tag, attrs, line, col)
-
-    def handle_endtag(self, tag: str) -> None:
-        line, col = self.getpos()
-        if tag == "br":  # browsers read </br> as <br>
-            self._leaf("br", [], line, col)
-            return
-        if self.open.get(tag, 0) <= 0:
-            self.stray += 1
-            return
-        while True:
-            top = self.stack[-1].tag
-            self._pop(line if top == tag else None)
-            if top == tag:
-                return
-
-    def handle_data(self, data: str) -> None:
-        if self.skip or not data:
-            return
-        line = self.getpos()[0]
-        el = self.stack[-1]
-        el.children.append(_Txt(data, line))
-        body = data.rstrip()
-        if body.strip():
-            end = line + body.count("\n")
-            if end > el.last:
-                el.last = end
-
-    # ---- tree upkeep ----------------------------------------------------
-
-    def _leaf(self, tag: str, attrs: list[tuple[str, str | None]], line: int, col: int) -> _El:
-        a: dict[str, str] = {}
-        for k, v in attrs:
-            a.setdefault(k, v or "")
-        el = _El(tag, a, line, col)
-        parent = self.stack[-1]
-        parent.children.append(el)
-        if line > parent.last:
-            parent.last = line
-        return el
-
-    def _pop(self, end: int | None = None) -> None:
-        el = self.stack.pop()
-        el.end = end if end is not None else max(el.line, el.last)
-        if el.end > el.last:
-            el.last = el.end
-        self.open[el.tag] -= 1
-        if el.tag in _SKIP:
-            self.skip -= 1
-        parent = self.stack[-1]
-        if el.end > parent.last:
-            parent.last = el.end
-
-    def _implied_end(self, tag: str) -> None:
-        top = self.stack[-1].tag
-        if top == "p" and tag in _P_CLOSERS:
-            self._pop()
-            top = self.stack[-1].tag
-        if tag in _HEADINGS and top in _HEADINGS:
-            self._pop()
-        elif tag == "li":
-            self._close_to(("li",), ("ul", "ol", "menu"))
-        elif tag in ("dt", "dd"):
-            self._close_to(("dt", "dd"), ("dl",))
-        elif tag == "tr":
-            self._close_to(("tr",), ("table", "thead", "tbody", "tfoot"))
-        elif tag in ("td", "th"):
-            self._close_to(("td", "th"), ("tr", "table"))
-        elif tag in ("thead", "tbody", "tfoot"):
-            self._close_to(("thead", "tbody", "tfoot"), ("table",))
-        elif tag == "option":
-            self._close_to(("option",), ("select", "datalist", "optgroup"))
-
-    def _close_to(self, targets: tuple[str, ...], stops: tuple[str, ...]) -> None:
-        for depth in range(1, min(len(self.stack), _IMPLIED_SCAN + 1)):
-            tag = self.stack[-depth].tag
-            if tag in targets:
-                for _ in range(depth):
-                    self._pop()
-                return
-            if tag in stops:
-                return
-
-    def finish(self) -> None:
-        while len(self.stack) > 1:
-            tag = self.stack[-1].tag
-            if tag not in _OPTIONAL_END:
-                self.unclosed[tag] = self.unclosed.get(tag, 0) + 1
-            self._pop()
-
-
-# --------------------------------------------------------------------------
 # stage 2: tree → drafts
 
 
-@dataclass
-class _Scope:
-    """A file, heading section or list-item section while the tree is walked.
-
-    ``prose`` holds the section's own text lines (line number, text); each
-    block remembers how many prose lines preceded it (``pending``: the line
-    being built when it appeared, e.g. the sentence around an inline image,
-    counts as before it).
-    """
-
-    draft: Draft
-    level: int  # 0 file, 1-6 heading, _LI_LEVEL list item
-    heading: str = ""
-    prose: list[tuple[int, str]] = field(default_factory=list)
-    blocks: list[tuple[Draft, int, bool]] = field(default_factory=list)
-    slugs: dict[str, int] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def next_slug(self, kind: str) -> str:
-        n = self.counters.get(kind, 0) + 1
-        self.counters[kind] = n
-        return _unique(f"{kind}-{n}", self.slugs)
-
-
+# Section levels: 0 the file, 1-6 headings, list-item sections below every heading.
+# Prose is keyed by its index in its section; a leaf by the count of prose lines
+# before it, +0.5 when the line being built (the sentence around an inline image)
+# counts as before it, -0.5 otherwise.
 _LI_LEVEL = 100
-
-
-class _LinkTracker:
-    """Open ``<a href>`` elements and the text seen inside them."""
-
-    def __init__(self) -> None:
-        self.open: list[tuple[_El, str, int, list[str], Any]] = []
-        self.done: list[tuple[str, str, int, Any]] = []
-
-    def enter(self, el: _El, source: Any = None) -> None:
-        href = el.attrs.get("href", "").strip()
-        if href:
-            self.open.append((el, href, el.line, [], source))
-
-    def text(self, s: str) -> None:
-        # Nested links are invalid HTML; bound the work on hostile nesting.
-        for entry in self.open[-_LINK_NEST:]:
-            entry[3].append(s)
-
-    def exit(self, el: _El) -> None:
-        if self.open and self.open[-1][0] is el:
-            _, href, line, parts, source = self.open.pop()
-            self.done.append((href, _squash("".join(parts)), line, source))
-
-    def close_all(self) -> None:
-        while self.open:
-            self.exit(self.open[-1][0])
-
-
-@dataclass
-class _Gathered:
-    text: str
-    links: list[tuple[str, str, int, Any]]
-    images: list[_El]
-    ids: list[str]
 
 
 class _Builder:
@@ -366,17 +126,14 @@ class _Builder:
         self.nlines = max(1, len(self.lines))
         self.notes: list[str] = []
         self.references: list[Reference] = []
-        self.scopes: list[_Scope] = []
-        self.stack: list[_Scope] = []
-        self.anchor_seen: dict[str, int] = {}
         self.buf: list[str] = []
         self.buf_line: int | None = None
         self.buf_text = False
         self.buf_prefix = ""
-        self.links = _LinkTracker()
+        self.links = LinkTracker()
         self.lists: list[list[Any]] = []  # [ordered, counter]
         # (caption, figure, ids of its direct children) for each open <figure>
-        self.figures: list[tuple[str, _El, set[int]]] = []
+        self.figures: list[tuple[str, El, set[int]]] = []
         self.section_ids: list[list[Any]] = []  # [id, claimed]
         self.li_sections = 0
         self.doc_title: str | None = None
@@ -388,7 +145,7 @@ class _Builder:
     # ---- driver ---------------------------------------------------------
 
     def build(self) -> ParsedFile:
-        tree = _TreeBuilder()
+        tree = TreeBuilder()
         try:
             tree.feed(self.text)
             tree.close()
@@ -403,18 +160,17 @@ class _Builder:
             self.notes.append(f"unclosed element(s) closed at end of file: {listed}")
 
         root = Draft(kind="file", subkind="html", title="", text="", start_line=1, end_line=self.nlines)
-        file_scope = _Scope(root, 0)
-        self.scopes.append(file_scope)
-        self.stack.append(file_scope)
+        self.sections = SectionBuilder(root, self.context_lines, title_line=_table_title_line)
+        self.sections.root.data = ""
         self._walk(tree.root)
         self._finish()
         return ParsedFile(root=root, references=self.references, notes=self.notes)
 
     @property
-    def scope(self) -> _Scope:
-        return self.stack[-1]
+    def scope(self) -> Section:
+        return self.sections.current
 
-    def _walk(self, top: _El) -> None:
+    def _walk(self, top: El) -> None:
         """One pass over the tree with an explicit stack of enter/exit frames."""
         work: list[tuple[bool, Any, Any]] = [(False, c, None) for c in reversed(top.children)]
         while work:
@@ -422,14 +178,14 @@ class _Builder:
             if exiting:
                 self._exit(node, info)
                 continue
-            if isinstance(node, _Txt):
+            if isinstance(node, Txt):
                 self._on_text(node)
                 continue
             tag = node.tag
-            if tag in _SKIP:
+            if tag in SKIP:
                 continue
             descend, info = self._enter(node)
-            if not descend and tag not in _NOT_CONTENT and node.end > self.last_line:
+            if not descend and tag not in NOT_CONTENT and node.end > self.last_line:
                 self.last_line = node.end
             if descend:
                 work.append((True, node, info))
@@ -437,7 +193,7 @@ class _Builder:
 
     # ---- text lines -----------------------------------------------------
 
-    def _on_text(self, t: _Txt) -> None:
+    def _on_text(self, t: Txt) -> None:
         s = t.text
         self.links.text(s)
         if not s.strip():
@@ -457,7 +213,7 @@ class _Builder:
         if self.buf_text:
             text = _squash("".join(self.buf))
             if text:
-                self.scope.prose.append((self.buf_line or 1, self.buf_prefix + text))
+                self.sections.prose(len(self.scope.prose), self.buf_prefix + text)
         self.buf = []
         self.buf_line = None
         self.buf_text = False
@@ -465,15 +221,15 @@ class _Builder:
 
     # ---- elements -------------------------------------------------------
 
-    def _enter(self, el: _El) -> tuple[bool, Any]:
+    def _enter(self, el: El) -> tuple[bool, Any]:
         tag = el.tag
         if tag == "title":
             if self.doc_title is None:
-                title = _squash(self._gather(el).text)
+                title = _squash(gather(el).text)
                 if title:
                     self.doc_title = title
             return False, None
-        if tag in _HEADINGS:
+        if tag in HEADINGS:
             self._heading(el)
             return False, None
         if tag == "pre":
@@ -493,10 +249,10 @@ class _Builder:
             return False, None  # already read as the figure's caption
         if tag == "figure":
             self._break()
-            captions = [c for c in el.children if isinstance(c, _El) and c.tag == "figcaption"]
+            captions = [c for c in el.children if isinstance(c, El) and c.tag == "figcaption"]
             caption = ""
             if captions:
-                g = self._gather(captions[0])
+                g = gather(captions[0])
                 caption = _squash(g.text)
                 self._add_links(g.links, self.scope.draft)
             self.figures.append((caption, el, {id(c) for c in el.children}))
@@ -504,7 +260,7 @@ class _Builder:
         if tag == "a":
             self.links.enter(el, self.scope.draft)
             return True, "a"
-        if tag in _LISTS:
+        if tag in LISTS:
             self._break()
             ordered = tag == "ol"
             try:
@@ -519,13 +275,13 @@ class _Builder:
             self._break()
             self.section_ids.append([el.attrs["id"].strip(), False])
             return True, "section-id"
-        if tag in _BLOCK:
+        if tag in BLOCK:
             self._break()
             return True, "block"
         return True, None
 
-    def _exit(self, el: _El, info: Any) -> None:
-        if el.tag not in _NOT_CONTENT and el.end > self.last_line:
+    def _exit(self, el: El, info: Any) -> None:
+        if el.tag not in NOT_CONTENT and el.end > self.last_line:
             self.last_line = el.end
         if info is None:
             return
@@ -540,27 +296,26 @@ class _Builder:
             self.lists.pop()
         elif info == "section-id":
             self.section_ids.pop()
-        elif isinstance(info, _Scope):  # a list-item section ends
-            while self.stack[-1] is not info and len(self.stack) > 1:
-                self._close_scope(self.stack.pop(), el.end)
-            if self.stack[-1] is info:
-                self.stack.pop()
-                self.li_sections -= 1
-                info.draft.end_line = max(info.draft.start_line or 1, el.end)
+        elif isinstance(info, Section):  # a list-item section ends
+            for closed in self.sections.pop_to(info):
+                self._close_scope(closed, el.end)
 
     # ---- headings -------------------------------------------------------
 
-    def _heading(self, el: _El) -> None:
+    def _heading(self, el: El) -> None:
         self._break()
         level = int(el.tag[1])
-        g = self._gather(el, heading=True)
+        g = gather(el, heading=True)
         title = _squash(g.text) or "Untitled section"
         if level == 1 and self.first_h1 is None and g.text.strip():
             self.first_h1 = title
-        while 0 < self.scope.level <= 6 and self.scope.level >= level:
-            self._close_scope(self.stack.pop(), self.last_line)
-        parent = self.scope
-        anchor = _unique(github_slug(title), self.anchor_seen)
+        for closed in self.sections.close(level, ceiling=6):
+            self._close_scope(closed, self.last_line)
+        draft = Draft(kind="section", subkind=f"h{level}", title=title, text="", start_line=el.line,
+                      end_line=el.end)
+        section, anchor = self.sections.open(draft, level, github_slug(title) or "section",
+                                             github_slug(title))
+        section.data = title
         anchors = [anchor]
         extra = [el.attrs.get("id", "").strip(), *g.ids]
         for entry in self.section_ids:
@@ -570,33 +325,19 @@ class _Builder:
         for a in extra:
             if a and a not in anchors:
                 anchors.append(a)
-        draft = parent.draft.add(
-            Draft(
-                kind="section",
-                subkind=f"h{level}",
-                title=title,
-                text="",
-                slug=_unique(github_slug(title) or "section", parent.slugs),
-                start_line=el.line,
-                end_line=el.end,
-                attrs={"anchor": anchor, "anchors": anchors},
-            )
-        )
-        scope = _Scope(draft, level, heading=title)
-        self.scopes.append(scope)
-        self.stack.append(scope)
+        draft.attrs = {"anchor": anchor, "anchors": anchors}
         self._add_links(g.links, draft)
         for img in g.images:
             self._image(img)
 
-    def _close_scope(self, scope: _Scope, end: int) -> None:
+    def _close_scope(self, scope: Section, end: int) -> None:
         scope.draft.end_line = max(scope.draft.start_line or 1, end)
         if scope.level == _LI_LEVEL:
             self.li_sections -= 1
 
     # ---- lists ----------------------------------------------------------
 
-    def _list_item(self, el: _El) -> Any:
+    def _list_item(self, el: El) -> Any:
         self._break()
         ctx = self.lists[-1] if self.lists else None
         ordered = bool(ctx and ctx[0])
@@ -607,81 +348,34 @@ class _Builder:
             except ValueError:
                 ctx[1] += 1
         number = ctx[1] if ctx else 1
-        if self.li_sections < _MAX_LIST_SECTIONS and self._holds_list(el):
-            parent = self.scope
-            title = _shorten(self._own_text(el)) or f"Item {number}"
-            draft = parent.draft.add(
-                Draft(
-                    kind="section",
-                    subkind="li",
-                    title=title,
-                    text="",
-                    slug=_unique(github_slug(title)[:60].strip("-") or f"item-{number}", parent.slugs),
-                    start_line=el.line,
-                    end_line=el.end,
-                    attrs={"list": "ol" if ordered else "ul", "position": number},
-                )
-            )
-            scope = _Scope(draft, _LI_LEVEL)
-            self.scopes.append(scope)
-            self.stack.append(scope)
+        if self.li_sections < _MAX_LIST_SECTIONS and holds_list(el):
+            title = _shorten(own_text(el)) or f"Item {number}"
+            draft = Draft(kind="section", subkind="li", title=title, text="", start_line=el.line,
+                          end_line=el.end, attrs={"list": "ol" if ordered else "ul", "position": number})
+            section, _ = self.sections.open(
+                draft, _LI_LEVEL, github_slug(title)[:60].strip("-") or f"item-{number}")
+            section.data = ""
             self.li_sections += 1
-            return scope
+            return section
         self.buf_prefix = f"{number}. " if ordered else "- "
         return "block"
 
-    @staticmethod
-    def _holds_list(el: _El) -> bool:
-        work = list(reversed(el.children))
-        seen = 0
-        while work and seen < _LI_SCAN:
-            node = work.pop()
-            seen += 1
-            if isinstance(node, _Txt) or node.tag in _SKIP:
-                continue
-            if node.tag in _LISTS:
-                return True
-            if node.tag == "li":  # an unclosed sibling item, not a nested list
-                continue
-            work.extend(reversed(node.children))
-        return False
-
-    @staticmethod
-    def _own_text(el: _El) -> str:
-        """The item's own words: its text outside nested lists (bounded)."""
-        parts: list[str] = []
-        size = 0
-        work = list(reversed(el.children))
-        seen = 0
-        while work and seen < _LI_SCAN and size < 4 * _SHORT_TITLE:
-            node = work.pop()
-            seen += 1
-            if isinstance(node, _Txt):
-                parts.append(node.text)
-                size += len(node.text)
-                continue
-            if node.tag in _SKIP or node.tag in _LISTS or node.tag == "li":
-                continue
-            if node.tag in _BLOCK:
-                parts.append(" ")
-            work.extend(reversed(node.children))
-        return _squash("".join(parts))
-
     # ---- leaves ---------------------------------------------------------
 
-    def _position(self) -> tuple[int, bool]:
-        return len(self.scope.prose), self.buf_text
+    def _position(self) -> float:
+        """The key of a leaf at this point of the walk (see the levels note above)."""
+        return len(self.scope.prose) + (0.5 if self.buf_text else -0.5)
 
-    def _pre(self, el: _El) -> None:
+    def _pre(self, el: El) -> None:
         self._break()
-        g = self._gather(el, raw=True)
+        g = gather(el, raw=True)
         body_lines = g.text.split("\n")
         while body_lines and not body_lines[0].strip():
             body_lines.pop(0)
         while body_lines and not body_lines[-1].strip():
             body_lines.pop()
         body = "\n".join(line.rstrip() for line in body_lines)
-        code_child = next((c for c in el.children if isinstance(c, _El) and c.tag == "code"), None)
+        code_child = next((c for c in el.children if isinstance(c, El) and c.tag == "code"), None)
         lang = _language(el, code_child)
         scope = self.scope
         self._add_links(g.links, scope.draft)
@@ -691,28 +385,18 @@ class _Builder:
         caption = self._figure_caption(el)
         if caption:
             attrs["caption"] = caption
-        draft = scope.draft.add(
-            Draft(
-                kind="code",
-                subkind="pre",
-                title=f"{lang or 'code'} block in {scope.draft.title}",
-                text=body,
-                slug=scope.next_slug("code"),
-                start_line=el.line,
-                end_line=max(el.line, el.end),
-                language=lang,
-                attrs=attrs,
-            )
-        )
-        scope.blocks.append((draft, len(scope.prose), False))
+        self.sections.leaf(Draft(kind="code", subkind="pre", title=f"{lang or 'code'} block in "
+                                 f"{scope.draft.title}", text=body, start_line=el.line,
+                                 end_line=max(el.line, el.end), language=lang, attrs=attrs),
+                           len(scope.prose) - 0.5)
 
-    def _figure_caption(self, el: _El) -> str:
+    def _figure_caption(self, el: El) -> str:
         """The caption of a figure ``el`` sits directly in, if any."""
         if self.figures and id(el) in self.figures[-1][2]:
             return self.figures[-1][0]
         return ""
 
-    def _table(self, el: _El) -> None:
+    def _table(self, el: El) -> None:
         self._break()
         scope = self.scope
         rows: list[tuple[list[str], bool]] = []
@@ -720,11 +404,11 @@ class _Builder:
         row_th = True
         row_head = False
         cell: list[str] | None = None
-        cell_el: _El | None = None
+        cell_el: El | None = None
         thead = 0
         caption = ""
-        links = _LinkTracker()
-        images: list[_El] = []
+        links = LinkTracker()
+        images: list[El] = []
 
         def end_row() -> None:
             nonlocal row
@@ -744,27 +428,27 @@ class _Builder:
                     row.append(_squash("".join(cell)))
                     cell, cell_el = None, None
                 elif cell is not None:
-                    if tag in _BLOCK:
+                    if tag in BLOCK:
                         cell.append(" ")
                 elif tag == "tr":
                     end_row()
                 elif tag == "thead":
                     thead -= 1
                 continue
-            if isinstance(node, _Txt):
+            if isinstance(node, Txt):
                 links.text(node.text)
                 if cell is not None:
                     cell.append(node.text)
                 continue
             tag = node.tag
-            if tag in _SKIP:
+            if tag in SKIP:
                 continue
             if tag == "img":
                 images.append(node)
                 continue
             if cell is None:
                 if tag == "caption":
-                    g = self._gather(node)
+                    g = gather(node)
                     caption = caption or _squash(g.text)
                     links.done.extend(g.links)
                     images.extend(g.images)
@@ -807,31 +491,13 @@ class _Builder:
             attrs: dict[str, Any] = {"header": header, "rows": len(body)}
             if caption:
                 attrs["caption"] = caption
-            title = caption or self._table_title(scope)
-            draft = scope.draft.add(
-                Draft(
-                    kind="table",
-                    subkind="html",
-                    title=title,
-                    text="\n".join(out),
-                    slug=scope.next_slug("table"),
-                    start_line=el.line,
-                    end_line=max(el.line, el.end),
-                    attrs=attrs,
-                )
-            )
-            scope.blocks.append((draft, len(scope.prose), False))
+            self.sections.leaf(Draft(kind="table", subkind="html", title=caption,  # else the builder's
+                                     text="\n".join(out), start_line=el.line, end_line=max(el.line, el.end),
+                                     attrs=attrs), len(scope.prose) - 0.5)
         for img in images:
             self._image(img)
 
-    def _table_title(self, scope: _Scope) -> str:
-        if scope.prose:  # a caption-like line just above (not a list item)
-            words = scope.prose[-1][1]
-            if not _LIST_PREFIX.match(words) and 0 < len(words) <= _SHORT_TITLE:
-                return words
-        return f"table in {scope.draft.title}"
-
-    def _image(self, el: _El, caption: str = "", figure: _El | None = None) -> None:
+    def _image(self, el: El, caption: str = "", figure: El | None = None) -> None:
         src = (el.attrs.get("src") or el.attrs.get("data-src") or "").strip()
         if not src:
             return
@@ -846,22 +512,10 @@ class _Builder:
             attrs["caption"] = caption
         if el.attrs.get("title", "").strip():
             attrs["image_title"] = el.attrs["title"].strip()
-        scope = self.scope
         start, end = (figure.line, max(figure.line, figure.end)) if figure is not None else (el.line, el.line)
-        draft = scope.draft.add(
-            Draft(
-                kind="image",
-                subkind="figure" if figure is not None else "html",
-                title=label,
-                text=label,
-                slug=scope.next_slug("image"),
-                start_line=start,
-                end_line=end,
-                attrs=attrs,
-            )
-        )
-        k, pending = self._position()
-        scope.blocks.append((draft, k, pending))
+        self.sections.leaf(Draft(kind="image", subkind="figure" if figure is not None else "html",
+                                 title=label, text=label, start_line=start, end_line=end, attrs=attrs),
+                           self._position())
 
     # ---- links ----------------------------------------------------------
 
@@ -890,81 +544,26 @@ class _Builder:
 
     # ---- subtree text ---------------------------------------------------
 
-    def _gather(self, el: _El, *, raw: bool = False, heading: bool = False) -> _Gathered:
-        """Text of a subtree (iteratively), plus the links, images and ids in it.
-
-        ``raw`` keeps whitespace (``<pre>``); otherwise block elements and
-        ``<br>`` separate words. In headings, permalink anchors (``<a
-        class="headerlink" href="#…">¶</a>``) are left out.
-        """
-        parts: list[str] = []
-        links = _LinkTracker()
-        images: list[_El] = []
-        ids: list[str] = []
-        work: list[tuple[bool, Any]] = [(False, c) for c in reversed(el.children)]
-        while work:
-            exiting, node = work.pop()
-            if exiting:
-                if node.tag == "a":
-                    links.exit(node)
-                elif not raw and node.tag in _BLOCK:
-                    parts.append(" ")
-                continue
-            if isinstance(node, _Txt):
-                parts.append(node.text)
-                links.text(node.text)
-                continue
-            tag = node.tag
-            if tag in _SKIP:
-                continue
-            if tag == "br":
-                parts.append("\n" if raw else " ")
-                continue
-            if tag == "img":
-                images.append(node)
-                continue
-            for key in ("id", "name"):
-                value = node.attrs.get(key, "").strip()
-                if value and (key == "id" or tag == "a"):
-                    ids.append(value)
-            if tag == "a":
-                href = node.attrs.get("href", "").strip()
-                classes = node.attrs.get("class", "").split()
-                if heading and href.startswith("#") and (
-                        {"headerlink", "anchor", "heading-anchor", "permalink"} & set(classes)):
-                    continue
-                links.enter(node)
-            elif not raw and tag in _BLOCK:
-                parts.append(" ")
-            work.append((True, node))
-            work.extend((False, c) for c in reversed(node.children))
-        links.close_all()
-        return _Gathered("".join(parts), links.done, images, ids)
-
     # ---- after the walk -------------------------------------------------
 
     def _finish(self) -> None:
         self._break()
         self.links.close_all()
         self._flush_links()
-        for scope in self.stack[1:]:
-            scope.draft.end_line = max(scope.draft.start_line or 1, min(self.last_line, self.nlines))
-        root = self.scopes[0].draft
+        for section in self.sections.stack[1:]:
+            section.draft.end_line = max(section.draft.start_line or 1, min(self.last_line, self.nlines))
+        root = self.sections.root.draft
         root.title = self.doc_title or self.first_h1 or _stem(self.path)
-        for scope in self.scopes:
-            lines = [text for _, text in scope.prose]
-            if scope.heading:
-                lines.insert(0, scope.heading)
-            scope.draft.text = "\n".join(lines) or scope.draft.title
-            for draft, k, pending in scope.blocks:
-                self._fill_context(scope, draft, k, pending)
+        for section in self.sections.sections:
+            lines = [text for _, text in section.prose]
+            if section.data:
+                lines.insert(0, section.data)
+            section.draft.text = "\n".join(lines) or section.draft.title
+        self.sections.finish()
         if not root.text.strip():
             root.text = root.title
 
-    def _fill_context(self, scope: _Scope, draft: Draft, k: int, pending: bool) -> None:
-        prose, n = scope.prose, self.context_lines
-        cut = min(len(prose), k + 1) if pending else k
-        before = prose[max(0, cut - n):cut] if n else []
-        after = prose[cut:cut + n] if n else []
-        draft.attrs["context_before"] = "\n".join(text for _, text in before)
-        draft.attrs["context_after"] = "\n".join(text for _, text in after)
+
+def _table_title_line(words: str) -> str:
+    """A caption-like prose line above a table; list items are not captions."""
+    return "" if _LIST_PREFIX.match(words) else words

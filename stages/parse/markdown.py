@@ -19,9 +19,7 @@ import functools
 import json
 import posixpath
 import re
-import unicodedata
-from dataclasses import dataclass, field
-from html.parser import HTMLParser
+from dataclasses import dataclass
 from typing import Any, Iterable
 from urllib.parse import unquote
 
@@ -30,11 +28,10 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from stages.parse.common import (
-    file_stem as _stem, squash as _squash,
-    unique_slug as _unique, fallback_file,
-)
+from stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
+from stages.parse.markdown_html import HtmlScan
 from stages.parse.model import Draft, ParsedFile, Reference
+from stages.parse.sections import Section, SectionBuilder, github_slug
 
 __all__ = ["parse_markdown"]
 
@@ -48,7 +45,6 @@ _SEEK_WINDOW = 5
 # An HTML table whose closing tag is further away than this is treated as
 # only the html_block that opened it; bounds work on hostile input.
 _HTML_TABLE_SCAN = 2000
-_SHORT_TITLE = 80
 # Re-parsing after over-deep nesting may read at most this many times the
 # file's size in total (see _Builder._tokenize).
 _RESTART_BUDGET = 3
@@ -103,19 +99,6 @@ def _split_lines(text: str) -> list[str]:
     return lines
 
 
-def github_slug(text: str) -> str:
-    """GitHub's heading-anchor slug (github-slugger): lowercase, drop
-    punctuation/symbols except ``-`` and ``_``, each space becomes ``-``,
-    unicode letters, digits and combining marks are kept."""
-    out = []
-    for ch in text.strip().lower():
-        if ch == " ":
-            out.append("-")
-        elif ch in "-_" or ch.isalnum() or unicodedata.category(ch).startswith("M"):
-            out.append(ch)
-    return "".join(out)
-
-
 def _plain_text(children: Iterable[Token] | None, *, images: bool = True) -> str:
     """Words of an inline token list without markup (emphasis, links, code
     ticks, html tags). Iterative because image alt text nests tokens."""
@@ -168,135 +151,17 @@ def resolve_src(src: str, path: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------
-# HTML fragments (stdlib parser, never regex over a whole block)
-
-
-class _HtmlScan(HTMLParser):
-    """Collects what we index from an HTML fragment: <img>, <a href>, <a name/id>
-    and, for tables, the header cells and body row count. Line numbers are
-    0-based offsets inside the fragment."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.images: list[tuple[int, dict[str, str]]] = []
-        self.links: list[tuple[int, str, str]] = []
-        self.anchors: list[str] = []
-        self.headers: list[str] = []
-        self.rows = 0
-        self.has_text = False
-        self._row_th: list[str] | None = None
-        self._row_td = False
-        self._cell: list[str] | None = None
-        self._open_links: list[tuple[int, str, list[str]]] = []
-
-    @classmethod
-    def run(cls, fragment: str) -> "_HtmlScan":
-        scan = cls()
-        try:
-            scan.feed(fragment)
-            scan.close()
-        except Exception:  # noqa: BLE001 - keep whatever was collected
-            pass
-        scan._flush_row()
-        return scan
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: (v or "") for k, v in attrs}
-        line = self.getpos()[0] - 1
-        if tag == "img":
-            self.images.append((line, a))
-        elif tag == "a":
-            for key in ("name", "id"):
-                if a.get(key):
-                    self.anchors.append(a[key])
-            if a.get("href"):
-                self._open_links.append((line, a["href"], []))
-        elif tag == "tr":
-            self._flush_row()
-            self._row_th = []
-        elif tag == "th":
-            self._close_cell()
-            self._cell = []
-        elif tag == "td":
-            self._close_cell()
-            self._row_td = True
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "a" and self._open_links:
-            line, href, text = self._open_links.pop()
-            self.links.append((line, href, _squash("".join(text))))
-        elif tag == "th":
-            self._close_cell()
-        elif tag in ("tr", "table", "thead"):
-            self._flush_row()
-
-    def handle_data(self, data: str) -> None:
-        if data.strip():
-            self.has_text = True
-        if self._cell is not None:
-            self._cell.append(data)
-        for _, _, text in self._open_links:
-            text.append(data)
-
-    def close(self) -> None:
-        super().close()
-        for line, href, text in self._open_links:  # unclosed <a href>
-            self.links.append((line, href, _squash("".join(text))))
-        self._open_links = []
-
-    def _close_cell(self) -> None:
-        if self._cell is not None:
-            if self._row_th is None:
-                self._row_th = []
-            self._row_th.append(_squash("".join(self._cell)))
-            self._cell = None
-
-    def _flush_row(self) -> None:
-        self._close_cell()
-        if self._row_th and not self.headers:
-            self.headers = self._row_th
-        if self._row_td:
-            self.rows += 1
-        self._row_th, self._row_td = None, False
-
-
-# --------------------------------------------------------------------------
 # the builder
 
 
 @dataclass
-class _Scope:
-    """A file or section while the token stream is walked.
+class _Span:
+    """A section's own lines (0-based, end exclusive): from its heading up to the
+    next heading of any level."""
 
-    ``own_start``/``own_end`` (0-based, end exclusive) cover the lines that
-    belong to this node itself: from its heading up to the next heading of
-    any level. ``slugs`` de-duplicates all children's slugs (sections,
-    code-N, table-N, image-N) so siblings never collide.
-    """
-
-    draft: Draft
-    level: int
     own_start: int
     heading_end: int  # first line after the heading itself (setext: 2 lines)
     own_end: int = 0
-    slugs: dict[str, int] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-    prose: list[int] = field(default_factory=list)
-
-    def next_slug(self, kind: str) -> str:
-        n = self.counters.get(kind, 0) + 1
-        self.counters[kind] = n
-        return _unique(f"{kind}-{n}", self.slugs)
-
-
-@dataclass
-class _Block:
-    """A code/table/image leaf whose context is filled in after the walk."""
-
-    draft: Draft
-    scope: _Scope
-    start: int  # 0-based
-    end: int  # exclusive
 
 
 class _Builder:
@@ -314,10 +179,6 @@ class _Builder:
         self.excluded = bytearray(self.nlines)
         self.notes: list[str] = []
         self.references: list[Reference] = []
-        self.blocks: list[_Block] = []
-        self.scopes: list[_Scope] = []
-        self.stack: list[_Scope] = []
-        self.anchor_seen: dict[str, int] = {}
         self.html_table_until = 0
         self._table_delta: list[int] | None = None
 
@@ -336,9 +197,8 @@ class _Builder:
             end_line=max(1, self.nlines),
             attrs=attrs,
         )
-        file_scope = _Scope(root, 0, 0, 0)
-        self.scopes.append(file_scope)
-        self.stack.append(file_scope)
+        self.sections = SectionBuilder(root, self.context_lines, title_line=_table_title_line)
+        self.sections.root.data = _Span(0, 0)
         self._walk(tokens)
         self._finish()
         return ParsedFile(root=root, references=self.references, notes=self.notes)
@@ -406,8 +266,8 @@ class _Builder:
                 self._on_html_block(tok)
 
     @property
-    def scope(self) -> _Scope:
-        return self.stack[-1]
+    def scope(self) -> Section:
+        return self.sections.current
 
     def _mark(self, start: int, end: int) -> None:
         for j in range(max(0, start), min(end, self.nlines)):
@@ -462,38 +322,25 @@ class _Builder:
         raw_title = _plain_text(children, images=False).strip()
         title = _squash(raw_title) or _squash(_plain_text(children)) or "Untitled section"
 
-        while self.stack[-1].level >= level:
-            closed = self.stack.pop()
+        for closed in self.sections.close(level):
             closed.draft.end_line = start  # 1-based line just before this heading
-        parent = self.stack[-1]
-
-        anchor = _unique(github_slug(raw_title), self.anchor_seen)
+        draft = Draft(kind="section", subkind=f"h{level}", title=title, text="",
+                      start_line=start + 1, end_line=self.nlines)
+        section, anchor = self.sections.open(draft, level, github_slug(title) or "section",
+                                             github_slug(raw_title))
         anchors = [anchor]
         for a in self._explicit_anchors(start):
             if a not in anchors:
                 anchors.append(a)
-        draft = parent.draft.add(
-            Draft(
-                kind="section",
-                subkind=f"h{level}",
-                title=title,
-                text="",
-                slug=_unique(github_slug(title) or "section", parent.slugs),
-                start_line=start + 1,
-                end_line=self.nlines,
-                attrs={"anchor": anchor, "anchors": anchors},
-            )
-        )
-        scope = _Scope(draft, level, start, max(end, start + 1))
-        self.scopes.append(scope)
-        self.stack.append(scope)
+        draft.attrs = {"anchor": anchor, "anchors": anchors}
+        section.data = _Span(start, max(end, start + 1))
 
     def _explicit_anchors(self, line: int) -> list[str]:
         """``<a name=..>``/``<a id=..>`` on the heading line or the one before."""
         found: list[str] = []
         for j in (line - 1, line):
             if 0 <= j < self.nlines and "<a" in self.lines[j].lower():
-                found.extend(_HtmlScan.run(self.lines[j]).anchors)
+                found.extend(HtmlScan.run(self.lines[j]).anchors)
         return found
 
     # ---- code -----------------------------------------------------------
@@ -513,22 +360,10 @@ class _Builder:
         body = tok.content.rstrip("\n")
         if not body.strip():  # nothing worth indexing
             return
-        scope = self.scope
         attrs: dict[str, Any] = {"info": info} if info else {}
-        draft = scope.draft.add(
-            Draft(
-                kind="code",
-                subkind=subkind,
-                title=f"{lang or 'code'} block in {scope.draft.title}",
-                text=body,
-                slug=scope.next_slug("code"),
-                start_line=start + 1,
-                end_line=end,
-                language=lang,
-                attrs=attrs,
-            )
-        )
-        self.blocks.append(_Block(draft, scope, start, end))
+        self.sections.leaf(Draft(kind="code", subkind=subkind, title=f"{lang or 'code'} block in "
+                                 f"{self.scope.draft.title}", text=body, start_line=start + 1,
+                                 end_line=end, language=lang, attrs=attrs), end)
 
     def _fence_closed(self, tok: Token) -> bool:
         """markdown-it silently closes a fence at EOF / container end; detect it
@@ -574,14 +409,14 @@ class _Builder:
         in_table = start < self.html_table_until
         if "<table" in low and not in_table:
             table_end = self._html_table_end(start, end)
-            scan = _HtmlScan.run("\n".join(self.lines[start:table_end]))
+            scan = HtmlScan.run("\n".join(self.lines[start:table_end]))
             self._mark(start, table_end)
             self.html_table_until = table_end
             self._add_table("html", start, table_end, scan.headers, scan.rows)
             in_table = True
         if "<img" not in low and "<a" not in low:
             return
-        scan = _HtmlScan.run(content)
+        scan = HtmlScan.run(content)
         for line, a in scan.images:
             self._add_image("html", a.get("src", ""), a.get("alt", ""), start + line, a.get("title"))
         for line, href, text in scan.links:
@@ -612,20 +447,9 @@ class _Builder:
         return end
 
     def _add_table(self, subkind: str, start: int, end: int, headers: list[str], rows: int) -> None:
-        scope = self.scope
-        draft = scope.draft.add(
-            Draft(
-                kind="table",
-                subkind=subkind,
-                title="",  # set from context in _finish
-                text="\n".join(self.lines[start:end]),
-                slug=scope.next_slug("table"),
-                start_line=start + 1,
-                end_line=end,
-                attrs={"header": headers, "rows": rows},
-            )
-        )
-        self.blocks.append(_Block(draft, scope, start, end))
+        self.sections.leaf(Draft(kind="table", subkind=subkind, title="",  # titled by the builder
+                                 text="\n".join(self.lines[start:end]), start_line=start + 1,
+                                 end_line=end, attrs={"header": headers, "rows": rows}), end)
 
     # ---- inline: images and links --------------------------------------
 
@@ -689,7 +513,7 @@ class _Builder:
                 href, at, text = html_links.pop()
                 self._add_link(href, _squash("".join(text)), at)
         elif low.startswith("<img") or low.startswith("<a"):
-            scan = _HtmlScan.run(child.content)
+            scan = HtmlScan.run(child.content)
             for _, a in scan.images:
                 src = a.get("src", "")
                 line = self._seek(line, last, src)
@@ -720,20 +544,8 @@ class _Builder:
         attrs.update(resolve_src(src, self.path))
         if title:
             attrs["image_title"] = str(title)
-        scope = self.scope
-        draft = scope.draft.add(
-            Draft(
-                kind="image",
-                subkind=subkind,
-                title=label,
-                text=label,
-                slug=scope.next_slug("image"),
-                start_line=line + 1,
-                end_line=line + 1,
-                attrs=attrs,
-            )
-        )
-        self.blocks.append(_Block(draft, scope, line, line + 1))
+        self.sections.leaf(Draft(kind="image", subkind=subkind, title=label, text=label,
+                                 start_line=line + 1, end_line=line + 1, attrs=attrs), line + 1)
 
     def _add_link(self, href: str, text: str, line: int) -> None:
         href = href.strip()
@@ -752,61 +564,44 @@ class _Builder:
     # ---- after the walk -------------------------------------------------
 
     def _finish(self) -> None:
-        for closed in self.stack[1:]:
+        sections = self.sections.sections
+        for closed in self.sections.stack[1:]:
             closed.draft.end_line = max(closed.draft.start_line or 1, self.nlines)
-        for k, scope in enumerate(self.scopes):
-            nxt = self.scopes[k + 1].own_start if k + 1 < len(self.scopes) else self.nlines
-            scope.own_end = max(nxt, scope.heading_end)
-            scope.draft.text = self._scope_text(scope)
-        root = self.scopes[0].draft
+        for k, section in enumerate(sections):
+            nxt = sections[k + 1].data.own_start if k + 1 < len(sections) else self.nlines
+            section.data.own_end = max(nxt, section.data.heading_end)
+            section.draft.text = self._scope_text(section)
+        root = sections[0].draft
         if not root.text.strip():
             root.text = root.title
-        for block in self.blocks:
-            self._fill_context(block)
+        self.sections.finish()
 
-    def _scope_text(self, scope: _Scope) -> str:
+    def _scope_text(self, section: Section) -> str:
         """Heading line(s) + own prose; leaf bodies and subsections left out.
 
         Excluded lines act as paragraph breaks so prose on either side of a
-        code block does not run together. Also records prose line numbers
-        for the context lookup.
+        code block does not run together. Also records the prose lines for the
+        leaves' context.
         """
+        span = section.data
         out: list[str] = []
-        for j in range(scope.own_start, min(scope.own_end, self.nlines)):
+        for j in range(span.own_start, min(span.own_end, self.nlines)):
             line = self.lines[j].rstrip()
-            is_heading = scope.level > 0 and j < scope.heading_end
+            is_heading = section.level > 0 and j < span.heading_end
             if is_heading or (not self.excluded[j] and line.strip()):
                 out.append(line)
                 if not is_heading:
-                    scope.prose.append(j)
+                    self.sections.prose(j, line.strip(), section)
             elif out and out[-1] != "":
                 out.append("")
         while out and out[-1] == "":
             out.pop()
         return "\n".join(out)
 
-    def _fill_context(self, block: _Block) -> None:
-        """Nearby prose of the same section. "Before" counts lines before the
-        block's end, so an image inside a sentence gets that sentence."""
-        prose, n = block.scope.prose, self.context_lines
-        k = bisect.bisect_left(prose, block.end)
-        before = prose[max(0, k - n):k] if n else []
-        after = prose[k:k + n] if n else []
-        attrs = block.draft.attrs
-        attrs["context_before"] = "\n".join(self.lines[j].strip() for j in before)
-        attrs["context_after"] = "\n".join(self.lines[j].strip() for j in after)
-        if block.draft.kind == "table":
-            block.draft.title = self._table_title(prose[k - 1] if k else None, block.scope)
 
-    def _table_title(self, previous: int | None, scope: _Scope) -> str:
-        """Caption-like prose line just above the table, else a generic name."""
-        if previous is not None:
-            line = self.lines[previous]
-            line = line[_LIST_MARKER.match(line).end():]
-            words = _squash(_plain_text(_inline_children(line)))
-            if 0 < len(words) <= _SHORT_TITLE:
-                return words
-        return f"table in {scope.draft.title}"
+def _table_title_line(line: str) -> str:
+    """A caption-like line above a table: its words, list marker and markup removed."""
+    return _squash(_plain_text(_inline_children(line[_LIST_MARKER.match(line).end():])))
 
 
 def _inline_children(line: str) -> list[Token]:

@@ -4,9 +4,9 @@ plus table and image leaves, with PyMuPDF.
 Text comes from ``page.get_text("rawdict")`` one *line* at a time (a PDF has
 no source lines, so drafts carry ``page``/``attrs["page_end"]`` instead of
 ``start_line``/``end_line``). Every line, table and image gets an ordering
-key ``(page, line index, sub)``; a section owns everything from its key up to
-the next heading's key, so ownership is one ``bisect`` per item and never
-recursion.
+key ``(page, line index, sub)``; they are fed in that order to the shared
+section builder (:mod:`stages.parse.sections`), so a section owns everything
+from its key up to the next heading's key, with no recursion.
 
 Headings, in order of preference:
 
@@ -34,7 +34,6 @@ come from ``page.get_images`` + ``doc.extract_image``; the bytes go to
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import importlib
 import inspect
@@ -44,37 +43,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.parse.markdown import github_slug
-from stages.parse.common import (
-    file_stem as _stem, squash as _squash,
-    unique_slug as _unique, pipe_table,
-)
+from stages.parse.common import file_stem as _stem, squash as _squash, pipe_table
 from stages.parse.model import Draft, ParsedFile
+from stages.parse.pdf_headings import HeadingFinder, Key, _describe, _Heading, _Line
+from stages.parse.sections import Section, SectionBuilder, github_slug
 
 __all__ = ["parse_pdf"]
 
-_HEADING_RATIO = 1.15
-_MAX_HEADING_CHARS = 120
-_MAX_LEVEL = 6
 _MIN_IMAGE_SIDE = 32
 _CAPTION_GAP = 36.0  # points between an image edge and its caption line
 _CAPTION = re.compile(r"(?:figure|fig\.)\s*\S", re.IGNORECASE)
-_SHORT_TITLE = 80
 _MAX_CAPTION = 300
 _MAX_PAGE_NOTES = 10
-_MARGIN_BAND = 0.08  # top/bottom share of the page searched for running headers/footers
 _WEB_IMAGE_EXTS = {"png", "jpeg", "jpg", "gif", "webp", "bmp", "tiff", "tif"}
 _BOLD_FONT = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
-# What may precede an outline title on its heading line: "2.1", "IV.", "A.3",
-# "Chapter 2" (compared after _norm, which keeps only letters and digits).
-_NUMBERING = re.compile(r"(?:chapter|section|part|appendix)?[a-z]?[0-9ivxlc]{0,8}")
 _TITLE_FILE_NAME = re.compile(r"\.(?:pdf|docx?|odt|rtf|txt|tex|indd|pages)$", re.IGNORECASE)
-_DIGITS = re.compile(r"\d+")
-# A printed table-of-contents entry: "Introduction . . . . . 3" / "Setup ....... 12"
-_LEADER = re.compile(r"(?:\.\s*){4,}\S*\s*$|\.{4,}")
-
-Key = tuple[int, int, int]  # (page, line index, sub): the document order
-
 
 # --------------------------------------------------------------------------
 # public entry point
@@ -146,11 +129,6 @@ class _Quiet:
                 pass
 
 
-def _describe(exc: BaseException) -> str:
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
-
-
 def _bare(path: str, note: str, *, title: str = "", attrs: dict[str, Any] | None = None) -> ParsedFile:
     """A lone file draft: the title stands in for the text nobody could read."""
     title = title or _stem(path)
@@ -179,52 +157,8 @@ def _fallback(doc: Any, path: str, exc: BaseException) -> ParsedFile:
     return ParsedFile(root=root, notes=[f"PDF parse failed: {_describe(exc)}; kept plain page text"])
 
 
-def _norm(text: str) -> str:
-    """Letters and digits only, casefolded: compares titles across spacing,
-    punctuation and line wrapping."""
-    return "".join(ch for ch in text.casefold() if ch.isalnum())
-
-
 # --------------------------------------------------------------------------
 # what one pass over the pages collects
-
-
-@dataclass
-class _Line:
-    page: int  # 0-based
-    block: int  # block number on its page
-    bbox: tuple[float, float, float, float]
-    text: str
-    size: float
-    bold: bool
-    role: str = "prose"  # prose | heading | furniture
-
-
-@dataclass
-class _Heading:
-    key: Key
-    level: int
-    title: str
-    page: int  # 0-based
-    lines: list[int]  # indexes into _Builder.lines; empty when located by page only
-
-
-@dataclass
-class _Scope:
-    """The file or a section while drafts are assembled."""
-
-    draft: Draft
-    level: int
-    key: Key
-    title_text: str = ""
-    prose: list[tuple[Key, str, int, int]] = field(default_factory=list)  # key, text, page, block
-    slugs: dict[str, int] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-
-    def next_slug(self, kind: str) -> str:
-        n = self.counters.get(kind, 0) + 1
-        self.counters[kind] = n
-        return _unique(f"{kind}-{n}", self.slugs)
 
 
 @dataclass
@@ -256,7 +190,7 @@ class _TableGrid:
 # the builder
 
 
-class _Builder:
+class _Builder(HeadingFinder):
     def __init__(self, pymupdf: Any, doc: Any, path: str, context_lines: int) -> None:
         self.fitz = pymupdf
         self.doc = doc
@@ -578,208 +512,45 @@ class _Builder:
         if len(self.textless) > _MAX_PAGE_NOTES:
             self.notes.append(f"{len(self.textless) - _MAX_PAGE_NOTES} more pages have no text layer")
 
-    def _mark_furniture(self) -> None:
-        """Running headers and footers: the same text (digits aside) in the
-        top or bottom margin band of at least half the pages (3 or more)."""
-        pages = len(self.page_sizes)
-        if pages < 3:
-            return
-        seen: dict[str, set[int]] = {}
-        where: dict[str, list[int]] = {}
-        for i, ln in enumerate(self.lines):
-            height = self.page_sizes[ln.page][1] if ln.page < len(self.page_sizes) else 0.0
-            if height <= 0:
-                continue
-            if ln.bbox[3] > height * _MARGIN_BAND and ln.bbox[1] < height * (1 - _MARGIN_BAND):
-                continue
-            norm = _DIGITS.sub("#", _squash(ln.text).casefold())
-            seen.setdefault(norm, set()).add(ln.page)
-            where.setdefault(norm, []).append(i)
-        need = max(3, math.ceil(pages / 2))
-        for norm, on_pages in seen.items():
-            if len(on_pages) >= need:
-                for i in where[norm]:
-                    self.lines[i].role = "furniture"
-
-    # ---- headings -------------------------------------------------------
-
-    def _outline_headings(self) -> tuple[list[_Heading] | None, str]:
-        try:
-            toc = self.doc.get_toc(simple=True)
-        except Exception as exc:  # noqa: BLE001
-            self.notes.append(f"outline could not be read: {_describe(exc)}")
-            return None, ""
-        if not toc:
-            return None, ""
-        pages = len(self.page_sizes)
-        headings: list[_Heading] = []
-        cursor = 0  # first line index a later entry may claim
-        prev_key: Key = (0, 0, -3)
-        prev_page = 0
-        missing = 0
-        for entry in toc:
-            try:
-                level, raw_title, pno = int(entry[0]), str(entry[1]), int(entry[2])
-            except (TypeError, ValueError, IndexError):
-                continue
-            level = max(1, level)
-            title = _squash(raw_title) or "Untitled section"
-            page = pno - 1 if 1 <= pno <= pages else prev_page
-            found = self._locate(title, page, cursor)
-            if found:
-                key: Key = (page, found[0], 0)
-                cursor = found[-1] + 1
-            else:
-                key = (page, self.page_first[page], -2)
-                if key < prev_key:
-                    key = (prev_key[0], max(cursor, prev_key[1]), -2)
-                    page = prev_key[0]
-                cursor = max(cursor, key[1])
-                missing += 1
-                if missing <= _MAX_PAGE_NOTES:
-                    self.notes.append(f"outline entry {title!r} not found on page {page + 1}; "
-                                      "its section starts at the top of the page")
-            headings.append(_Heading(key, level, title, page, found or []))
-            prev_key, prev_page = key, page
-        if missing > _MAX_PAGE_NOTES:
-            self.notes.append(f"{missing - _MAX_PAGE_NOTES} more outline entries were not found")
-        if not headings:
-            return None, ""
-        return headings, "outline"
-
-    def _locate(self, title: str, page: int, cursor: int) -> list[int]:
-        """Line indexes of ``title`` on ``page`` at or after ``cursor``."""
-        want = _norm(title)
-        if not want or page + 1 >= len(self.page_first):
-            return []
-        start, end = max(self.page_first[page], cursor), self.page_first[page + 1]
-        for i in range(start, end):
-            ln = self.lines[i]
-            if ln.role != "prose":
-                continue
-            got = _norm(ln.text)
-            if not got:
-                continue
-            if got == want or (got.endswith(want) and _NUMBERING.fullmatch(got[: len(got) - len(want)])):
-                return [i]
-            if len(got) < len(want) and (want.startswith(got) or _prefix_after_numbering(got, want)):
-                acc, taken = got, [i]
-                for j in range(i + 1, end):
-                    nxt = self.lines[j]
-                    if nxt.block != ln.block or nxt.role != "prose":
-                        break
-                    acc += _norm(nxt.text)
-                    taken.append(j)
-                    if acc == want or (acc.endswith(want)
-                                       and _NUMBERING.fullmatch(acc[: len(acc) - len(want)])):
-                        return taken
-                    if len(acc) >= len(want) + 12:
-                        break
-        return []
-
-    def _font_headings(self) -> list[_Heading]:
-        prose = [ln for ln in self.lines if ln.role == "prose" and ln.size > 0]
-        sizes: Counter[float] = Counter()
-        for ln in prose:
-            sizes[ln.size] += sum(1 for ch in ln.text if not ch.isspace())
-        if not sizes:
-            return []
-        body = max(sizes.items(), key=lambda kv: (kv[1], -kv[0]))[0]
-        block_bold: dict[tuple[int, int], bool] = {}
-        block_len: Counter[tuple[int, int]] = Counter()
-        for ln in self.lines:
-            k = (ln.page, ln.block)
-            block_bold[k] = block_bold.get(k, True) and ln.bold
-            block_len[k] += 1
-
-        candidates: list[tuple[int, float]] = []  # line index, size bucket
-        for i, ln in enumerate(self.lines):
-            if ln.role != "prose":
-                continue
-            text = _squash(ln.text)
-            if len(text) >= _MAX_HEADING_CHARS or sum(ch.isalnum() for ch in text) < 2:
-                continue
-            if not any(ch.isalpha() for ch in text) or _LEADER.search(text):
-                continue
-            big = ln.size >= body * _HEADING_RATIO
-            bold = (ln.bold and ln.size >= body * 0.9 and not text.endswith((".", ",", ";"))
-                    and block_bold[(ln.page, ln.block)] and block_len[(ln.page, ln.block)] <= 3)
-            if big or bold:
-                candidates.append((i, round(max(ln.size, body) * 2) / 2))
-
-        # consecutive candidate lines of one block and size form one heading
-        groups: list[tuple[list[int], float]] = []
-        for i, bucket in candidates:
-            if groups:
-                last, last_bucket = groups[-1]
-                prev = self.lines[last[-1]]
-                ln = self.lines[i]
-                if (last[-1] == i - 1 and bucket == last_bucket and prev.page == ln.page
-                        and prev.block == ln.block):
-                    last.append(i)
-                    continue
-            groups.append(([i], bucket))
-        ranks = {b: r for r, b in enumerate(sorted({b for _, b in groups}, reverse=True), 1)}
-        headings = []
-        for idxs, bucket in groups:
-            first = self.lines[idxs[0]]
-            title = _squash(" ".join(self.lines[i].text for i in idxs))
-            headings.append(_Heading((first.page, idxs[0], 0), min(ranks[bucket], _MAX_LEVEL),
-                                     title, first.page, idxs))
-        return headings
-
     # ---- assembling drafts ---------------------------------------------
 
     def _assemble(self, root: Draft, headings: list[_Heading]) -> None:
-        root_scope = _Scope(root, 0, (-1, -1, -1))
-        scopes = [root_scope]
-        stack = [root_scope]
-        anchors: dict[str, int] = {}
-        spans: list[tuple[_Scope, int]] = []  # section, index of the heading that ends it
-        for k, h in enumerate(headings):
-            while stack[-1].level >= h.level:
-                spans.append((stack.pop(), k))
-            parent = stack[-1]
-            heading_text = _squash(" ".join(self.lines[i].text for i in h.lines)) if h.lines else h.title
-            draft = parent.draft.add(Draft(
-                kind="section",
-                subkind=f"h{h.level}",
-                title=h.title,
-                text="",
-                slug=_unique(github_slug(h.title) or "section", parent.slugs),
-                page=h.page + 1,
-                attrs={"anchor": _unique(github_slug(h.title) or "section", anchors)},
-            ))
-            scope = _Scope(draft, h.level, h.key, heading_text)
-            scopes.append(scope)
-            stack.append(scope)
-        for scope in stack[1:]:
-            spans.append((scope, len(headings)))
-
-        keys = [s.key for s in scopes]  # scopes[0] is the root, before everything
-
-        def owner(key: Key) -> _Scope:
-            return scopes[max(0, bisect.bisect_right(keys, key) - 1)]
-
-        for i, ln in enumerate(self.lines):
-            if ln.role == "prose":
-                key = (ln.page, i, 0)
-                owner(key).prose.append((key, ln.text, ln.page, ln.block))
+        """Headings, prose lines and leaves in document order (their keys; a heading
+        before anything at its own key) through the section builder."""
+        sections = SectionBuilder(root, self.context_lines)
+        sections.root.data = ("", [])  # (heading text, own lines as (text, page, block))
+        spans: list[tuple[Section, int]] = []  # section, index of the heading that ends it
+        events: list[tuple[Key, int, int]] = [(h.key, 0, k) for k, h in enumerate(headings)]
+        events += [((ln.page, i, 0), 1, i) for i, ln in enumerate(self.lines) if ln.role == "prose"]
+        events += [(leaf.key, 2, j) for j, leaf in enumerate(self.leaves)]
+        for key, what, i in sorted(events, key=lambda e: (e[0], e[1] > 0)):
+            if what == 0:
+                h = headings[i]
+                spans.extend((closed, i) for closed in sections.close(h.level))
+                heading_text = (_squash(" ".join(self.lines[j].text for j in h.lines)) if h.lines
+                                else h.title)
+                draft = Draft(kind="section", subkind=f"h{h.level}", title=h.title, text="", page=h.page + 1)
+                section, anchor = sections.open(draft, h.level, github_slug(h.title) or "section",
+                                                github_slug(h.title) or "section")
+                draft.attrs = {"anchor": anchor}
+                section.data = (heading_text, [])
+            elif what == 1:
+                ln = self.lines[i]
+                sections.prose(key, ln.text.strip())
+                sections.current.data[1].append((ln.text, ln.page, ln.block))
+            else:
+                sections.leaf(self.leaves[i].draft, key)
+        spans.extend((section, len(headings)) for section in sections.stack[1:])
 
         page_top = self._page_top_keys()
-        for scope, end in spans:
-            scope.draft.attrs["page_end"] = self._page_end(scope, headings[end] if end < len(headings) else None,
-                                                           page_top)
-        for scope in scopes:
-            scope.draft.text = self._scope_text(scope)
+        for section, end in spans:
+            section.draft.attrs["page_end"] = self._page_end(
+                section, headings[end] if end < len(headings) else None, page_top)
+        for section in sections.sections:
+            section.draft.text = self._scope_text(section)
         if not root.text.strip():
             root.text = root.title
-
-        for leaf in sorted(self.leaves, key=lambda lf: lf.key):
-            scope = owner(leaf.key)
-            leaf.draft.slug = scope.next_slug(leaf.kind)
-            self._context(leaf, scope)
-            scope.draft.add(leaf.draft)
+        sections.finish()
 
     def _page_top_keys(self) -> dict[int, Key]:
         top: dict[int, Key] = {}
@@ -790,7 +561,7 @@ class _Builder:
                 top[leaf.page] = leaf.key
         return top
 
-    def _page_end(self, scope: _Scope, end: _Heading | None, page_top: dict[int, Key]) -> int:
+    def _page_end(self, scope: Section, end: _Heading | None, page_top: dict[int, Key]) -> int:
         start = scope.draft.page or 1
         if end is None:
             return max(start, len(self.page_sizes))
@@ -800,11 +571,12 @@ class _Builder:
         return max(start, last)
 
     @staticmethod
-    def _scope_text(scope: _Scope) -> str:
+    def _scope_text(section: Section) -> str:
         """Heading line + own prose; one paragraph per PDF text block."""
-        out: list[str] = [scope.title_text] if scope.level > 0 and scope.title_text else []
+        title_text, lines = section.data
+        out: list[str] = [title_text] if section.level > 0 and title_text else []
         prev: tuple[int, int] | None = None
-        for _, text, page, block in scope.prose:
+        for text, page, block in lines:
             if prev is not None and (page, block) != prev and out and out[-1] != "":
                 out.append("")
             elif prev is None and out:
@@ -813,23 +585,3 @@ class _Builder:
             prev = (page, block)
         return "\n".join(out).strip("\n")
 
-    def _context(self, leaf: _Leaf, scope: _Scope) -> None:
-        keys = [p[0] for p in scope.prose]
-        k = bisect.bisect_left(keys, leaf.key)
-        n = self.context_lines
-        before = scope.prose[max(0, k - n):k] if n else []
-        after = scope.prose[k:k + n] if n else []
-        attrs = leaf.draft.attrs
-        attrs["context_before"] = "\n".join(p[1].strip() for p in before)
-        attrs["context_after"] = "\n".join(p[1].strip() for p in after)
-        if leaf.kind == "table":
-            above = _squash(scope.prose[k - 1][1]) if k else ""
-            leaf.draft.title = above if 0 < len(above) <= _SHORT_TITLE else f"table in {scope.draft.title}"
-
-
-def _prefix_after_numbering(got: str, want: str) -> bool:
-    """``got`` is a numbering prefix plus the start of ``want`` ("21mounting")."""
-    for cut in range(1, min(len(got), 12)):
-        if _NUMBERING.fullmatch(got[:cut]) and want.startswith(got[cut:]) and got[cut:]:
-            return True
-    return False

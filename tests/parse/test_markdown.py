@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.parse.markdown import github_slug, parse_markdown, resolve_src
+from stages.parse.markdown import parse_markdown, resolve_src
+from stages.parse.sections import github_slug
 from stages.parse.model import Draft, ParsedFile
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "openharmony_quickstart"

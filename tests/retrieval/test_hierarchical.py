@@ -352,7 +352,7 @@ def test_fill_tops_a_short_list_up_with_the_next_dense_hits(oh_index):
     idx = oh_index
     query = "how do I share state between a parent and child component?"
     short = _hier(idx, query, k=20)
-    full = idx.search(query, mode="hierarchical", k=20)
+    full = idx.search(query, mode="hierarchical", k=20, lexical=False)
     assert len(short) < 20 and len(full) == 20
     assert full.trace.counts["filled"] == 20 - len(short)
     assert {r.node_id for r in short} <= {r.node_id for r in full}
