@@ -19,14 +19,16 @@ failure isolation, and tolerant JSON parsing (:func:`parse_json`,
 probed, and a run of connection failures with no answer trips a circuit breaker
 (:mod:`strata.endpoints`): a dead server stops the stage in seconds.
 
-Over 600 lines, on purpose: the retry loop, the breaker and both backends share
-one object's state (stats, the closed and tripped events, the client); what
-needs none of it lives beside it (``llm_cache``, ``llm_json``, ``endpoints``).
+Over 600 lines, on purpose: the retry loop, the breaker, both backends and the
+streamed answer (:meth:`LLM.stream`) share one object's state (stats, the cache,
+the closed and tripped events, the client, the key redaction); what needs none
+of it lives beside it (``llm_cache``, ``llm_json``, ``endpoints``).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import dataclasses
 import email.utils
@@ -35,7 +37,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +48,8 @@ from strata.endpoints import (EndpointError, describe_connection_error, probe, r
 from strata.llm_cache import ResponseCache, cache_key
 from strata.llm_json import parse_json
 
-__all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "StageStats", "parse_json",
-           "image_mime", "EndpointError"]
+__all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "LLMStreamError", "StageStats",
+           "parse_json", "image_mime", "EndpointError"]
 
 log = logging.getLogger(__name__)
 
@@ -600,11 +602,8 @@ class LLM:
             messages.append({"role": "user", "content": [part]})
         return messages
 
-    def _call_openai(self, req: LLMRequest) -> tuple[str, int, int]:
-        import openai
-
+    def _openai_kwargs(self, req: LLMRequest) -> tuple[dict[str, Any], bool]:
         cfg = self.config
-        client = self._get_client()
         kwargs: dict[str, Any] = {
             "model": cfg.model,
             "messages": self._openai_messages(req),
@@ -615,8 +614,17 @@ class LLM:
             cfg.json_mode == "auto" and self._send_response_format))
         if send_format:
             kwargs["response_format"] = {"type": "json_object"}
+        return kwargs, send_format
+
+    @contextlib.contextmanager
+    def _openai_errors(self, send_format: bool = False):
+        """The SDK's exceptions as ours: transient (retried), permanent, or a
+        refused ``response_format``; every message redacted."""
+        import openai
+
+        cfg = self.config
         try:
-            resp = client.chat.completions.create(**kwargs)
+            yield
         except openai.APIStatusError as e:
             status = e.status_code
             text = str(e.message)
@@ -638,6 +646,12 @@ class LLM:
                              connection=describe_connection_error(e)) from None
         except openai.APIError as e:
             raise _Permanent(self._redact(f"{type(e).__name__}: {e}")) from None
+
+    def _call_openai(self, req: LLMRequest) -> tuple[str, int, int]:
+        client = self._get_client()
+        kwargs, send_format = self._openai_kwargs(req)
+        with self._openai_errors(send_format):
+            resp = client.chat.completions.create(**kwargs)
         choice = resp.choices[0] if resp.choices else None
         text = choice.message.content if choice is not None and choice.message else None
         if text is None:
@@ -650,6 +664,83 @@ class LLM:
         if ct is None:
             ct = _est_tokens(text)
         return text, int(pt), int(ct)
+
+    # ---- streaming (one answer, as the model writes it)
+
+    def stream(self, req: LLMRequest, *, stage: str = "answer") -> Iterator[str]:
+        """Yield the answer to ``req`` piece by piece as the model produces it
+        (the openai backend's ``stream=True``; a callable's whole answer at
+        once; a cached answer at once). Connection failures, 429s and 5xx are
+        retried with backoff until the first piece arrives; after that, or for
+        any other failure, :class:`LLMStreamError` (its message redacted). The
+        whole answer is cached like :meth:`run`'s."""
+        if self.offline:
+            raise RuntimeError("offline backend: nothing to stream")
+        key = self._key(req)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._bump(stage, cache_hits=1)
+            yield hit.text
+            return
+        self._probe()  # EndpointError at once for a dead endpoint, not after the retries
+        self._bump(stage, calls=1)
+        t0 = time.monotonic()
+        parts: list[str] = []
+        transient = 0
+        try:
+            while True:
+                try:
+                    if self.config.backend == "callable":
+                        text, _, _ = self._call_callable(req)
+                        parts.append(text)
+                        yield text
+                    else:
+                        for piece in self._stream_openai(req):
+                            parts.append(piece)
+                            yield piece
+                    break
+                except _Transient as e:
+                    if parts or transient >= self.config.max_retries:
+                        raise LLMStreamError(self._redact(str(e))) from None
+                    self._bump(stage, retries=1)
+                    delay = self._backoff(transient, e.retry_after)
+                    transient += 1
+                    if self._closed.wait(delay):
+                        raise LLMStreamError("LLM closed while waiting to retry") from None
+                except (_Permanent, _FormatRejected) as e:
+                    raise LLMStreamError(self._redact(str(e))) from None
+        except LLMStreamError:
+            self._fail_key(stage, req.key)
+            raise
+        finally:
+            self._bump(stage, seconds=time.monotonic() - t0)
+        text = self._redact_key("".join(parts))
+        pt, ct = _est_tokens(_prompt_text(req.messages)), _est_tokens(text)
+        self._bump(stage, prompt_tokens=pt, completion_tokens=ct)
+        try:
+            self._cache.put(key, text, pt, ct, backend=self.name, template=req.template,
+                            stage=stage)
+        except Exception as e:  # noqa: BLE001 - the answer was delivered all the same
+            log.warning("LLM %s: could not cache %s: %s", stage, req.key, e)
+
+    def _stream_openai(self, req: LLMRequest) -> Iterator[str]:
+        client = self._get_client()
+        kwargs, send_format = self._openai_kwargs(req)
+        with self._openai_errors(send_format):
+            chunks = client.chat.completions.create(**kwargs, stream=True)
+            try:
+                for chunk in chunks:
+                    choice = chunk.choices[0] if chunk.choices else None
+                    piece = choice.delta.content if choice is not None and choice.delta else None
+                    if piece:
+                        yield self._redact_key(piece)
+            finally:
+                chunks.close()
+
+
+class LLMStreamError(RuntimeError):
+    """A streamed answer that failed (before its first piece after the retries,
+    or midway); the message names why, with any key redacted."""
 
 
 def _completed(futs: dict, stop: threading.Event, poll_s: float = 0.25):
