@@ -23,6 +23,7 @@ import pyarrow as pa
 from stages.parse.finalize import stable_hash
 from strata import stopping
 from strata.embedding import Encoder, EncoderSpec, canonical_model
+from strata.layout import replace_dir
 from strata.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
 
@@ -246,12 +247,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         mask = pa.array([k == kind for k in kinds])
         part = table.filter(mask)
         db.create_table(vector_table_name(kind), data=part, mode="overwrite")
-    old = lance_dir.with_name(lance_dir.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if lance_dir.exists():
-        lance_dir.rename(old)
-    tmp.rename(lance_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp, lance_dir)
     stamp.write_text(fingerprint + "\n")
     return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=len(missing),
                        reused=len(texts) - len(missing), by_kind=by_kind,

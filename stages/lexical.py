@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
+from strata.layout import replace_dir
 from strata.lexical import FORMAT, LexicalIndex
 from strata.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
 
@@ -83,10 +84,5 @@ def build_lexical(items: pl.DataFrame, folder: Path) -> LexicalResult:
         LexicalIndex.build([ids[i] for i in rows], [kinds[i] for i in rows],
                            [texts[i] for i in rows]).save(tmp / name)
     (tmp / FINGERPRINT_FILE).write_text(fingerprint + "\n")
-    old = folder.with_name(folder.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if folder.exists():
-        folder.rename(old)
-    tmp.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp, folder)
     return LexicalResult(docs=len(ids), unchanged=False, by_kind=by_kind)

@@ -234,6 +234,18 @@ def _link_or_copy(src, dst) -> str:
     return str(dst)
 
 
+def replace_dir(new: Path, target: Path) -> None:
+    """Put the finished folder ``new`` in ``target``'s place: the old one is moved
+    aside, the new one renamed in, the old one removed. A reader that opened
+    files of the old folder keeps them (they are only unlinked)."""
+    old = target.with_name(target.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:

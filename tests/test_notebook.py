@@ -81,6 +81,12 @@ def test_notebook_runs_on_the_sample_index(sample_index, monkeypatch):
     assert "connection" in mode_text  # routed followed a direct link or import
     assert any("<th>stage</th>" in o["data"]["text/html"] for o in frames)  # diffusion trace
 
+    (default,) = _tagged(nb, "default")  # the default mode: hits with their context, a budget
+    default_text = "\n".join(_text(o) for o in default.outputs)
+    assert "auto: 6 results" in default_text and "top hit:" in default_text
+    assert "parent" in default_text and "sibling" in default_text
+    assert "blocks within 600 tokens" in default_text
+
     (neigh,) = _tagged(nb, "neighbourhood")
     pngs = [o["data"]["image/png"] for o in neigh.outputs if "image/png" in o.get("data", {})]
     assert pngs and all(len(p) > 1000 for p in pngs)
