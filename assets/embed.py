@@ -36,7 +36,6 @@ class EmbedConfig(dg.Config):
 @stoppable
 def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: CorpusRegistry,
                embedder: EmbedderResource) -> dg.MaterializeResult:
-    import json
     import shutil
 
     import lancedb

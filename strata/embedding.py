@@ -39,11 +39,11 @@ class EncoderSpec:
         return d
 
     @classmethod
-    def from_manifest(cls, d: dict) -> "EncoderSpec":
+    def from_manifest(cls, d: dict) -> EncoderSpec:
         return cls(**{k: d.get(k) for k in ("backend", "model", "base_url", "api_key_env", "dim")
                       if d.get(k) is not None})
 
-    def same_model(self, other: "EncoderSpec") -> bool:
+    def same_model(self, other: EncoderSpec) -> bool:
         return (self.backend, canonical_model(self.model)) == (other.backend, canonical_model(other.model))
 
 

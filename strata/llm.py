@@ -706,7 +706,7 @@ def _completed(futs: dict, stop: threading.Event, poll_s: float = 0.25):
             return
 
 
-def as_llm(llm: Any, **config: Any) -> tuple["LLM | None", bool]:
+def as_llm(llm: Any, **config: Any) -> tuple[LLM | None, bool]:
     """Accept what callers pass as ``llm=``: an :class:`LLM`, a plain
     ``str -> str`` callable (wrapped in a callable-backend LLM), or None.
     Returns (usable LLM or None, whether this call created it and must close
@@ -723,7 +723,7 @@ def as_llm(llm: Any, **config: Any) -> tuple["LLM | None", bool]:
 
 def query_llm(backend: str | None = None, model: str | None = None,
               base_url: str | None = None, callable_path: str | None = None,
-              max_tokens: int = 1024) -> "LLM | None":
+              max_tokens: int = 1024) -> LLM | None:
     """The LLM a query-side program (the CLI's search/ask, the HTTP service) uses:
     the given settings, else ``$STRATA_LLM_BACKEND``/``_MODEL``/``_BASE_URL``/
     ``_CALLABLE``; None when offline. ``callable_path`` is ``'package.module:function'``

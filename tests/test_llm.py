@@ -494,9 +494,10 @@ def test_closing_the_llm_ends_a_retry_wait_of_either_backend(server):
                          (LLM(callable_cfg, fn=down), called.is_set)):
         out: list = []
         stage_thread = threading.Thread(
-            target=lambda llm=llm: out.extend(llm.run([req(1)], stage="closing")))
+            target=lambda llm=llm, out=out: out.extend(llm.run([req(1)], stage="closing")))
         stage_thread.start()
-        _wait_for(lambda: started() and llm.stats("closing").retries == 1, "a retry wait")
+        _wait_for(lambda llm=llm, started=started: started() and llm.stats("closing").retries == 1,
+                  "a retry wait")
         llm.close()
         stage_thread.join()
         (r,) = out

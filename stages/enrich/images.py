@@ -33,7 +33,8 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -385,8 +386,7 @@ def near_duplicate_pairs(hashes: Sequence[int],
     keep = found > rows
     pairs = np.stack([rows[keep], found[keep]], axis=1)
     pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
-    for i, j in pairs.tolist():
-        yield i, j
+    yield from (tuple(p) for p in pairs.tolist())
 
 
 # --------------------------------------------------------------------------

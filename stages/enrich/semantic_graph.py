@@ -22,7 +22,7 @@ import math
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -73,8 +73,8 @@ def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.T
             forms[key][surface] += 1
             if description:
                 desc[key][" ".join(description.split())] += 1
-            if key not in seen_here:
-                seen_here.add(key)
+            if key not in seen_here:  # noqa: B023 - called in this iteration only
+                seen_here.add(key)  # noqa: B023 - called in this iteration only
                 mentions[key] += 1
             return key
 

@@ -111,7 +111,7 @@ class _Quiet:
         self.tools = getattr(pymupdf, "TOOLS", None)
         self.saved: tuple[Any, Any] | None = None
 
-    def __enter__(self) -> "_Quiet":
+    def __enter__(self) -> _Quiet:
         try:
             self.saved = (self.tools.mupdf_display_errors(), self.tools.mupdf_display_warnings())
             self.tools.mupdf_display_errors(False)

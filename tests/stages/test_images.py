@@ -347,7 +347,7 @@ def test_near_duplicates_among_5000_random_hashes():
     rng = random.Random(11)
     hashes = [rng.getrandbits(64) for _ in range(5000)]
     planted = []
-    for k in range(20):
+    for _ in range(20):
         i = rng.randrange(5000)
         hashes.append(hashes[i] ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)))
         planted.append((i, len(hashes) - 1))
@@ -449,7 +449,7 @@ def test_caption_request_and_parse():
 def test_ocr_text_without_package_is_none():
     try:
         import rapidocr_onnxruntime  # noqa: F401
-    except Exception:
+    except Exception:  # noqa: BLE001 - not installed, or its runtime fails to load
         assert ocr_text(_png(_noise(8, 8))) is None
     assert ocr_text(b"") is None
 
