@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test e2e screenshots bench bench-stdlib ui serve validate clean
+.PHONY: install lint run test e2e screenshots bench bench-stdlib ui serve validate clean
 
 install: $(VENV)/.installed
 
@@ -29,6 +29,12 @@ run: install
 	@echo
 	@echo "Next: make ui (Dagster UI on :3000) · make serve (HTTP API and web page on :8001) ·"
 	@echo "      notebooks/explore.ipynb · .venv/bin/strata --help"
+
+# ruff (rules in pyproject.toml) and the import contracts (import-linter, [tool.importlinter]):
+# the layers and no import cycles, function-level imports included.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 test: install
 	$(PY) -m pytest -m "not slow and not e2e" -q

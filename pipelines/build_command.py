@@ -173,13 +173,15 @@ def _materialize(args, stop: BuildInterrupt, name: str, out: Path, config_path: 
 
     import dagster as dg
 
-    # One shard per worker process: in one process shards add steps, not speed.
-    # (Read when the assets module loads; the UI's code location keeps its own.)
+    # One shard per worker process: in one process shards add steps, not speed. Set
+    # in the environment (unless the user set it) because the step processes of
+    # --workers build the job again from it; the UI's code location keeps its own.
     os.environ.setdefault("STRATA_SHARDS", str(max(1, args.workers)))
-    from assets import all_assets, corpora_partitions
+    from assets import build_assets, corpora_partitions
     from pipelines.definitions import make_resources
     from strata.buildlock import RUN_TAG
 
+    all_assets = build_assets()
     instance = dg.DagsterInstance.get()
     if not instance.has_dynamic_partition(corpora_partitions.name, name):
         instance.add_dynamic_partitions(corpora_partitions.name, [name])
@@ -318,7 +320,7 @@ def _run_in_processes(instance, name: str, config_path, llm: dict, run_config: d
     workers rebuild their resources from the environment, so the flags go there."""
     import dagster as dg
 
-    from pipelines.scaleout import multiprocess_index_job
+    from pipelines.definitions import multiprocess_index_job
 
     os.environ["STRATA_CORPORA"] = str(config_path)
     # each worker process gets its share of the cores for torch

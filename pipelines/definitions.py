@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import all_assets
-from pipelines.jobs import index_corpus_job
+from assets import build_assets
+from pipelines.jobs import JOB_NAME, index_corpus_job
 from pipelines.scaleout import executor_from_env
 from pipelines.schedules import nightly_rebuild_schedule
 from pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
@@ -52,10 +52,29 @@ def make_resources(llm: dict | None = None) -> dict:
 
 
 defs = dg.Definitions(
-    assets=all_assets,
+    assets=build_assets(),
     jobs=[index_corpus_job],
     sensors=[corpora_partitions_sensor, corpus_change_sensor],
     schedules=[nightly_rebuild_schedule],
     resources=make_resources(),
     executor=executor_from_env(),
 )
+
+
+def _index_job(executor: dg.ExecutorDefinition) -> dg.JobDefinition:
+    return dg.Definitions(assets=build_assets(), jobs=[index_corpus_job],
+                          resources=make_resources(),
+                          executor=executor).resolve_job_def(JOB_NAME)
+
+
+def multiprocess_index_job() -> dg.JobDefinition:
+    """The index job on Dagster's multiprocess executor, for ``dg.reconstructable``
+    (`strata index --workers N`: each step process loads it again)."""
+    return _index_job(dg.multiprocess_executor)
+
+
+def dask_index_job() -> dg.JobDefinition:
+    """The index job on a Dask cluster (dagster-dask), for ``dg.reconstructable``."""
+    from pipelines.dask_engine import strata_dask_executor
+
+    return _index_job(strata_dask_executor)

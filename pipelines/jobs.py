@@ -2,11 +2,16 @@
 
 import dagster as dg
 
-from assets import all_assets, corpora_partitions
+from assets import corpora_partitions
 
+JOB_NAME = "index_corpus"
+
+# The one definition of the job: the code location, the change sensor, the nightly
+# schedule and `strata index --workers` (pipelines.definitions) all run it. It
+# selects every asset of the Definitions it is given, whatever their shard count.
 index_corpus_job = dg.define_asset_job(
-    name="index_corpus",
-    selection=dg.AssetSelection.assets(*all_assets),
+    name=JOB_NAME,
+    selection=dg.AssetSelection.all(),
     partitions_def=corpora_partitions,
     description="Build (or incrementally rebuild) the full index of one corpus partition.",
 )

@@ -37,7 +37,7 @@ class BuildProgress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, daemon=True, name="strata-progress")
 
-    def __enter__(self) -> "BuildProgress":
+    def __enter__(self) -> BuildProgress:
         self._thread.start()
         return self
 

@@ -7,8 +7,9 @@ once), ``in_process``, or ``dask`` (dagster-dask; a local cluster unless the
 run config names a scheduler address). Celery and Kubernetes are configured the
 same way with their Dagster packages; see docs/living-indexes.md.
 
-The ``*_index_job`` functions build the job for ``dg.reconstructable``, which
-out-of-process executors need to load the job again in each worker.
+The jobs for ``dg.reconstructable`` (out-of-process executors load the job
+again in each worker) are built in :mod:`pipelines.definitions`, from the one
+``index_corpus`` job of :mod:`pipelines.jobs`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ from __future__ import annotations
 import os
 
 import dagster as dg
-
-JOB_NAME = "index_corpus"
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
@@ -36,23 +35,3 @@ def executor_from_env() -> dg.ExecutorDefinition:
                                "pip install 'strata[scale]'") from e
         return strata_dask_executor
     raise ValueError(f"STRATA_EXECUTOR={kind!r}: use multiprocess, in_process or dask")
-
-
-def _index_job(executor: dg.ExecutorDefinition) -> dg.JobDefinition:
-    from assets import all_assets, corpora_partitions
-    from pipelines.definitions import make_resources
-
-    job = dg.define_asset_job(JOB_NAME, selection=dg.AssetSelection.assets(*all_assets),
-                              partitions_def=corpora_partitions, executor_def=executor)
-    defs = dg.Definitions(assets=all_assets, jobs=[job], resources=make_resources())
-    return defs.resolve_job_def(JOB_NAME)
-
-
-def multiprocess_index_job() -> dg.JobDefinition:
-    return _index_job(dg.multiprocess_executor)
-
-
-def dask_index_job() -> dg.JobDefinition:
-    from pipelines.dask_engine import strata_dask_executor
-
-    return _index_job(strata_dask_executor)

@@ -86,7 +86,7 @@ def _annotation(name: str, default: Any):
     if name in ("seed_kinds", "kinds"):
         return Annotated[list[Kind], Field(max_length=len(EMBEDDED_KINDS) + 2)]
     if name == "walk":
-        return Union[StrictBool, Literal["auto", "on", "off"]]
+        return StrictBool | Literal["auto", "on", "off"]
     if name == "budget_tokens":  # None by default: k results instead of a budget
         return json_int(*(int(b) for b in BOUNDS[name]))
     if name in CHOICES:
@@ -201,7 +201,8 @@ def request_model(kind: str, max_query_chars: int):
                 "the mode's parameters; unset ones take the defaults"))),
             **extra)
         variants.append(Annotated[model, Tag(group)])
-    return Annotated[Union[tuple(variants)], Discriminator(  # type: ignore[valid-type]
+    # Union[...] of a runtime tuple: `X | Y` has no spelling for it
+    return Annotated[Union[tuple(variants)], Discriminator(  # type: ignore[valid-type]  # noqa: UP007
         _mode_tag, custom_error_type="invalid_mode",
         custom_error_message=f"mode must be one of {', '.join(sorted(MODES))}")]
 

@@ -28,7 +28,7 @@ prompt, headers, monotonic ``time``, the fault applied).
 Faults (``server.faults``, consumed in order by matching requests; a plain tuple
 applies once to the next request, :class:`Fault` adds ``match`` — a substring of
 the prompt — and ``times`` — ``None`` for forever):
-``("429", retry_after)``, ``("500",)``, ``("400",)`` (plain bad request),
+``("429", retry_after)`` (or ``("429", {header: value})``), ``("500",)``, ``("400",)`` (plain bad request),
 ``("401",)`` (echoes the Authorization header in the error, like a careless
 server), ``("slow", seconds)``, ``("truncated",)``, ``("malformed",)``,
 ``("400_response_format",)``, ``("drop",)`` (close without answering). ``path=``
@@ -44,7 +44,8 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -205,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, {"error": {"message": message, "type": etype, "param": param,
                                       "code": None}}, headers)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -244,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "429":
             ra = fault.args[0] if fault.args else 1
             self._error(429, "Rate limit reached", "rate_limit_error",
-                        headers={"Retry-After": ra})
+                        headers=ra if isinstance(ra, dict) else {"Retry-After": ra})
             return True
         if kind in ("500", "502", "503"):
             self._error(int(kind), "The server had an error", "server_error")

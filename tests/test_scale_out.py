@@ -52,7 +52,7 @@ def test_dask_executor_builds_the_same_index(sample_index, tmp_path, monkeypatch
     user points at a real scheduler with `cluster: {existing: {address: ...}}`)."""
     pytest.importorskip("dagster_dask")
     from assets import corpora_partitions
-    from pipelines.scaleout import dask_index_job
+    from pipelines.definitions import dask_index_job
 
     cfg = write_corpora(tmp_path / "corpora.yaml",
                         {"sample": {"root": str(SAMPLE), "out": str(tmp_path / "index")}})
