@@ -208,7 +208,7 @@ def _request(index, question: str, results):
                       max_tokens=1024)
 
 
-def _fallback(question: str, results, base: dict, error: str) -> "Answer":
+def _fallback(question: str, results, base: dict, error: str) -> Answer:
     lead = (f"The LLM could not answer ({error}), so this is an "
             "extractive answer: the retrieved sentences that best match the question.")
     base["trace"]["notes"] = [*base["trace"].get("notes", []), f"answer: LLM failed: {error}"]

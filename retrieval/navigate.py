@@ -31,8 +31,8 @@ MAX_RELATIVES = 20  # siblings or children listed per node
 MAX_CONNECTIONS = 20  # items per connection group
 MAX_FACTS = 20
 
-_REVERSED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_FACTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_REVERSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_FACTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class NotFound(LookupError):

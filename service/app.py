@@ -257,7 +257,7 @@ class Service:
                 kind, value = next(events)
         except StopIteration:
             return
-        except Exception:  # noqa: BLE001 - the headers are sent: say so in the stream
+        except Exception:
             log.exception("streamed ask failed")
             yield sse("error", {"detail": "internal error"})
 

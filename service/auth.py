@@ -146,7 +146,7 @@ class Gate:
 
     def __init__(self, keys: KeyStore, rate_per_minute: float | None = 120.0,
                  anonymous_rate_per_minute: float | None = None,
-                 allow_unauthenticated: bool = False, limiter: "RateLimiter | None" = None):
+                 allow_unauthenticated: bool = False, limiter: RateLimiter | None = None):
         self.keys = keys
         self.rate_per_minute = rate_per_minute
         self.anonymous_rate_per_minute = anonymous_rate_per_minute

@@ -53,7 +53,7 @@ class StrataRetriever(BaseRetriever):
             raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
-    def _check(self) -> "StrataRetriever":
+    def _check(self) -> StrataRetriever:
         check(self.mode, self.k, self.budget_tokens)
         return self
 

@@ -321,7 +321,7 @@ def test_hits_carry_sanitized_html_and_their_ancestors(api, index):
     section = next(h for h in body["results"] if h["kind"] == "section")
     assert section["html"].startswith("<h") and "<p>" in section["html"]
     assert section["ancestors"][-1].startswith("file-")
-    assert section["ancestors"] == [a for a in _ancestors(index, section["node_id"])]
+    assert section["ancestors"] == list(_ancestors(index, section["node_id"]))
     if "code" in by_kind:
         assert by_kind["code"]["html"] is None  # code is shown as code
 

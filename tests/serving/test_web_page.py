@@ -8,7 +8,6 @@ leaving the machine."""
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 
