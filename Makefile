@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test e2e bench bench-stdlib ui serve validate clean
+.PHONY: install lint run test e2e screenshots bench bench-stdlib ui serve validate clean
 
 install: $(VENV)/.installed
 
@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,docx,bench,scale]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,docx,bench,scale,langchain,llamaindex]'
 	$(PY) -m pipelines.instance_config $(DAGSTER_HOME)  # telemetry off, one run per corpus at a time
 	touch $@
 
@@ -30,6 +30,12 @@ run: install
 	@echo "Next: make ui (Dagster UI on :3000) · make serve (HTTP API and web page on :8001) ·"
 	@echo "      notebooks/explore.ipynb · .venv/bin/strata --help"
 
+# ruff (rules in pyproject.toml) and the import contracts (import-linter, [tool.importlinter]):
+# the layers and no import cycles, function-level imports included.
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
+
 test: install
 	$(PY) -m pytest -m "not slow and not e2e" -q
 
@@ -37,6 +43,11 @@ test: install
 # the asset graph, a materialization of the sample corpus; screenshots in docs/images/.
 e2e: install
 	STRATA_SCREENSHOTS=docs/images $(PY) -m pytest -m e2e -q -s
+
+# The web page's screenshots in the README (docs/images/web-*.png, api-docs.png): its
+# Chromium test, saving them as it goes.
+screenshots: install
+	STRATA_SCREENSHOTS=docs/images $(PY) -m pytest -q tests/serving/test_web_page.py
 
 # The README's benchmark tables come from here (benchmarks/results/, then benchmarks.report).
 bench: install

@@ -1,6 +1,15 @@
 """Software-defined assets, one module per stage; each is a thin wrapper over
 plain functions in :mod:`stages`, adding config, partitions, retries,
-metadata and checks."""
+metadata and checks.
+
+:func:`build_assets` gives every asset of a build, its parse and embedding work
+split into a number of shard steps (:mod:`assets.shards`) that the caller
+chooses, or ``STRATA_SHARDS`` read at that call: importing this package reads
+no environment. ``assets.all_assets`` is kept for scripts and notebooks: it is
+``build_assets()`` at the moment it is looked up.
+"""
+
+import dagster as dg
 
 from assets.embed import embeddings
 from assets.graph import edges
@@ -9,12 +18,24 @@ from assets.openie import facts
 from assets.parse import nodes
 from assets.partitions import corpora_partitions
 from assets.publish import index_manifest, mirrored_index
-from assets.shards import embedding_shards, parsed_shards
+from assets.shards import shard_assets, shard_count
 from assets.summarize import summaries
 
-all_assets = [parsed_shards, nodes, summaries, image_groups, captions, facts, embedding_shards,
-              embeddings, edges, index_manifest, mirrored_index]
 
-__all__ = ["all_assets", "captions", "corpora_partitions", "edges", "embedding_shards",
-           "embeddings", "facts", "image_groups", "index_manifest", "mirrored_index", "nodes",
-           "parsed_shards", "summaries"]
+def build_assets(shards: int | None = None) -> list[dg.AssetsDefinition]:
+    """Every asset of an index build; ``shards``: the parse and embedding shard
+    steps each (default: ``STRATA_SHARDS``, else 2)."""
+    parsed_shards, embedding_shards = shard_assets(shard_count() if shards is None
+                                                   else max(1, shards))
+    return [parsed_shards, nodes, summaries, image_groups, captions, facts, embedding_shards,
+            embeddings, edges, index_manifest, mirrored_index]
+
+
+def __getattr__(name: str):
+    if name == "all_assets":
+        return build_assets()
+    raise AttributeError(f"module 'assets' has no attribute {name!r}")
+
+
+__all__ = ["build_assets", "captions", "corpora_partitions", "edges", "embeddings", "facts",
+           "image_groups", "index_manifest", "mirrored_index", "nodes", "summaries"]

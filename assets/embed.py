@@ -5,9 +5,10 @@ one BM25 index over the same units (lexical search)."""
 import dagster as dg
 
 from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
-                           read_build_table, record_stage, stop_on_dead_endpoint, stoppable)
+                           record_stage, stop_on_dead_endpoint, stoppable)
 from assets.groups import INDEX
 from assets.partitions import corpora_partitions
+from assets.shard_cache import load_embedding_items, shard_summaries, vector_cache_dir
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
 
@@ -15,16 +16,6 @@ from resources.embedder import EmbedderResource
 class EmbedConfig(dg.Config):
     batch_size: int = 64
     """Texts per encoder call, shortest first (also the progress step)."""
-
-
-def load_embedding_items(layout):
-    """Every node, entity and fact that gets a vector, from the build's tables."""
-    from stages.embed import embedding_items
-
-    return embedding_items(
-        read_build_table(layout, "nodes"),
-        *(read_build_table(layout, name, required=False)
-          for name in ("summaries", "captions", "entities", "facts")))
 
 
 @dg.asset(
@@ -46,14 +37,12 @@ def load_embedding_items(layout):
 @stoppable
 def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: CorpusRegistry,
                embedder: EmbedderResource) -> dg.MaterializeResult:
-    import json
     import shutil
 
     import lancedb
     import polars as pl
 
     from assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
-    from assets.shards import shard_summaries, vector_cache_dir
     from stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
     from stages.lexical import FINGERPRINT_FILE, build_lexical
     from strata.embedding import EncoderSpec, canonical_model

@@ -8,43 +8,13 @@ from assets.charts import bar_chart, md_image
 from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
                            record_stage, stoppable)
 from assets.groups import INGEST
+from assets.parse_config import ParseConfig
 from assets.partitions import corpora_partitions
+from assets.shard_cache import parse_shard_outputs, parse_shards_root, previous_build
 from resources.corpora import CorpusRegistry
 from stages.parse.finalize import PARSER_VERSION
 from strata.layout import write_parquet_atomic
 from strata.stats import depth_distribution, files_by_format, nodes_by_kind
-
-
-class ParseConfig(dg.Config):
-    chunk_tokens: int = 200
-    """Estimated-token budget of a chunk; longer sections are split into chunk children."""
-    context_lines: int = 5
-    """Prose lines kept before/after each code block, table and image as its context."""
-
-
-def previous_build(layout):
-    """The last build's parse tables (the per-document cache), if complete."""
-    from stages.nodes import read_previous
-
-    return read_previous(layout.build)
-
-
-def _shard_outputs(layout, run_id: str):
-    """What the parse shards wrote, how many ran in this run, and the files they
-    parsed in this run (not those an interrupted earlier run had parsed)."""
-    from assets.shards import PARSED_PATHS, SHARDS_DIR, shard_summaries
-    from stages.nodes import read_previous
-
-    root = layout.build / SHARDS_DIR / "parse"
-    parts = [p for p in (read_previous(d) for d in (sorted(root.iterdir()) if root.is_dir()
-                                                     else [])) if p is not None]
-    done = shard_summaries(root, "*/summary.json", run_id)
-    parsed: set[str] = set()
-    for s in done:
-        f = root / f"{s['shard']:03d}" / PARSED_PATHS
-        if f.exists():
-            parsed.update(pl.read_parquet(f)["path"].to_list())
-    return parts, len(done), parsed
 
 
 @dg.asset(
@@ -72,7 +42,6 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
           corpora: CorpusRegistry) -> dg.MaterializeResult:
     import shutil
 
-    from assets.shards import SHARDS_DIR
     from stages.discover import discover
     from stages.nodes import build_nodes, overlay
     from stages.parse.finalize import ParseSettings
@@ -83,7 +52,7 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     fill_run_tags(context, {CORPUS_TAG: spec.name, LAUNCHED_BY_TAG: launched_by(context.run.tags)})
     context.log.info(f"corpus {spec.name}: scanning {spec.root}")
     sources = discover(spec.root, spec.include, spec.exclude)
-    parts, shards_run, shard_parsed = _shard_outputs(layout, context.run.run_id)
+    parts, shards_run, shard_parsed = parse_shard_outputs(layout, context.run.run_id)
     previous = previous_build(layout)
     result = build_nodes(spec.name, sources,
                          ParseSettings(config.chunk_tokens, config.context_lines),
@@ -95,7 +64,7 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
                         ("skipped", result.skipped), ("documents", result.documents)):
         write_parquet_atomic(table, layout.build_table(name))
     # the shards' rows now live in the build tables (the next run's cache)
-    shutil.rmtree(layout.build / SHARDS_DIR / "parse", ignore_errors=True)
+    shutil.rmtree(parse_shards_root(layout), ignore_errors=True)
     parsed_in_shards = len(shard_parsed & set(result.reused))
     parsed = len(result.parsed) + parsed_in_shards
     reused = len(result.reused) - parsed_in_shards

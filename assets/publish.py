@@ -10,6 +10,7 @@ from assets.common import (BUILD_REPORT, corpus_and_layout, md, path_metadata, r
 from assets.groups import INDEX
 from assets.partitions import corpora_partitions
 from resources.corpora import CorpusRegistry
+from datetime import UTC
 
 
 class PublishConfig(dg.Config):
@@ -33,7 +34,7 @@ class PublishConfig(dg.Config):
 @stoppable
 def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     import polars as pl
 
@@ -70,7 +71,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         "counts": {k: stats[k] for k in ("files", "nodes", "edges", "nodes_by_kind",
                                           "edges_by_type", "depth_distribution")},
         "skipped": len(stats["skipped"]),
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "source_fingerprint": fingerprint,
         "stages": report,
         "build_seconds": round(sum(v.get("seconds", 0) for v in report.values()), 3),

@@ -4,9 +4,11 @@ document-hash shards, one Dagster step per shard.
 Each shard is its own op, so the run's executor decides where shards run: in
 process (``dg.materialize``, the CLI), in parallel processes (the multiprocess
 executor, the UI's default), or on other machines (dagster-dask, dagster-celery,
-dagster-k8s). Shards are static (``STRATA_SHARDS`` when the code location
-loads, default 2) because every executor supports a static plan, while dynamic
-fan-out is not supported by all of them.
+dagster-k8s). Shards are static because every executor supports a static
+plan, while dynamic fan-out is not supported by all of them: :func:`shard_assets`
+builds the two shard graphs for a given count, which :func:`assets.build_assets`
+takes from its caller or from ``STRATA_SHARDS`` (default 2) when it is called,
+never when a module is imported.
 
 A shard writes only a cache below ``build/shards/``: parsed rows keyed by parse
 key, vectors keyed by text hash. The ``nodes`` and ``embeddings`` assets merge
@@ -16,58 +18,33 @@ speed (the merging asset parses or encodes what is missing itself).
 """
 
 
-import json
+import functools
 import os
 import time
-from pathlib import Path
 
 import dagster as dg
 
-from assets.common import corpus_and_layout, md, progress_logger, stop_on_dead_endpoint, stoppable
-from assets.parse import ParseConfig
+from assets.common import (corpus_and_layout, md, progress_logger, record_stage,
+                           stop_on_dead_endpoint, stoppable)
+from assets.parse_config import ParseConfig
 from assets.groups import INDEX, INGEST
 from assets.partitions import corpora_partitions
+from assets.shard_cache import (PARSED_PATHS, SUMMARY, load_embedding_items, parse_shard_dir, parse_shards_root,
+                                previous_build, shard_summaries, vector_cache_dir)
 from resources.corpora import CorpusRegistry
 from resources.embedder import EmbedderResource
-from strata.layout import IndexLayout, write_json_atomic
+from strata.layout import write_json_atomic
 from strata.schema import TABLE_FILES
-
-SHARDS_DIR = "shards"
-SUMMARY = "summary.json"
-PARSED_PATHS = "parsed.parquet"  # the files a parse shard actually parsed in its run
 
 
 def shard_count() -> int:
+    """``STRATA_SHARDS`` (default 2, at most 64), read when called."""
     raw = os.environ.get("STRATA_SHARDS", "2")
     try:
         n = int(raw)
     except ValueError:
         raise ValueError(f"STRATA_SHARDS must be a whole number, got {raw!r}") from None
     return min(max(n, 1), 64)
-
-
-SHARDS = shard_count()
-
-
-def parse_shard_dir(layout: IndexLayout, shard: int) -> Path:
-    return layout.build / SHARDS_DIR / "parse" / f"{shard:03d}"
-
-
-def vector_cache_dir(layout: IndexLayout) -> Path:
-    return layout.build / SHARDS_DIR / "embed"
-
-
-def shard_summaries(folder: Path, pattern: str, run_id: str) -> list[dict]:
-    """The summaries shards wrote during this run (older leftovers are ignored)."""
-    out = []
-    for f in sorted(folder.glob(pattern)) if folder.is_dir() else []:
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, ValueError):
-            continue
-        if data.get("run_id") == run_id:
-            out.append(data)
-    return out
 
 
 def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
@@ -80,7 +57,6 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                     corpora: CorpusRegistry) -> None:
         import pyarrow as pa
 
-        from assets.parse import previous_build
         from stages.discover import detect_format, discover, iter_paths
         from stages.embed import shard_of
         from stages.nodes import build_nodes, overlay, read_previous
@@ -128,7 +104,6 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from assets.embed import load_embedding_items
         from stages.embed import encode_shard
         from strata.layout import write_parquet_atomic
 
@@ -171,12 +146,10 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
            description=f"Gather the {what} shards' figures for the UI.")
     @stoppable
     def collect(context: dg.OpExecutionContext, corpora: CorpusRegistry) -> dg.Output:
-        from assets.common import record_stage
-
         _, layout = corpus_and_layout(context, corpora)
         # Read from the shards' summary files, not from op outputs: some executors
         # (dagster-dask) do not pass fanned-in outputs along.
-        folder, pattern = ((layout.build / SHARDS_DIR / "parse", f"*/{SUMMARY}") if what == "parse"
+        folder, pattern = ((parse_shards_root(layout), f"*/{SUMMARY}") if what == "parse"
                            else (vector_cache_dir(layout), "*.json"))
         rows = sorted(shard_summaries(folder, pattern, context.run.run_id),
                       key=lambda s: s["shard"])
@@ -200,43 +173,47 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
     return collect
 
 
-PARSE_SHARD_OPS = [_parse_shard_op(i, SHARDS) for i in range(SHARDS)]
-EMBED_SHARD_OPS = [_embed_shard_op(i, SHARDS) for i in range(SHARDS)]
-_collect_parse = _collect_op("collect_parse_shards", "parse")
-_collect_embed = _collect_op("collect_embedding_shards", "embedding")
+@functools.cache
+def shard_assets(shards: int) -> tuple[dg.AssetsDefinition, dg.AssetsDefinition]:
+    """The ``parsed_shards`` and ``embedding_shards`` graph assets, ``shards`` steps
+    each (built once per count: the same objects for every caller)."""
+    parse_ops = [_parse_shard_op(i, shards) for i in range(shards)]
+    embed_ops = [_embed_shard_op(i, shards) for i in range(shards)]
+    collect_parse = _collect_op("collect_parse_shards", "parse")
+    collect_embed = _collect_op("collect_embedding_shards", "embedding")
+    parse_config = dg.ConfigMapping(
+        config_schema={"chunk_tokens": dg.Field(int, default_value=ParseConfig().chunk_tokens),
+                       "context_lines": dg.Field(int, default_value=ParseConfig().context_lines)},
+        config_fn=lambda cfg: {op.name: {"config": cfg} for op in parse_ops},
+    )
 
-_parse_config = dg.ConfigMapping(
-    config_schema={"chunk_tokens": dg.Field(int, default_value=ParseConfig().chunk_tokens),
-                   "context_lines": dg.Field(int, default_value=ParseConfig().context_lines)},
-    config_fn=lambda cfg: {op.name: {"config": cfg} for op in PARSE_SHARD_OPS},
-)
+    @dg.graph_asset(
+        partitions_def=corpora_partitions,
+        group_name=INGEST,
+        kinds={"python"},
+        config=parse_config,
+        description=(
+            f"Parse work split into {shards} document-hash shards (STRATA_SHARDS), one step each, "
+            "so the executor can run them in parallel processes or on a cluster. Writes a parse "
+            "cache under build/shards/ that `nodes` merges; unchanged documents are not parsed "
+            "again."),
+    )
+    def parsed_shards():
+        return collect_parse(shards=[op() for op in parse_ops])
 
+    @dg.graph_asset(
+        partitions_def=corpora_partitions,
+        group_name=INDEX,
+        kinds={"pytorch"},
+        ins={name: dg.AssetIn(name, dagster_type=dg.Nothing)
+             for name in ("nodes", "summaries", "captions", "facts")},
+        description=(
+            f"Embedding work split into {shards} shards by text hash, one step each: every shard "
+            "loads the encoder and encodes only new texts. Writes a vector cache under "
+            "build/shards/ that `embeddings` turns into the LanceDB tables."),
+    )
+    def embedding_shards(nodes, summaries, captions, facts):
+        ready = [nodes, summaries, captions, facts]
+        return collect_embed(shards=[op(ready=ready) for op in embed_ops])
 
-@dg.graph_asset(
-    partitions_def=corpora_partitions,
-    group_name=INGEST,
-    kinds={"python"},
-    config=_parse_config,
-    description=(
-        f"Parse work split into {SHARDS} document-hash shards (STRATA_SHARDS), one step each, so "
-        "the executor can run them in parallel processes or on a cluster. Writes a parse cache "
-        "under build/shards/ that `nodes` merges; unchanged documents are not parsed again."),
-)
-def parsed_shards():
-    return _collect_parse(shards=[op() for op in PARSE_SHARD_OPS])
-
-
-@dg.graph_asset(
-    partitions_def=corpora_partitions,
-    group_name=INDEX,
-    kinds={"pytorch"},
-    ins={name: dg.AssetIn(name, dagster_type=dg.Nothing)
-         for name in ("nodes", "summaries", "captions", "facts")},
-    description=(
-        f"Embedding work split into {SHARDS} shards by text hash, one step each: every shard "
-        "loads the encoder and encodes only new texts. Writes a vector cache under build/shards/ "
-        "that `embeddings` turns into the LanceDB tables."),
-)
-def embedding_shards(nodes, summaries, captions, facts):
-    ready = [nodes, summaries, captions, facts]
-    return _collect_embed(shards=[op(ready=ready) for op in EMBED_SHARD_OPS])
+    return parsed_shards, embedding_shards

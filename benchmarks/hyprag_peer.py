@@ -188,7 +188,6 @@ def run_hyprag(py: Path, chunks: Path, questions: list[dict], work: Path, text_f
 def run_strata(idx, questions: list[dict], seeds: list[int], reps: int) -> dict:
     kmax = max(KS)
     idx.search(questions[0]["question"], mode="hierarchical", k=kmax)  # warm everything
-    paths = {}
     out: dict[str, dict] = {q["id"]: {} for q in questions}
     for s in seeds:
         for q in questions:
@@ -373,11 +372,11 @@ def evaluate(strata: dict, hyp: dict, hyp_raw: dict | None, questions: list[dict
             "hyprag_mean_returned": round(statistics.mean(len(hq[i][key]["expanded"]) for i in ids), 1),
             "same_seed_set": sum(
                 set(sq[i][key]["seeds"])
-                == set(p for p, r in zip(hq[i][key]["expanded"], hq[i][key]["relations"]) if r == "seed")
+                == {p for p, r in zip(hq[i][key]["expanded"], hq[i][key]["relations"]) if r == "seed"}
                 for i in ids),
         }
         for k in (10, 20):
-            def rec(lst, q):
+            def rec(lst, q, k=k):
                 return len(set(q["gold"]) & set(lst[:k]))
             cmp = [(rec(sq[q["id"]][key]["expanded"], q), rec(hq[q["id"]][key]["expanded"], q))
                    for q in questions]
@@ -445,10 +444,13 @@ def markdown(report: dict) -> str:
             lines.append(f"| {name} | {r['embed_query_ms']['p50']} | {r['seeds_ms']['p50']} | "
                          f"{r['expand_ms']['p50']} | {r['expand_ms']['p95']} | "
                          f"{r['post_seed_ms']['p50']} | {r['post_seed_ms']['p95']} |")
+    speedups = []
+    for s in report["seeds"]:
+        hyprag = sysr[f"hyprag expand, seeds={s}"]["expand_ms"]["p50"]
+        strata = sysr[f"strata hierarchical, seeds={s}"]["expand_ms"]["p50"]
+        speedups.append(f"seeds={s}: {hyprag / max(strata, 1e-9):.1f}x")
     lines += ["", "Expansion speed-up in the query path (HypRAG expand p50 / Strata expand p50): "
-              + ", ".join(
-                  f"seeds={s}: {sysr[f'hyprag expand, seeds={s}']['expand_ms']['p50'] / max(sysr[f'strata hierarchical, seeds={s}']['expand_ms']['p50'], 1e-9):.1f}x"
-                  for s in report["seeds"]) + "."]
+              + ", ".join(speedups) + "."]
     if report.get("scaling"):
         lines += ["", "Expansion alone on the hierarchy replicated N times (same seeds, "
                   f"seeds={report['scaling']['seeds']}):", "",

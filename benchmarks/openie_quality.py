@@ -139,7 +139,7 @@ class Counts:
     lenient: int = 0
     pair: int = 0
 
-    def __iadd__(self, o: "Counts") -> "Counts":
+    def __iadd__(self, o: Counts) -> Counts:
         for f in ("pred", "ref", "exact", "lenient", "pair"):
             setattr(self, f, getattr(self, f) + getattr(o, f))
         return self

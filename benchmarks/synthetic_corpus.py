@@ -27,7 +27,7 @@ def _vocabulary() -> list[str]:
     for p in sorted(SAMPLE.rglob("*")):
         if p.suffix in (".md", ".py", ".rst"):
             words += re.findall(r"[A-Za-z][a-z]{3,}", p.read_text(errors="replace"))
-    return sorted(set(w.lower() for w in words))
+    return sorted({w.lower() for w in words})
 
 
 class _Writer:

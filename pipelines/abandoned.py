@@ -12,7 +12,7 @@ sensor's next tick mark it canceled.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import dagster as dg
 

@@ -44,7 +44,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     with BuildInterrupt() as stop:
         try:
             return _index(args, stop)
-        except BaseException as e:  # noqa: BLE001 - only the interrupts, re-raised otherwise
+        except BaseException as e:
             # Ctrl-C surfaces as KeyboardInterrupt outside a run and as Dagster's
             # DagsterExecutionInterruptedError (a BaseException) where Dagster's own
             # handler is installed

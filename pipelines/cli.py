@@ -270,6 +270,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """The MCP server (see :mod:`service.mcp_server`); stdio unless --http."""
+    from service.mcp_server import main as mcp_main
+
+    try:
+        llm = _query_llm(args)
+    except (ValueError, ImportError, AttributeError) as e:
+        _print(f"error: {e}", err=True)
+        return EXIT_USAGE
+    return mcp_main(args, llm)
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     from service.auth import KeyEntry, KeyFileError, append_entry, hash_key, load_entries, new_key
 
@@ -439,7 +451,15 @@ def build_parser() -> argparse.ArgumentParser:
         "LLM for /ask and the routed router (default: $STRATA_LLM_BACKEND or offline)"))
     sv.set_defaults(func=cmd_serve)
 
-    ks = sub.add_parser("keys", help="API keys of `strata serve` (stored hashed)")
+    mc = sub.add_parser("mcp", help="serve indexes as MCP tools for agents (stdio; --http)")
+    from service.mcp_server import add_arguments as add_mcp_arguments
+
+    add_mcp_arguments(mc)
+    _add_llm_args(mc.add_argument_group(
+        "LLM for the ask tool (default: $STRATA_LLM_BACKEND or offline)"))
+    mc.set_defaults(func=cmd_mcp)
+
+    ks = sub.add_parser("keys", help="API keys of `strata serve` and `strata mcp` (stored hashed)")
     ksub = ks.add_subparsers(dest="keys_command", required=True)
     kn = ksub.add_parser("new", help="make a key: prints it once, stores only its hash")
     kn.add_argument("name")

@@ -11,9 +11,9 @@ import os
 
 import dagster as dg
 
-from assets import all_assets
-from pipelines.jobs import index_corpus_job
-from pipelines.scaleout import JOB_NAME, executor_from_env
+from assets import build_assets
+from pipelines.jobs import JOB_NAME, index_corpus_job
+from pipelines.scaleout import executor_from_env
 from pipelines.schedules import nightly_rebuild_schedule
 from pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
 from resources import CorpusRegistry, EmbedderResource, LLMResource
@@ -62,7 +62,7 @@ def resolved_resources() -> dict:
 
 
 defs = dg.Definitions(
-    assets=all_assets,
+    assets=build_assets(),
     jobs=[index_corpus_job],
     sensors=[corpora_partitions_sensor, corpus_change_sensor],
     schedules=[nightly_rebuild_schedule],
@@ -78,9 +78,14 @@ def index_job() -> dg.JobDefinition:
     return defs.resolve_job_def(JOB_NAME)
 
 
+def _index_job(executor: dg.ExecutorDefinition) -> dg.JobDefinition:
+    return dg.Definitions(assets=build_assets(), jobs=[index_corpus_job],
+                          resources=make_resources(),
+                          executor=executor).resolve_job_def(JOB_NAME)
+
+
 def dask_index_job() -> dg.JobDefinition:
-    """The same job on a Dask cluster (dagster-dask), for ``dg.reconstructable``."""
+    """The index job on a Dask cluster (dagster-dask), for ``dg.reconstructable``."""
     from pipelines.dask_engine import strata_dask_executor
 
-    return dg.Definitions(assets=all_assets, jobs=[index_corpus_job], resources=make_resources(),
-                          executor=strata_dask_executor).resolve_job_def(JOB_NAME)
+    return _index_job(strata_dask_executor)

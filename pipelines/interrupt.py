@@ -73,7 +73,7 @@ class BuildInterrupt:
         self._unpatch = lambda: None
 
     # -- installation -----------------------------------------------------------
-    def __enter__(self) -> "BuildInterrupt":
+    def __enter__(self) -> BuildInterrupt:
         if threading.current_thread() is not threading.main_thread():
             return self  # signals are the main thread's business; nothing to install
         for s in SIGNALS:

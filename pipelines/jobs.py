@@ -2,14 +2,16 @@
 
 import dagster as dg
 
-from assets import all_assets, corpora_partitions
-from pipelines.scaleout import JOB_NAME
+from assets import corpora_partitions
 
-# The one definition of the job: the UI's launchpad, the change sensor, the nightly
-# schedule and `strata index` all run it (its executor: pipelines.scaleout).
+JOB_NAME = "index_corpus"
+
+# The one definition of the job: the code location, the change sensor, the nightly
+# schedule and `strata index --workers` (pipelines.definitions) all run it. It
+# selects every asset of the Definitions it is given, whatever their shard count.
 index_corpus_job = dg.define_asset_job(
     name=JOB_NAME,
-    selection=dg.AssetSelection.assets(*all_assets),
+    selection=dg.AssetSelection.all(),
     partitions_def=corpora_partitions,
     description="Build (or incrementally rebuild) the full index of one corpus partition: "
                 "ingest → enrich → index. Every step runs in the run's process unless the "

@@ -67,7 +67,7 @@ class BuildProgress:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, daemon=True, name="strata-progress")
 
-    def __enter__(self) -> "BuildProgress":
+    def __enter__(self) -> BuildProgress:
         self.stream, tty, self._owned = _duplicate(self._given)
         self.interactive = tty if self._interactive is None else self._interactive
         self._thread.start()

@@ -25,6 +25,9 @@ that want one kind for every run: ``in_process``, ``multiprocess`` (at most
 cluster unless the run config names a scheduler address). Celery and
 Kubernetes are configured the same way with their Dagster packages; see
 docs/living-indexes.md.
+The jobs for ``dg.reconstructable`` (out-of-process executors load the job
+again in each worker) are built in :mod:`pipelines.definitions`, from the one
+``index_corpus`` job of :mod:`pipelines.jobs`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ import os
 
 import dagster as dg
 
-JOB_NAME = "index_corpus"
 WORKERS_TAG = "strata/workers"  # a launch's request for step processes
 PARTITION_TAG = "dagster/partition"
 # preloaded by the forkserver that step processes fork from: the code location, and

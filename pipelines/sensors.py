@@ -2,6 +2,7 @@
 rebuild a corpus when its files change."""
 
 import json
+from datetime import UTC
 
 import dagster as dg
 
@@ -96,12 +97,12 @@ def _partitions_in_progress(instance) -> set[str]:
     the last hours count: a run whose process died without Dagster noticing stays
     "Started" for ever, and must not hold a corpus's rebuilds back for good (a
     run launched beside a live one is refused by the index's lock anyway)."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     statuses = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED,
                 dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
                 dg.DagsterRunStatus.CANCELING]
-    since = datetime.now(timezone.utc) - timedelta(seconds=IN_PROGRESS_WINDOW_S)
+    since = datetime.now(UTC) - timedelta(seconds=IN_PROGRESS_WINDOW_S)
     runs = instance.get_runs(filters=dg.RunsFilter(statuses=statuses, updated_after=since),
                              limit=200)
     return {r.tags.get("dagster/partition") for r in runs if r.tags.get("dagster/partition")}

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 from retrieval.results import source_url
@@ -183,6 +184,41 @@ def _reasoning(results, mode: str) -> str:
 
 # --------------------------------------------------------------------------- ask
 
+def _retrieve(index, question: str, mode: str, client, k: int, params: dict):
+    """The retrieval half of an answer: (results, the Answer fields but text)."""
+    if mode == "routed" and client is not None:
+        params.setdefault("llm", client)
+    results = index.search(question, mode=mode, k=k, **params)
+    url_template = index.manifest.get("url_template")
+    sources = [_source(n, r, url_template) for n, r in enumerate(results, 1)
+               if r.relation != "connection"]
+    connections = [_source(n, r, url_template) for n, r in enumerate(results, 1)
+                   if r.relation == "connection"]
+    base = dict(sources=sources, connections=connections, reasoning=_reasoning(results, mode),
+                trace=results.trace.to_dict(), mode=mode)
+    return results, base
+
+
+def _request(index, question: str, results):
+    from strata.llm import LLMRequest
+
+    system, user = answer_messages(
+        question, results.to_markdown(url_template=index.manifest.get("url_template")))
+    return LLMRequest(key="answer", messages=(system, user), template=ANSWER_TEMPLATE,
+                      max_tokens=1024)
+
+
+def _fallback(question: str, results, base: dict, error: str) -> Answer:
+    lead = (f"The LLM could not answer ({error}), so this is an "
+            "extractive answer: the retrieved sentences that best match the question.")
+    base["trace"]["notes"] = [*base["trace"].get("notes", []), f"answer: LLM failed: {error}"]
+    return Answer(text=_extractive_text(question, results, lead), extractive=True, **base)
+
+
+NOTHING = ("Nothing relevant was retrieved for this question, so there is no context to "
+           "answer from.")
+
+
 def ask(index, question: str, mode: str | None = None, llm=None, k: int = 8,
         **params) -> Answer:
     """Retrieve with ``mode`` (default: the default search mode), then answer
@@ -192,40 +228,73 @@ def ask(index, question: str, mode: str | None = None, llm=None, k: int = 8,
     mode = mode or DEFAULT_MODE
     client, owned = as_llm(llm, max_tokens=1024)
     try:
-        if mode == "routed" and client is not None:
-            params.setdefault("llm", client)
-        results = index.search(question, mode=mode, k=k, **params)
-        trace = results.trace.to_dict()
-        url_template = index.manifest.get("url_template")
-        sources = [_source(n, r, url_template) for n, r in enumerate(results, 1)
-                   if r.relation != "connection"]
-        connections = [_source(n, r, url_template) for n, r in enumerate(results, 1)
-                       if r.relation == "connection"]
-        reasoning = _reasoning(results, mode)
-        base = dict(sources=sources, connections=connections, reasoning=reasoning, trace=trace,
-                    mode=mode)
+        results, base = _retrieve(index, question, mode, client, k, params)
         if client is None:
             return Answer(text=_extractive_text(question, results), extractive=True, **base)
         if not results:
-            return Answer(text="Nothing relevant was retrieved for this question, so there is "
-                               "no context to answer from.", extractive=False, **base)
-        from strata.llm import LLMRequest
-
-        system, user = answer_messages(question, results.to_markdown(url_template=url_template))
-        req = LLMRequest(key="answer", messages=(system, user), template=ANSWER_TEMPLATE,
-                         max_tokens=1024)
+            return Answer(text=NOTHING, extractive=False, **base)
         try:
-            (res,) = client.run([req], stage="answer")
+            (res,) = client.run([_request(index, question, results)], stage="answer")
             error = res.error if not res.ok else None
             text = (res.text or "").strip() if res.ok else ""
         except Exception as e:  # noqa: BLE001 - fall back to the extractive answer
             error, text = f"{type(e).__name__}: {e}", ""
         if error or not text:
-            lead = (f"The LLM could not answer ({error or 'empty reply'}), so this is an "
-                    "extractive answer: the retrieved sentences that best match the question.")
-            trace["notes"] = [*trace.get("notes", []), f"answer: LLM failed: {error or 'empty'}"]
-            return Answer(text=_extractive_text(question, results, lead), extractive=True, **base)
+            return _fallback(question, results, base, error or "empty reply")
         return Answer(text=text, extractive=False, **base)
+    finally:
+        if owned:
+            client.close()
+
+
+def ask_stream(index, question: str, mode: str | None = None, llm=None, k: int = 8,
+               **params) -> Iterator[tuple[str, object]]:
+    """:func:`ask` as events, for a reader who wants to see the answer as the
+    LLM writes it: ``("sources", Answer without text)`` as soon as retrieval is
+    done, then ``("delta", str)`` pieces of the answer, then ``("done", Answer)``
+    with the whole text. Without an LLM (or when it fails before its first
+    piece) the extractive answer comes as one delta; when it fails midway,
+    ``("error", message)`` follows what was said and ``done`` still comes, its
+    text what the reader saw plus a note."""
+    from retrieval.modes import DEFAULT_MODE
+    from strata.llm import LLMStreamError
+
+    mode = mode or DEFAULT_MODE
+    client, owned = as_llm(llm, max_tokens=1024)
+    try:
+        results, base = _retrieve(index, question, mode, client, k, params)
+        yield "sources", Answer(text="", extractive=client is None, **base)
+        if client is None or not results:
+            answer = Answer(text=_extractive_text(question, results) if client is None
+                            else NOTHING, extractive=client is None, **base)
+            yield "delta", answer.text
+            yield "done", answer
+            return
+        parts: list[str] = []
+        try:
+            for piece in client.stream(_request(index, question, results), stage="answer"):
+                parts.append(piece)
+                yield "delta", piece
+        except Exception as e:  # noqa: BLE001 - LLMStreamError, EndpointError, a bug
+            error = str(e) if isinstance(e, LLMStreamError) else f"{type(e).__name__}: {e}"
+            if not parts:
+                answer = _fallback(question, results, base, error)
+                yield "delta", answer.text
+                yield "done", answer
+                return
+            yield "error", f"the LLM stopped in the middle of its answer: {error}"
+            base["trace"]["notes"] = [*base["trace"].get("notes", []),
+                                      f"answer: LLM failed midway: {error}"]
+            yield "done", Answer(text="".join(parts).strip() + "\n\n(answer cut short: the "
+                                 "LLM failed)", extractive=False, **base)
+            return
+        text = "".join(parts).strip()
+        if not text:
+            answer = _fallback(question, results, base, "empty reply")
+            yield "delta", answer.text
+            yield "done", answer
+            return
+        yield "done", Answer(text=text, extractive=False, **base)
     finally:
         if owned:
             client.close()

@@ -34,7 +34,7 @@ class Graph:
     relation: list[str]  # per edge (for explanations)
 
     @classmethod
-    def build(cls, nodes: pl.DataFrame, edges: pl.DataFrame) -> "Graph":
+    def build(cls, nodes: pl.DataFrame, edges: pl.DataFrame) -> Graph:
         ids = nodes["node_id"].to_list()
         index = {nid: i for i, nid in enumerate(ids)}
         n = len(ids)

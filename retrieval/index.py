@@ -66,7 +66,7 @@ class Index:
 
     @classmethod
     def open(cls, path: str | Path, version: int | None = None,
-             encoder: Encoder | None = None) -> "Index":
+             encoder: Encoder | None = None) -> Index:
         """``path``: an index folder, or the URI of one mirrored to object storage
         (``s3://bucket/indexes/docs``), whose pinned version is copied to a local
         cache once (see :mod:`strata.remote`)."""
@@ -433,7 +433,7 @@ class Index:
         return self._result(node_id, score, relation, via)
 
     def search(self, query: str, mode: str | None = None, k: int = 10,
-               **params) -> "SearchResults":
+               **params) -> SearchResults:
         """Search in one of the modes: ``auto`` (the default: fused dense + BM25
         recall, the entity walk where the facts are model-made, each hit with its
         parent and siblings), ``flat`` (dense kNN), ``keyword``, ``hybrid``,

@@ -113,7 +113,7 @@ class SearchResults(list):
 
         rows = [r.to_dict() for r in self]
         if not rows:
-            return pl.DataFrame(schema={f: pl.Utf8 for f in Result.__dataclass_fields__})
+            return pl.DataFrame(schema=dict.fromkeys(Result.__dataclass_fields__, pl.Utf8))
         return pl.DataFrame(rows)
 
     def to_markdown(self, max_chars: int = 1200, url_template: str | None = None) -> str:

@@ -84,7 +84,7 @@ class EntityWalk:
         r = reset / total
         x = r.copy()
         it = 0
-        for it in range(1, max_iter + 1):
+        for it in range(1, max_iter + 1):  # noqa: B007 - the count is returned
             nxt = (1.0 - damping) * r + damping * (self.matrix @ x)
             delta = float(np.abs(nxt - x).sum())
             x = nxt

@@ -1,12 +1,26 @@
-"""Strata's HTTP service: the query module (:mod:`retrieval`) over HTTP.
+"""Strata's HTTP service and MCP server: the query module (:mod:`retrieval`)
+over HTTP and over the Model Context Protocol.
 
 Layering: this package imports :mod:`retrieval` and :mod:`strata` only, never
 the pipeline (assets, stages, pipelines) nor dagster, so it runs wherever an
 index can be opened. Start it with ``strata serve --index DIR`` or under
-uvicorn: ``uvicorn --factory service.app:create_app_from_env``.
+uvicorn: ``uvicorn --factory service.app:create_app_from_env``; the MCP server
+with ``strata mcp --index DIR``.
+
+The names below load on first use, so ``strata mcp`` does not import FastAPI
+and ``strata serve`` does not import the MCP SDK.
 """
 
-from service.app import create_app, create_app_from_env
-from service.settings import ServiceSettings
-
 __all__ = ["ServiceSettings", "create_app", "create_app_from_env"]
+
+
+def __getattr__(name: str):
+    if name in ("create_app", "create_app_from_env"):
+        from service import app
+
+        return getattr(app, name)
+    if name == "ServiceSettings":
+        from service.settings import ServiceSettings
+
+        return ServiceSettings
+    raise AttributeError(f"module 'service' has no attribute {name!r}")

@@ -6,34 +6,83 @@ plain ``def`` functions: FastAPI runs them on its thread pool, and an ``Index``
 is safe to share between threads.
 """
 
+import base64
+import functools
+import hashlib
+import json
 import logging
+import re
 import time
 import uuid
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, HTTPException, Request
+from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from retrieval import navigate
 from retrieval.results import markdown_block, source_url
-from service.auth import KeyStore, RateLimiter, load_entries
+from service.auth import Gate, KeyStore, Refused, load_entries
 from service.models import (AskResponse, ErrorBody, HealthIndex, HealthResponse, Hit,
-                            IndexesResponse, IndexInfo, SearchResponse, request_model)
+                            IndexesResponse, IndexInfo, NodeResponse, OutlineResponse,
+                            SearchResponse, request_model)
 from service.registry import Registry, UnknownIndex
-from service.settings import ServiceConfigError, ServiceSettings, is_loopback
+from service.render import markdown_html, node_html
+from service.settings import ServiceConfigError, ServiceSettings
 
 log = logging.getLogger("strata.service")
 access_log = logging.getLogger("strata.service.access")
-STATIC = Path(__file__).with_name("static")
+STATIC = FilePath(__file__).with_name("static")
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
                ".gif": "image/gif", ".webp": "image/webp", ".bmp": "image/bmp",
                ".tif": "image/tiff", ".tiff": "image/tiff"}
+# The page: its own script only, no inline script or style, and HTML may enter the
+# DOM only through the page's one Trusted Types policy (service/static/app.js)
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
-            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
+            "require-trusted-types-for 'script'; trusted-types strata-html")
 ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 403, 404, 413, 422, 429, 500)}
+NODE_ID = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$",
+                              description="a node id from a search result or another node")]
+
+
+def _docs_assets() -> FilePath:
+    """Swagger UI and ReDoc, as shipped inside the fastapi-offline package
+    (``swagger-ui-bundle.js``, ``swagger-ui.css``, ``redoc.standalone.js``):
+    ``/docs`` and ``/redoc`` load nothing from a CDN."""
+    import fastapi_offline
+
+    return FilePath(fastapi_offline.__file__).with_name("static")
+
+
+# ReDoc's sidebar shows a logo it loads from a CDN, unconditionally; the copy we
+# serve points it at a local picture instead (checked by a Chromium test that
+# records every request the page makes)
+REDOC_CDN_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+
+
+@functools.lru_cache(maxsize=1)
+def _redoc_js() -> bytes:
+    return (_docs_assets() / "redoc.standalone.js").read_bytes().replace(
+        REDOC_CDN_LOGO, b"/docs-assets/favicon.png")
+
+
+def _docs_page(html: str) -> HTMLResponse:
+    """A docs page with a CSP that allows only this server (and the page's own
+    inline bootstrap script, by its hash): a stray CDN reference would be
+    refused, not fetched."""
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(m.encode()).digest()).decode() + "'"
+        for m in re.findall(r"<script>(.*?)</script>", html, flags=re.S))
+    csp = (f"default-src 'none'; script-src 'self' {hashes}; style-src 'self' 'unsafe-inline'; "
+           "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
+           "worker-src 'self' blob:; base-uri 'none'; form-action 'none'; "
+           "frame-ancestors 'none'")
+    return HTMLResponse(html, headers={"Content-Security-Policy": csp,
+                                       "Referrer-Policy": "no-referrer"})
 
 
 class BodyLimit:
@@ -97,7 +146,8 @@ class Service:
         settings.check()
         self.settings = settings
         self.keys = KeyStore(load_entries(settings.api_keys_file, settings.api_key_hashes))
-        self.limiter = RateLimiter()
+        self.gate = Gate(self.keys, settings.rate_per_minute, settings.anonymous_rate_per_minute,
+                         settings.allow_unauthenticated)
         self.llm = llm if llm is not None else query_llm(
             settings.llm_backend, settings.llm_model, settings.llm_base_url,
             settings.llm_callable)
@@ -120,27 +170,13 @@ class Service:
             # the settings, such a claim is not believed: every request carrying
             # one is one client (a local client rotating 127.0.0.N gains nothing)
             client_host = "forwarded-unverified"
-        if self.keys.enabled:
-            key = request.headers.get("x-api-key")
-            auth = request.headers.get("authorization", "")
-            if not key and auth.lower().startswith("bearer "):
-                key = auth[7:].strip()
-            entry = self.keys.lookup(key)
-            if entry is None:
-                raise HTTPException(401, "missing or unknown API key: send it as "
-                                         "'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
-                                    headers={"WWW-Authenticate": "Bearer"})
-            client, rate = entry.name, entry.rate_per_minute or self.settings.rate_per_minute
-        else:
-            if not (self.settings.allow_unauthenticated or is_loopback(client_host)):
-                raise HTTPException(403, "this service has no API keys configured, so it "
-                                         "answers loopback clients only")
-            client, rate = f"anonymous@{client_host}", self.settings.anonymous_rate_per_minute
+        try:
+            client = self.gate.admit(request.headers, client_host)
+        except Refused as e:
+            if e.client:
+                request.state.client = e.client
+            raise HTTPException(e.status, e.detail, headers=e.headers) from None
         request.state.client = client
-        wait = self.limiter.acquire(client, rate)
-        if wait > 0:
-            raise HTTPException(429, f"rate limit of {rate:g} requests per minute reached",
-                                headers={"Retry-After": str(max(1, round(wait + 0.5)))})
         return client
 
     def mode_params(self, req) -> dict[str, Any]:
@@ -154,15 +190,76 @@ class Service:
     # -- rendering ----------------------------------------------------------------
     def hit(self, name: str, idx, n: int, r) -> Hit:
         template = idx.manifest.get("url_template")
-        image_url = None
-        if r.kind == "image" and self.registry.image_file(idx, r.node_id) is not None:
-            image_url = f"/indexes/{name}/images/{r.node_id}?version={idx.version}"
+        image_url = self.image_url(name, idx, r.node_id) if r.kind == "image" else None
+        in_graph = r.node_id in idx.graph.index  # a fact is a vector, not a graph node
         return Hit(rank=n, node_id=r.node_id, kind=r.kind, path=r.path, node_path=r.node_path,
                    breadcrumb=r.breadcrumb, title=r.title or "", score=r.score, text=r.text,
                    start_line=r.start_line, end_line=r.end_line, page=r.page,
                    language=r.language, relation=r.relation, via=r.via, context=r.context,
                    location=r.location(), url=source_url(template, r), image_url=image_url,
-                   markdown=markdown_block(n, r, url_template=template))
+                   markdown=markdown_block(n, r, url_template=template),
+                   html=node_html(r.kind, r.text, r.language),
+                   ancestors=navigate.ancestors(idx, r.node_id) if in_graph else [])
+
+    def image_url(self, name: str, idx, node_id: str) -> str | None:
+        if self.registry.image_file(idx, node_id) is None:
+            return None
+        return f"/indexes/{name}/images/{node_id}?version={idx.version}"
+
+    def node_response(self, name: str, idx, node_id: str) -> NodeResponse:
+        """A node, its relatives and its one-hop connections (404 when unknown)."""
+        try:
+            view = navigate.node_view(idx, node_id)
+            conn = navigate.connections(idx, node_id)
+        except navigate.NotFound as e:
+            raise HTTPException(404, f"{e} (index {name}, version {idx.version})") from None
+        node = dict(view["node"])
+        r = idx.result(node_id, 0.0)
+        node.update(html=node_html(node["kind"], node["text"], node.get("language")),
+                    url=source_url(idx.manifest.get("url_template"), r) if node["path"] else None,
+                    image_url=self.image_url(name, idx, node_id) if node["kind"] == "image"
+                    else None)
+        return NodeResponse(index=name, version=idx.version, node=node,
+                            ancestors=view["ancestors"], parent=view["parent"],
+                            siblings=view["siblings"], more_siblings=view["more_siblings"],
+                            children=view["children"], more_children=view["more_children"],
+                            connections=conn["groups"], counts=conn["counts"],
+                            facts=conn["facts"])
+
+    def ask_events(self, name: str, idx, req, events, first, t0: float):
+        """``POST /ask`` with ``stream``: the events of :func:`retrieval.answer.ask_stream`
+        as server-sent events (``sources``, ``delta``…, ``done``; ``error``); ``t0``
+        is when the request started (``took_ms`` counts retrieval too)."""
+
+        def sse(event: str, data: dict) -> str:
+            return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+        kind, value = first
+        try:
+            while True:
+                if kind == "sources":
+                    yield sse("sources", {
+                        "index": name, "version": idx.version, "mode": req.mode,
+                        "question": req.question, "sources": value.sources,
+                        "connections": value.connections, "reasoning": value.reasoning,
+                        "llm": "offline" if value.extractive else self.llm_name})
+                elif kind == "delta":
+                    yield sse("delta", {"text": value})
+                elif kind == "error":
+                    yield sse("error", {"detail": value})
+                else:
+                    yield sse("done", {
+                        "answer": value.text, "html": markdown_html(value.text),
+                        "extractive": value.extractive,
+                        "llm": "offline" if value.extractive else self.llm_name,
+                        "took_ms": round((time.perf_counter() - t0) * 1000, 3),
+                        "trace": value.trace})
+                kind, value = next(events)
+        except StopIteration:
+            return
+        except Exception:
+            log.exception("streamed ask failed")
+            yield sse("error", {"detail": "internal error"})
 
     def info(self, name: str) -> IndexInfo:
         slot = self.registry.slots[name]
@@ -203,6 +300,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         summary="Search and ask the indexes Strata built: auto (the default), hierarchical, "
                 "diffusion and routed retrieval over HTTP.",
         responses=ERRORS,
+        docs_url=None, redoc_url=None,  # served below from local files, not a CDN
     )
     app.state.service = svc
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
@@ -214,7 +312,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         t0 = time.perf_counter()
         try:
             response = await call_next(request)
-        except Exception:  # noqa: BLE001 - logged here, answered without internals
+        except Exception:  # logged here, answered without internals
             log.exception("request %s failed", rid)
             response = _error(request, 500, "internal error")
         response.headers["X-Request-ID"] = rid
@@ -238,8 +336,8 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         return _error(request, 404, str(exc.args[0]))
 
     authorize = svc.authorize
-    SearchRequest = request_model("search", settings.max_query_chars)
-    AskRequest = request_model("ask", settings.max_query_chars)
+    SearchRequest = request_model("search", settings.max_query_chars)  # noqa: N806 - a class
+    AskRequest = request_model("ask", settings.max_query_chars)  # noqa: N806 - a class
 
     def run(fn, what: str):
         """Retrieval's own refusals (a bad parameter combination) are the
@@ -285,15 +383,35 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
             # the blocks of SearchResults.to_markdown, already rendered once per hit
             context="\n\n".join(h.markdown for h in hits), trace=trace)
 
-    @app.post("/ask", response_model=AskResponse, tags=["retrieval"])
+    @app.post("/ask", response_model=AskResponse, tags=["retrieval"], responses={200: {
+        "content": {"text/event-stream": {"schema": {
+            "type": "object", "required": ["event", "data"], "description": (
+                "with `stream`, one server-sent event: `sources` (index, version, mode, "
+                "sources, connections, reasoning, llm), `delta` ({text}) as the LLM writes, "
+                "`done` (answer, html, extractive, llm, took_ms, trace), or `error` ({detail})"),
+            "properties": {"event": {"type": "string",
+                                     "enum": ["sources", "delta", "done", "error"]},
+                           "data": {"type": "string", "contentMediaType": "application/json"}}}}}}})
     def ask(req: Annotated[AskRequest, Body(title="AskRequest")],
-            _client: str = Depends(authorize)) -> AskResponse:
+            _client: str = Depends(authorize)):
         """Retrieve, then answer with the service's LLM (an extractive answer,
         marked as such, when none is configured), with sources, the single-hop
-        connections read, and why this context was chosen."""
+        connections read, and why this context was chosen. With ``stream`` the
+        answer comes as server-sent events, sources first."""
         name, idx = svc.registry.get(req.index)
         params = svc.mode_params(req)
         params.pop("llm", None)  # ask passes its own LLM to the router
+        if req.stream:
+            from retrieval.answer import ask_stream
+
+            t0 = time.perf_counter()
+            events = ask_stream(idx, req.question, mode=req.mode, llm=svc.llm, k=req.k,
+                                **params)
+            first = run(lambda: next(events), "ask")  # retrieval errors are still a 422
+            return StreamingResponse(svc.ask_events(name, idx, req, events, first, t0),
+                                     media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-store",
+                                              "X-Accel-Buffering": "no"})
         t0 = time.perf_counter()
         answer = run(lambda: idx.ask(req.question, mode=req.mode, llm=svc.llm, k=req.k,
                                      **params), "ask")
@@ -331,6 +449,57 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
                             headers={"Cache-Control": "private, max-age=3600",
                                      "Content-Security-Policy": "default-src 'none'"})
 
+    @app.get("/indexes/{name}/nodes/{node_id}", response_model=NodeResponse, tags=["indexes"])
+    def node(name: str, node_id: NODE_ID, _client: str = Depends(authorize)) -> NodeResponse:
+        """A node of the index: its text (and sanitized HTML), where it is, its
+        parent, nearest siblings and children, and its one-hop connections
+        (links, imports, entities, OpenIE facts) — the web page's side panel."""
+        name, idx = svc.registry.get(name)
+        return svc.node_response(name, idx, node_id)
+
+    @app.get("/indexes/{name}/outline", response_model=OutlineResponse, tags=["indexes"])
+    def outline(name: str,
+                target: Annotated[str, Query(min_length=1, max_length=1000, description=(
+                    "a node id (its file is outlined, the node marked), a file path, or a "
+                    "module or symbol path"))],
+                max_depth: Annotated[int | None, Query(ge=0, le=50)] = None,
+                _client: str = Depends(authorize)) -> OutlineResponse:
+        """The outline of a file or module: its hierarchy in document order, each
+        entry with its lines, node id and number of children."""
+        name, idx = svc.registry.get(name)
+        try:
+            o = navigate.outline(idx, target, max_depth=max_depth)
+        except navigate.NotFound as e:
+            raise HTTPException(404, f"{e} (index {name})") from None
+        return OutlineResponse(index=name, version=idx.version, **o)
+
+    @app.get("/docs", include_in_schema=False)
+    def docs():
+        from fastapi.openapi.docs import get_swagger_ui_html
+
+        page = get_swagger_ui_html(
+            openapi_url="/openapi.json", title=f"{app.title} - Swagger UI",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon.png",
+            swagger_ui_parameters={"validatorUrl": None})  # no badge from validator.swagger.io
+        return _docs_page(page.body.decode())
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc():
+        from fastapi.openapi.docs import get_redoc_html
+
+        page = get_redoc_html(openapi_url="/openapi.json", title=f"{app.title} - ReDoc",
+                              redoc_js_url="/docs-assets/redoc.standalone.js",
+                              redoc_favicon_url="/docs-assets/favicon.png",
+                              with_google_fonts=False)
+        return _docs_page(page.body.decode())
+
+    @app.get("/docs-assets/redoc.standalone.js", include_in_schema=False)
+    def redoc_js():
+        return Response(_redoc_js(), media_type="text/javascript",
+                        headers={"Cache-Control": "public, max-age=86400"})
+
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon():
         return Response(status_code=204)
@@ -342,6 +511,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
                                      "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"})
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.mount("/docs-assets", StaticFiles(directory=_docs_assets()), name="docs-assets")
     return app
 
 

@@ -125,6 +125,64 @@ class KeyStore:
         return found
 
 
+class Refused(Exception):
+    """A request the gate turns away: the HTTP status, what to tell the client,
+    and the headers to send (``WWW-Authenticate``, ``Retry-After``)."""
+
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None,
+                 client: str | None = None):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = headers
+        self.client = client  # who was refused, when known (a rate-limited key)
+
+
+class Gate:
+    """Who may call, shared by the HTTP service and the MCP server's HTTP
+    transport: with keys, a known key (``Authorization: Bearer`` or
+    ``X-API-Key``) and its rate limit; without keys, loopback clients only
+    (unless ``allow_unauthenticated``), limited per address."""
+
+    def __init__(self, keys: KeyStore, rate_per_minute: float | None = 120.0,
+                 anonymous_rate_per_minute: float | None = None,
+                 allow_unauthenticated: bool = False, limiter: RateLimiter | None = None):
+        self.keys = keys
+        self.rate_per_minute = rate_per_minute
+        self.anonymous_rate_per_minute = anonymous_rate_per_minute
+        self.allow_unauthenticated = allow_unauthenticated
+        self.limiter = limiter or RateLimiter()
+
+    def admit(self, headers, client_host: str | None) -> str:
+        """The client's name (a key's name, or ``anonymous@ADDRESS``) once its key
+        and rate limit are checked; raises :class:`Refused`. ``headers``: a
+        mapping with lower-case names; ``client_host``: the connecting address
+        as the caller decided to believe it."""
+        from service.settings import is_loopback
+
+        if self.keys.enabled:
+            key = headers.get("x-api-key")
+            auth = headers.get("authorization", "")
+            if not key and auth.lower().startswith("bearer "):
+                key = auth[7:].strip()
+            entry = self.keys.lookup(key)
+            if entry is None:
+                raise Refused(401, "missing or unknown API key: send it as "
+                                   "'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+                              {"WWW-Authenticate": "Bearer"})
+            client, rate = entry.name, entry.rate_per_minute or self.rate_per_minute
+        else:
+            if not (self.allow_unauthenticated or is_loopback(client_host)):
+                raise Refused(403, "this service has no API keys configured, so it answers "
+                                   "loopback clients only")
+            client, rate = f"anonymous@{client_host}", self.anonymous_rate_per_minute
+        wait = self.limiter.acquire(client, rate)
+        if wait > 0:
+            raise Refused(429, f"rate limit of {rate:g} requests per minute reached",
+                          {"Retry-After": str(max(1, round(wait + 0.5)))}, client)
+        return client
+
+
 class RateLimiter:
     """A token bucket per client: ``rate`` requests per minute, bursts up to
     ``burst`` (default: a minute's worth, at least 1)."""

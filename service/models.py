@@ -86,7 +86,7 @@ def _annotation(name: str, default: Any):
     if name in ("seed_kinds", "kinds"):
         return Annotated[list[Kind], Field(max_length=len(EMBEDDED_KINDS) + 2)]
     if name == "walk":
-        return Union[StrictBool, Literal["auto", "on", "off"]]
+        return StrictBool | Literal["auto", "on", "off"]
     if name == "budget_tokens":  # None by default: k results instead of a budget
         return json_int(*(int(b) for b in BOUNDS[name]))
     if name in CHOICES:
@@ -186,7 +186,10 @@ def request_model(kind: str, max_query_chars: int):
         mode = (mode_type, Field(default=DEFAULT_MODE) if group == DEFAULT_MODE else ...)
         extra = {"verbose": (StrictBool, Field(
             default=False, description="add the query trace (per-stage timings, counts)"))} \
-            if kind == "search" else {}
+            if kind == "search" else {"stream": (StrictBool, Field(
+                default=False, description=(
+                    "answer as server-sent events (text/event-stream): `sources` first, then "
+                    "`delta` pieces as the LLM writes them, then `done` (or `error`)")))}
         model = create_model(
             f"{kind.title()}{group.title()}", __base__=_Query,
             __doc__=f"{'Search' if kind == 'search' else 'Ask'} in mode "
@@ -198,7 +201,8 @@ def request_model(kind: str, max_query_chars: int):
                 "the mode's parameters; unset ones take the defaults"))),
             **extra)
         variants.append(Annotated[model, Tag(group)])
-    return Annotated[Union[tuple(variants)], Discriminator(  # type: ignore[valid-type]
+    # Union[...] of a runtime tuple: `X | Y` has no spelling for it
+    return Annotated[Union[tuple(variants)], Discriminator(  # type: ignore[valid-type]  # noqa: UP007
         _mode_tag, custom_error_type="invalid_mode",
         custom_error_message=f"mode must be one of {', '.join(sorted(MODES))}")]
 
@@ -226,6 +230,12 @@ class Hit(BaseModel):
     url: str | None = Field(default=None, description="the source online (corpus url_template)")
     image_url: str | None = Field(default=None, description="this service's copy of the image")
     markdown: str = Field(description="the result as a Markdown context block")
+    html: str | None = Field(default=None, description=(
+        "the text rendered from Markdown and sanitized (prose kinds; null for code, images, "
+        "entities and facts)"))
+    ancestors: list[str] = Field(default_factory=list, description=(
+        "node ids from the parent up to the file: a hit whose ancestor is also a hit sits "
+        "inside it"))
 
 
 class SearchResponse(BaseModel):
@@ -266,6 +276,73 @@ class AskResponse(BaseModel):
     llm: str = Field(description="the LLM that answered ('offline' for extractive answers)")
     took_ms: float
     trace: dict[str, Any] | None = None
+
+
+class NodeRef(BaseModel):
+    node_id: str
+    kind: str
+    title: str
+    breadcrumb: str | None = None
+    path: str | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    page: int | None = None
+    location: str
+    relation: str | None = None
+
+
+class NodeDetail(NodeRef):
+    text: str
+    html: str | None = Field(default=None, description="the text as sanitized HTML (prose)")
+    language: str | None = None
+    node_path: str | None = None
+    url: str | None = Field(default=None, description="the source online (url_template)")
+    image_url: str | None = None
+    position: int | None = Field(default=None, description="its place among its siblings (1-)")
+    of: int | None = Field(default=None, description="how many children its parent has")
+
+
+class Fact(BaseModel):
+    fact_id: str
+    head: str
+    relation: str
+    tail: str
+    head_id: str | None = None
+    tail_id: str | None = None
+    source_id: str | None = Field(default=None, description="the unit it was extracted from")
+
+
+class NodeResponse(BaseModel):
+    index: str
+    version: int
+    node: NodeDetail
+    ancestors: list[NodeRef] = Field(description="parent first, up to the file")
+    parent: NodeRef | None = None
+    siblings: list[NodeRef] = Field(description="the nearest siblings, in document order")
+    more_siblings: int
+    children: list[NodeRef]
+    more_children: int
+    connections: dict[str, list[NodeRef]] = Field(description=(
+        "one-hop connections by group: links_to, linked_from, imports, imported_by, entities, "
+        "mentioned_in, related, similar"))
+    counts: dict[str, int] = Field(description="the full size of each group, and of facts")
+    facts: list[Fact]
+
+
+class OutlineEntry(NodeRef):
+    depth: int = Field(description="0 for the outline's root")
+    children: int
+    expanded: bool = Field(description="whether its children are listed")
+
+
+class OutlineResponse(BaseModel):
+    index: str
+    version: int
+    root: NodeRef
+    focus: str | None = Field(default=None, description="the node the outline was asked for")
+    entries: list[OutlineEntry]
+    truncated: bool
+    ancestors: list[NodeRef]
 
 
 class IndexInfo(BaseModel):

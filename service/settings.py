@@ -60,7 +60,7 @@ class ServiceSettings:
     forwarded_allow_ips: str | None = None
 
     @classmethod
-    def from_env(cls) -> "ServiceSettings":
+    def from_env(cls) -> ServiceSettings:
         env = os.environ
         indexes = [p for p in (env.get("STRATA_SERVE_INDEXES") or "").split(os.pathsep) if p]
         return cls(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from stages.discover import check_patterns
 from strata.embedding import DEFAULT_MODEL, EncoderSpec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -99,12 +100,14 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
     if isinstance(emb, str):
         emb = {"model": emb}
     out = raw.get("out")
+    include = _patterns(name, "include", raw.get("include") or ["**/*"])
+    exclude = _patterns(name, "exclude", raw.get("exclude") or [])
     return CorpusSpec(
         name=validate_name(name),
         root=(base / raw["root"]).resolve(),
         out=(base / out).resolve() if out else ((index_base or base / "indexes") / name).resolve(),
-        include=list(raw.get("include") or ["**/*"]),
-        exclude=list(raw.get("exclude") or []),
+        include=include,
+        exclude=exclude,
         embedding=EncoderSpec(backend=emb.get("backend", "sentence-transformers"),
                               model=emb.get("model", DEFAULT_MODEL),
                               base_url=emb.get("base_url"),
@@ -123,6 +126,17 @@ def _workers(name: str, raw) -> int | None:
         raise CorpusError(f"corpus {name!r}: 'workers' must be a whole number of step "
                           f"processes, 1 or more (got {raw!r})")
     return raw
+def _patterns(name: str, what: str, raw) -> list[str]:
+    """A corpus's include or exclude lines: gitignore patterns (see
+    stages.discover.iter_paths), one string or a list; a bad one is named here."""
+    lines = [raw] if isinstance(raw, str) else raw
+    if not isinstance(lines, list) or not all(isinstance(p, str) for p in lines):
+        raise CorpusError(f"corpus {name!r}: {what} must be a list of gitignore patterns")
+    try:
+        check_patterns(**{what: lines})
+    except ValueError as e:
+        raise CorpusError(f"corpus {name!r}: {e}") from None
+    return list(lines)
 
 
 def _llm_settings(name: str, raw) -> dict | None:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 import string
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+
+import pathspec
 
 from stages.parse import registry as _registry
 
@@ -34,10 +35,8 @@ BINARY_EXTENSIONS = {
     ".mp3", ".mp4", ".wav", ".ogg", ".flac", ".avi", ".mov", ".woff", ".woff2", ".ttf", ".otf",
     ".parquet", ".lance", ".db", ".sqlite", ".npy", ".npz", ".pkl", ".pickle", ".bin",
 }
-DEFAULT_EXCLUDE = (
-    ".git/**", "**/.git/**", "**/__pycache__/**", "**/.venv/**", ".venv/**",
-    "**/node_modules/**", "node_modules/**", "**/.DS_Store", "**/*.egg-info/**",
-)
+# gitignore lines (see iter_paths), before the corpus's own exclusions
+DEFAULT_EXCLUDE = (".git/", "__pycache__/", ".venv/", "node_modules/", ".DS_Store", "*.egg-info/")
 MAX_FILE_BYTES = 20 * 1024 * 1024
 
 
@@ -149,57 +148,68 @@ def display_path(rel: str) -> tuple[str, str | None]:
         return shown, f"file name is not valid UTF-8; shown as {shown!r}"
 
 
-@lru_cache(maxsize=512)
-def _glob_regex(pattern: str) -> re.Pattern:
-    """Gitignore-style glob: ``**/`` spans folders, ``*`` and ``?`` stay in one."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
+@lru_cache(maxsize=64)
+def _spec(patterns: tuple[str, ...], what: str) -> pathspec.GitIgnoreSpec:
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(patterns)
+    except ValueError as e:  # pathspec's GitIgnorePatternError names the pattern
+        raise ValueError(f"invalid {what} pattern: {e}") from None
 
 
-def _matches(path: str, patterns: Iterable[str]) -> bool:
-    return any(_glob_regex(p).match(path) for p in patterns)
+def check_patterns(include: Iterable[str] = (), exclude: Iterable[str] = ()) -> None:
+    """Raise ValueError naming the first pattern that is not a valid gitignore line."""
+    _spec(tuple(include), "include")
+    _spec(tuple(exclude), "exclude")
+
+
+def _pruned(spec: pathspec.GitIgnoreSpec, rel_dir: str, negations: bool) -> bool:
+    """Whether the folder ``rel_dir`` is left out whole, as git leaves it out: the
+    folder itself is excluded (``build/``, ``docs/draft/**``, ``*.egg-info/``),
+    and then nothing below it can be brought back by a ``!`` pattern. One case
+    differs: pathspec matches ``X/`` against ``X/**``, which git reads as X's
+    contents, not X, so that ``!X/keep.md`` can bring one file back; with a
+    negation in the list such a folder is walked and its files tested one by one."""
+    res = spec.check_file(rel_dir + "/")
+    if not res.include:
+        return False
+    return not (negations and spec.patterns[res.index].pattern.rstrip().endswith("/**"))
 
 
 def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
                exclude: Iterable[str] = ()) -> Iterator[tuple[str, Path]]:
     """Relative POSIX paths below ``root``, sorted, never leaving it.
 
+    ``include`` and ``exclude`` are gitignore lines (pathspec's
+    :class:`~pathspec.GitIgnoreSpec`: ``*``, ``**``, ``?``, ``[...]``, ``!``
+    negation, a trailing ``/`` for folders only, a leading ``/`` or an inner
+    ``/`` anchoring at the root, a pattern without a slash matching at any
+    depth). A file is listed when ``include`` matches it and the exclusions
+    (:data:`DEFAULT_EXCLUDE` first, then ``exclude``, so ``!node_modules/``
+    brings that folder back) do not; the last matching line decides, as in a
+    ``.gitignore``. Excluded folders are not walked.
+
     Directory symlinks are not descended into (no loops, no escapes); file
     symlinks are yielded and checked by :func:`read_source`. A name that is not
     valid UTF-8 is yielded in its escaped form (:func:`display_path`) with the
     real path beside it.
     """
-    include = tuple(include) or ("**/*",)
-    exclude = tuple(exclude) + DEFAULT_EXCLUDE
+    wanted = _spec(tuple(include) or ("**/*",), "include")
+    unwanted = _spec(DEFAULT_EXCLUDE + tuple(exclude), "exclude")
+    negations = any(p.include is False for p in unwanted.patterns)
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
         dirnames[:] = sorted(
             d for d in dirnames
-            if not _matches((f"{rel_dir}/{d}" if rel_dir else d) + "/x", exclude)
+            if not _pruned(unwanted, display_path(f"{rel_dir}/{d}" if rel_dir else d)[0],
+                           negations)
         )
         for name in sorted(filenames):
             rel = f"{rel_dir}/{name}" if rel_dir else name
             rel = display_path(rel)[0]
-            if _matches(rel, exclude):
+            if unwanted.match_file(rel):
                 continue
-            if _matches(rel, include):
+            if wanted.match_file(rel):
                 yield rel, Path(dirpath) / name
 
 

@@ -18,7 +18,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from stages.discover import MAX_FILE_BYTES, NotRegular, TooLarge, hash_regular, iter_paths
 

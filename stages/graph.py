@@ -45,8 +45,7 @@ class _Resolver:
         self.file_set = frozenset(self.file_ids)
         py = files.filter(pl.col("subkind").is_in(["python"]) | pl.col("path").str.ends_with(".py"))
         self.modules: dict[str, str] = {}
-        for path, node_path, nid in zip(py["path"].to_list(), py["node_path"].to_list(),
-                                        py["node_id"].to_list()):
+        for node_path, nid in zip(py["node_path"].to_list(), py["node_id"].to_list()):
             self.modules.setdefault(node_path, nid)
         code = nodes.filter(pl.col("kind") == "code")
         self.symbols: dict[str, str] = dict(zip(code["node_path"].to_list(), code["node_id"].to_list()))

@@ -32,9 +32,9 @@ import os
 import socket
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 LOCK_FILE = ".build.lock"
 RUN_TAG = "strata/build-lock"  # the token of the lock a CLI run holds for its steps
@@ -108,7 +108,7 @@ def is_held(index_dir: str | os.PathLike) -> bool:
 
 def _info(what: str, token: str, **extra) -> dict:
     return {"what": what, "token": token, "pid": os.getpid(), "host": socket.gethostname(),
-            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"), **extra}
+            "since": datetime.now(UTC).isoformat(timespec="seconds"), **extra}
 
 
 def _write(fd: int, info: dict | None) -> None:
@@ -132,7 +132,7 @@ class BuildLock:
 
     def acquire(self, what: str, token: str, wait: bool = False, poll_s: float = 0.5,
                 on_wait: Callable[[dict | None], None] | None = None,
-                run_is_live: Callable[[str], bool] | None = None) -> "BuildLock":
+                run_is_live: Callable[[str], bool] | None = None) -> BuildLock:
         """Take the lock or raise :class:`BuildLocked`; ``wait`` polls until it is
         free (``on_wait`` is told once whom it waits for). ``run_is_live`` says
         whether a run lease found in the file still counts (default: it does
@@ -174,7 +174,7 @@ class BuildLock:
         finally:
             os.close(fd)
 
-    def __enter__(self) -> "BuildLock":
+    def __enter__(self) -> BuildLock:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,12 +7,15 @@ from it at query time. Heavy libraries (torch, openai) are imported lazily.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 _PACKAGED_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
@@ -36,11 +39,11 @@ class EncoderSpec:
         return d
 
     @classmethod
-    def from_manifest(cls, d: dict) -> "EncoderSpec":
+    def from_manifest(cls, d: dict) -> EncoderSpec:
         return cls(**{k: d.get(k) for k in ("backend", "model", "base_url", "api_key_env", "dim")
                       if d.get(k) is not None})
 
-    def same_model(self, other: "EncoderSpec") -> bool:
+    def same_model(self, other: EncoderSpec) -> bool:
         return (self.backend, canonical_model(self.model)) == (other.backend, canonical_model(other.model))
 
 
@@ -108,34 +111,45 @@ class OpenAIEncoder:
     The endpoint is probed once (one GET) before the first request, so a server
     that is not running fails the stage at once with a line naming the URL,
     instead of after every retry; errors never carry the API key (a careless
-    server may echo it in its error body)."""
+    server may echo it in its error body). Retries are the SDK's, and a build
+    that is stopping does not sit out their wait (:mod:`strata.openai_client`)."""
 
     def __init__(self, spec: EncoderSpec, batch_size: int = 128, timeout: float = 60.0,
                  max_retries: int = 3):
-        from openai import OpenAI
-
         from strata.endpoints import probe, url_of
+        from strata.openai_client import RetryingOpenAI
 
         self.url = url_of(spec.base_url)
         self.timeout = timeout
         probe("embedding", spec.base_url, timeout_s=min(10.0, timeout), key_env=spec.api_key_env)
         key = os.environ.get(spec.api_key_env) or "not-needed"
-        self._client = OpenAI(base_url=spec.base_url, api_key=key, timeout=timeout,
-                              max_retries=max_retries)
+        self._client = RetryingOpenAI(base_url=spec.base_url, api_key=key, timeout=timeout,
+                                      max_retries=max_retries, on_retry=self._retrying)
         self.spec = spec
         self.batch_size = batch_size
         self.dim = spec.dim or len(self._embed(["dimension probe"])[0])
         self.spec = EncoderSpec(**{**asdict(spec), "dim": self.dim})
 
+    def _retrying(self, answer, failure, delay: float, n: int, of: int) -> None:
+        from strata.endpoints import describe_connection_error
+
+        what = (f"HTTP {answer.status_code}" if answer is not None
+                else f"no answer ({describe_connection_error(failure)})")
+        log.info("embedding endpoint %s: %s; retry %d/%d in %.2fs", self.url, what, n, of, delay)
+
     def _embed(self, texts: list[str]) -> np.ndarray:
         import openai
 
+        from strata import stopping
         from strata.endpoints import (EndpointError, describe_connection_error, redact,
                                       unreachable_hint)
 
         env = self.spec.api_key_env
         try:
             resp = self._client.embeddings.create(model=self.spec.model, input=texts)
+        except stopping.RetryAbandoned:  # the build is stopping: an interrupt, as Ctrl-C is
+            stopping.check()
+            raise
         except openai.APIStatusError as e:
             status, msg = e.status_code, redact(str(e.message), env)
             if status in (401, 403):

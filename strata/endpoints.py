@@ -107,7 +107,7 @@ def probe(what: str, base_url: str | None, timeout_s: float = 10.0,
     if key:
         req.add_header("Authorization", f"Bearer {key}")
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - the user's URL
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # the user's own URL
             resp.read(1024)
     except urllib.error.HTTPError:
         return  # an answer: the server is up (what it thinks of /models is not our concern)

@@ -211,7 +211,7 @@ class IndexLayout:
         old = [v for v in versions[:-keep] if v != current] if keep > 0 else []
         if grace_s > 0:
             now = time.time()
-            newer = {v: n for v, n in zip(versions, versions[1:])}
+            newer = dict(zip(versions, versions[1:]))
 
             def superseded_for(v: int) -> float:
                 try:

@@ -138,7 +138,7 @@ class LexicalIndex:
         return len(self.node_ids)
 
     @classmethod
-    def build(cls, node_ids: list[str], kinds: list[str], texts: list[str]) -> "LexicalIndex":
+    def build(cls, node_ids: list[str], kinds: list[str], texts: list[str]) -> LexicalIndex:
         import bm25s
 
         model = None
@@ -163,7 +163,7 @@ class LexicalIndex:
         (folder / META_FILE).write_text(json.dumps({"format": FORMAT, "docs": len(self.node_ids)}))
 
     @classmethod
-    def load(cls, folder) -> "LexicalIndex":
+    def load(cls, folder) -> LexicalIndex:
         import json
         from pathlib import Path
 

@@ -13,41 +13,51 @@ Backends:
 Everything goes through :meth:`LLM.run`: a bounded thread pool, a content-addressed
 SQLite cache (:mod:`strata.llm_cache`; only successes are stored, each committed at
 once, so rerunning an interrupted stage only calls the backend for what is missing),
-retries with jittered exponential backoff honouring ``Retry-After``, per-item
-failure isolation, and tolerant JSON parsing (:func:`parse_json`,
+retries, per-item failure isolation, and tolerant JSON parsing (:func:`parse_json`,
 :mod:`strata.llm_json`). Before a stage's first uncached call the endpoint is
 probed, and a run of connection failures with no answer trips a circuit breaker
 (:mod:`strata.endpoints`): a dead server stops the stage in seconds.
 
-Over 600 lines, on purpose: the retry loop, the breaker and both backends share
-one object's state (stats, the closed and tripped events, the client); what
-needs none of it lives beside it (``llm_cache``, ``llm_json``, ``endpoints``).
+Retries: the openai backend uses the SDK's own (what is worth retrying, its
+backoff, the server's ``Retry-After``), through :class:`strata.openai_client.RetryingOpenAI`,
+which tells this object of each one (the stats, the breaker) and cuts the wait
+short when the build stops, the LLM closes or the breaker trips. The callable
+backend's exceptions are retried with tenacity on the same terms. Ours alone:
+asking again without ``response_format`` when a server refuses it, and asking
+again when an answer does not parse.
+
+Over 600 lines, on purpose: the item loop, the breaker, both backends and the
+streamed answer (:meth:`LLM.stream`) share one object's state (stats, the cache,
+the closed and tripped events, the client, the key redaction); what needs none
+of it lives beside it (``llm_cache``, ``llm_json``, ``endpoints``,
+``openai_client``).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import dataclasses
-import email.utils
 import logging
 import os
-import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strata import stopping
 from strata.endpoints import (EndpointError, describe_connection_error, probe, redact,
                               redact_key, unreachable_hint, url_of)
 from strata.llm_cache import ResponseCache, cache_key
 from strata.llm_json import parse_json
+from strata.stopping import RetryAbandoned
 
-__all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "StageStats", "parse_json",
-           "image_mime", "EndpointError"]
+__all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "LLMStreamError", "StageStats",
+           "parse_json", "image_mime", "EndpointError"]
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +118,11 @@ class LLMConfig:
     max_tokens: int = 512
     concurrency: int = 4  # bounded worker pool
     timeout_s: float = 60.0  # per request (openai backend)
-    max_retries: int = 5  # our retries of transient failures (the SDK's own are off)
-    backoff_base_s: float = 0.5
-    backoff_max_s: float = 30.0
+    # retries of 408/409/429/5xx, timeouts and dropped connections (openai: the SDK's,
+    # waiting its own backoff or the server's Retry-After), or of the callable's exceptions
+    max_retries: int = 5
+    backoff_base_s: float = 0.5  # callable backend: backoff drawn from [0, base·2^n] ...
+    backoff_max_s: float = 30.0  # ... and no wait between two attempts longer (either backend)
     # auto | on | off: send response_format={"type": "json_object"} for json_mode requests;
     # auto drops it for good once the server rejects it with a 400 naming response_format
     json_mode: str = "auto"
@@ -134,23 +146,21 @@ class LLMConfig:
 # --------------------------------------------------------------------------- helpers
 
 class _Transient(Exception):
-    """Worth retrying (429, 5xx, 408/409, timeouts, connection errors, callable errors).
-    ``connection``: no answer at all (refused, reset, timed out), which the circuit
-    breaker counts; an HTTP answer of any status resets it."""
+    """The callable backend raised: retried (tenacity) like a transient HTTP failure."""
 
-    def __init__(self, message: str, retry_after: float | None = None,
-                 connection: str | None = None):
+
+class _Failed(Exception):
+    """An item's request failed for good (its retries spent, or not worth retrying).
+    ``connection``: there was no answer at all (refused, reset, timed out), which the
+    circuit breaker counts; an HTTP answer of any status resets it."""
+
+    def __init__(self, message: str, connection: str | None = None):
         super().__init__(message)
-        self.retry_after = retry_after
         self.connection = connection
 
 
-class _Permanent(Exception):
-    """Not worth retrying (other 4xx, misconfiguration)."""
-
-
 class _FormatRejected(Exception):
-    """The server refused ``response_format``; retry at once without it."""
+    """The server refused ``response_format``; ask again at once without it."""
 
 
 def image_mime(data: bytes) -> str:
@@ -187,34 +197,6 @@ def _est_tokens(text: str) -> int:
     return (len(text) + 3) // 4
 
 
-def _retry_after(headers: Any) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
-    if headers is None:
-        return None
-    try:
-        ms = headers.get("retry-after-ms")
-        if ms is not None:
-            return max(0.0, float(ms) / 1000.0)
-    except (TypeError, ValueError):
-        pass
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    raw = str(raw).strip()
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-
 # --------------------------------------------------------------------------- the LLM
 
 class LLM:
@@ -243,6 +225,8 @@ class LLM:
         self._tripped = threading.Event()
         self._tripped_after = 0
         self._probed = False
+        # the item a worker thread is on (the SDK's retries are reported on that thread)
+        self._item = threading.local()
 
     # ---- identity
 
@@ -304,6 +288,15 @@ class LLM:
             if limit and self._failures_in_a_row >= limit and not self._tripped.is_set():
                 self._tripped_after = self._failures_in_a_row
                 self._tripped.set()
+
+    def _why_stop(self) -> str | None:
+        """Why no (further) request should be sent for an item, or None."""
+        if self._closed.is_set():
+            return "the LLM was closed"
+        if self._tripped.is_set():
+            return str(self._breaker_error())
+        why = stopping.requested()
+        return f"the build is stopping ({why})" if why else None
 
     def _breaker_error(self) -> EndpointError:
         problem = self._last_connection_problem or "cannot be reached (connection error)"
@@ -482,20 +475,16 @@ class LLM:
 
     # ---- one item
 
-    def _backoff(self, retry: int, retry_after: float | None) -> float:
-        cfg = self.config
-        delay = random.uniform(0.0, min(cfg.backoff_max_s, cfg.backoff_base_s * (2 ** retry)))
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, cfg.backoff_max_s)
-
     def _process(self, req: LLMRequest, key: str, stage: str,
                  parse: Callable[[str], Any] | None) -> LLMResult:
         cfg = self.config
-        attempts = transient = parse_failures = 0
+        item = self._item  # this thread's: the backend's retries count here
+        item.stage, item.key, item.retries, item.last = stage, req.key, 0, ""
+        calls = unusable = 0
         spent_prompt = spent_completion = 0
 
         def fail(msg: str) -> LLMResult:
+            attempts = calls + item.retries
             msg = self._redact(msg)
             log.warning("LLM %s: %s failed after %d attempt(s): %s", stage, req.key, attempts, msg)
             return LLMResult(key=req.key, text=None, error=msg, attempts=attempts,
@@ -503,13 +492,12 @@ class LLM:
 
         try:
             while True:
-                if self._closed.is_set():
-                    return fail("LLM closed before the request finished")
-                if self._tripped.is_set():
-                    return fail(f"not sent: {self._breaker_error()}")
-                attempts += 1
-                if attempts == 1:
+                why = self._why_stop()
+                if why:
+                    return fail(f"not sent: {why}")
+                if calls == 0:
                     self._bump(stage, calls=1)
+                calls += 1
                 try:
                     text, pt, ct = self._call(req)
                 except _FormatRejected as e:
@@ -517,54 +505,63 @@ class LLM:
                                 stage, self._redact(str(e)))
                     self._bump(stage, retries=1)
                     continue
-                except _Transient as e:
+                except RetryAbandoned as e:  # the stop came while it waited to retry:
+                    item.retries -= 1         # the retry it announced was not made
+                    self._bump(stage, retries=-1)
+                    return fail(f"{item.last}; not retried: {e}")
+                except _Failed as e:
                     if e.connection:
                         self._connection_failed(e.connection)
-                        if self._tripped.is_set():
-                            return fail(str(e))
                     else:
                         self._answered()  # an HTTP answer, even a 500: the server is there
-                    if transient >= cfg.max_retries:
-                        return fail(str(e))
-                    delay = self._backoff(transient, e.retry_after)
-                    transient += 1
-                    self._bump(stage, retries=1)
-                    log.info("LLM %s: %s: %s; retry %d/%d in %.2fs", stage, req.key,
-                             self._redact(str(e)), transient, cfg.max_retries, delay)
-                    if self._closed.wait(delay) or self._tripped.is_set():
-                        return fail(f"{e} (LLM closed while waiting to retry)")
-                    continue
-                except _Permanent as e:
-                    self._answered()
                     return fail(str(e))
                 self._answered()
-                text = self._redact_key(text)  # a model echoing the key must not cache it
-                spent_prompt += pt
-                spent_completion += ct
-                self._bump(stage, prompt_tokens=pt, completion_tokens=ct)
-                value = None
-                if parse is not None:
-                    try:
-                        value = parse(text)
-                    except Exception as e:  # noqa: BLE001 - any parser failure
-                        if parse_failures >= cfg.parse_retries:
-                            return fail(f"parse error: {e}")
-                        parse_failures += 1
-                        self._bump(stage, retries=1)
-                        log.info("LLM %s: %s: unparsable output (%s); asking again", stage,
-                                 req.key, self._redact(str(e)))
-                        continue
+                value, problem = None, None
+                if text is None:
+                    problem = "empty response (no message content)"
+                else:
+                    text = self._redact_key(text)  # a model echoing the key must not cache it
+                    spent_prompt += pt
+                    spent_completion += ct
+                    self._bump(stage, prompt_tokens=pt, completion_tokens=ct)
+                    if parse is not None:
+                        try:
+                            value = parse(text)
+                        except Exception as e:  # noqa: BLE001 - any parser failure
+                            problem = f"parse error: {e}"
+                if problem is not None:  # an answer we cannot use: ask again, a few times
+                    if unusable >= cfg.parse_retries:
+                        return fail(problem)
+                    unusable += 1
+                    self._bump(stage, retries=1)
+                    log.info("LLM %s: %s: %s; asking again", stage, req.key, self._redact(problem))
+                    continue
                 try:
                     self._cache.put(key, text, pt, ct, backend=self.name, template=req.template,
                                     stage=stage)
                 except Exception as e:  # noqa: BLE001 - the answer is still good
                     log.warning("LLM %s: could not cache %s: %s", stage, req.key, e)
-                return LLMResult(key=req.key, text=text, value=value, attempts=attempts,
-                                 prompt_tokens=pt, completion_tokens=ct)
+                return LLMResult(key=req.key, text=text, value=value,
+                                 attempts=calls + item.retries, prompt_tokens=pt,
+                                 completion_tokens=ct)
         except Exception as e:  # noqa: BLE001 - isolation: a bug for one item fails that item
             return fail(f"{type(e).__name__}: {e}")
 
-    def _call(self, req: LLMRequest) -> tuple[str, int, int]:
+    def _retrying(self, what: str, delay: float, n: int, of: int) -> None:
+        """A retry of this thread's item is about to wait ``delay`` seconds."""
+        item = self._item
+        item.retries += 1
+        item.last = what
+        self._bump(item.stage, retries=1)
+        log.info("LLM %s: %s: %s; retry %d/%d in %.2fs", item.stage, item.key,
+                 self._redact(what), n, of, delay)
+
+    def _wait_to_retry(self, seconds: float) -> None:
+        why = stopping.sleep(seconds, self._why_stop)
+        if why:
+            raise RetryAbandoned(why)
+
+    def _call(self, req: LLMRequest) -> tuple[str | None, int, int]:
         if self.config.backend == "openai":
             return self._call_openai(req)
         if self.config.backend == "callable":
@@ -574,21 +571,43 @@ class LLM:
     # ---- callable backend
 
     def _call_callable(self, req: LLMRequest) -> tuple[str, int, int]:
+        """The user's function, its exceptions retried (tenacity): full-jitter
+        exponential backoff, a wait that ends when the build stops."""
+        import tenacity  # lazy: only the callable backend retries with it
+
+        cfg = self.config
         prompt = _prompt_text(req.messages)
         if req.image is not None:
             if self._vision_fn is None:
-                raise _Permanent("no vision_fn configured")
+                raise _Failed("no vision_fn configured")
             target: Callable[[], Any] = lambda: self._vision_fn(prompt, req.image)  # noqa: E731
         else:
             if self._fn is None:
-                raise _Permanent("no fn configured (only vision_fn)")
+                raise _Failed("no fn configured (only vision_fn)")
             target = lambda: self._fn(prompt)  # noqa: E731
+
+        def once() -> Any:
+            try:
+                return target()
+            except Exception as e:  # noqa: BLE001 - user code: retried like a transient error
+                raise _Transient(self._redact(f"{type(e).__name__}: {e}")) from None
+
+        def before_sleep(state: tenacity.RetryCallState) -> None:
+            self._retrying(str(state.outcome.exception()), state.upcoming_sleep,
+                           state.attempt_number, cfg.max_retries)
+
         try:
-            out = target()
-        except Exception as e:  # noqa: BLE001 - user code: retried like a transient error
-            raise _Transient(self._redact(f"{type(e).__name__}: {e}")) from None
+            out = tenacity.Retrying(
+                stop=tenacity.stop_after_attempt(cfg.max_retries + 1),
+                wait=tenacity.wait_random_exponential(multiplier=cfg.backoff_base_s,
+                                                      max=cfg.backoff_max_s),
+                retry=tenacity.retry_if_exception_type(_Transient),
+                before_sleep=before_sleep, sleep=self._wait_to_retry, reraise=True,
+            )(once)
+        except _Transient as e:
+            raise _Failed(str(e)) from None
         if not isinstance(out, str):
-            raise _Permanent(f"callable returned {type(out).__name__}, expected str")
+            raise _Failed(f"callable returned {type(out).__name__}, expected str")
         return out, _est_tokens(prompt), _est_tokens(out)
 
     # ---- openai backend
@@ -596,15 +615,37 @@ class LLM:
     def _get_client(self) -> Any:
         with self._client_lock:
             if self._client is None:
-                import openai  # lazy: only the openai backend needs it
+                # lazy: only the openai backend needs the SDK
+                from strata.openai_client import RetryingOpenAI
 
-                self._client = openai.OpenAI(
+                self._client = RetryingOpenAI(
                     base_url=self.config.base_url,
                     api_key=os.environ.get(self.config.api_key_env) or "not-needed",
                     timeout=self.config.timeout_s,
-                    max_retries=0,
+                    max_retries=self.config.max_retries,
+                    max_wait_s=self.config.backoff_max_s,
+                    on_retry=self._sdk_retry,
+                    why_stop=self._why_stop,
                 )
             return self._client
+
+    def _sdk_retry(self, answer: Any, failure: BaseException | None, delay: float, n: int,
+                   of: int) -> None:
+        """The SDK is about to retry this thread's item: an HTTP answer (429, 5xx)
+        resets the breaker, no answer counts towards it."""
+        if answer is not None:
+            self._answered()
+            self._retrying(f"HTTP {answer.status_code}", delay, n, of)
+            return
+        problem = self._connection_problem(failure)
+        self._connection_failed(problem)
+        self._retrying(f"no answer: the endpoint {problem}", delay, n, of)
+
+    def _connection_problem(self, failure: BaseException | None) -> str:
+        problem = describe_connection_error(failure)
+        if failure is None or problem.startswith("does not answer"):
+            return f"does not answer (timed out after {self.config.timeout_s:g}s)"
+        return problem
 
     @staticmethod
     def _openai_messages(req: LLMRequest) -> list[dict[str, Any]]:
@@ -625,11 +666,8 @@ class LLM:
             messages.append({"role": "user", "content": [part]})
         return messages
 
-    def _call_openai(self, req: LLMRequest) -> tuple[str, int, int]:
-        import openai
-
+    def _openai_kwargs(self, req: LLMRequest) -> tuple[dict[str, Any], bool]:
         cfg = self.config
-        client = self._get_client()
         kwargs: dict[str, Any] = {
             "model": cfg.model,
             "messages": self._openai_messages(req),
@@ -640,8 +678,17 @@ class LLM:
             cfg.json_mode == "auto" and self._send_response_format))
         if send_format:
             kwargs["response_format"] = {"type": "json_object"}
+        return kwargs, send_format
+
+    @contextlib.contextmanager
+    def _openai_errors(self, send_format: bool = False):
+        """The SDK's exceptions (its own retries spent, or not worth retrying) as
+        ours: a failure, or a refused ``response_format``; every message redacted."""
+        import openai
+
+        cfg = self.config
         try:
-            resp = client.chat.completions.create(**kwargs)
+            yield
         except openai.APIStatusError as e:
             status = e.status_code
             text = str(e.message)
@@ -650,23 +697,26 @@ class LLM:
                     and "response_format" in f"{e.message} {e.body}"):
                 self._send_response_format = False
                 raise _FormatRejected(msg) from None
-            if status in (408, 409, 429) or status >= 500:
-                raise _Transient(msg, retry_after=_retry_after(e.response.headers)) from None
-            raise _Permanent(msg) from None
+            raise _Failed(msg) from None  # the SDK's retries spent, or a 4xx
         except openai.APITimeoutError:
-            raise _Transient(f"timeout: no answer within {cfg.timeout_s:g}s",
-                             connection=f"does not answer (timed out after {cfg.timeout_s:g}s)"
-                             ) from None
+            raise _Failed(f"timeout: no answer within {cfg.timeout_s:g}s",
+                          connection=self._connection_problem(None)) from None
         except openai.APIConnectionError as e:
             cause = f" ({type(e.__cause__).__name__}: {e.__cause__})" if e.__cause__ else ""
-            raise _Transient(self._redact(f"connection error: {e}{cause}"),
-                             connection=describe_connection_error(e)) from None
+            raise _Failed(self._redact(f"connection error: {e}{cause}"),
+                          connection=self._connection_problem(e)) from None
         except openai.APIError as e:
-            raise _Permanent(self._redact(f"{type(e).__name__}: {e}")) from None
+            raise _Failed(self._redact(f"{type(e).__name__}: {e}")) from None
+
+    def _call_openai(self, req: LLMRequest) -> tuple[str | None, int, int]:
+        client = self._get_client()
+        kwargs, send_format = self._openai_kwargs(req)
+        with self._openai_errors(send_format):
+            resp = client.chat.completions.create(**kwargs)
         choice = resp.choices[0] if resp.choices else None
         text = choice.message.content if choice is not None and choice.message else None
         if text is None:
-            raise _Transient("empty response (no message content)")
+            return None, 0, 0  # asked again by _process
         usage = getattr(resp, "usage", None)
         pt = getattr(usage, "prompt_tokens", None) if usage is not None else None
         ct = getattr(usage, "completion_tokens", None) if usage is not None else None
@@ -675,6 +725,87 @@ class LLM:
         if ct is None:
             ct = _est_tokens(text)
         return text, int(pt), int(ct)
+
+    # ---- streaming (one answer, as the model writes it)
+
+    def stream(self, req: LLMRequest, *, stage: str = "answer") -> Iterator[str]:
+        """Yield the answer to ``req`` piece by piece as the model produces it
+        (the openai backend's ``stream=True``; a callable's whole answer at
+        once; a cached answer at once). Before the first piece the backend's
+        own retries apply (the SDK's for 429, 5xx and connection failures,
+        tenacity for a callable), and they stop waiting when the LLM closes or
+        the build stops; after that, or for any other failure,
+        :class:`LLMStreamError` (its message redacted). The whole answer is
+        cached like :meth:`run`'s."""
+        if self.offline:
+            raise RuntimeError("offline backend: nothing to stream")
+        key = self._key(req)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._bump(stage, cache_hits=1)
+            yield hit.text
+            return
+        self._probe()  # EndpointError at once for a dead endpoint, not after the retries
+        self._bump(stage, calls=1)
+        item = self._item  # the backend's retries are counted for this thread's item
+        item.stage, item.key, item.retries, item.last = stage, req.key, 0, ""
+        t0 = time.monotonic()
+        parts: list[str] = []
+        try:
+            while True:
+                try:
+                    if self.config.backend == "callable":
+                        text, _, _ = self._call_callable(req)
+                        parts.append(text)
+                        yield text
+                    else:
+                        for piece in self._stream_openai(req):
+                            parts.append(piece)
+                            yield piece
+                    break
+                except _FormatRejected as e:
+                    if parts:
+                        raise LLMStreamError(self._redact(str(e))) from None
+                    self._bump(stage, retries=1)  # ask again at once without the format
+                except _Failed as e:
+                    if e.connection:
+                        self._connection_failed(e.connection)
+                    raise LLMStreamError(self._redact(str(e))) from None
+                except RetryAbandoned as e:
+                    raise LLMStreamError(f"{self._redact(item.last)}; not retried: {e}") from None
+        except LLMStreamError:
+            self._fail_key(stage, req.key)
+            raise
+        finally:
+            self._bump(stage, seconds=time.monotonic() - t0)
+        self._answered()
+        text = self._redact_key("".join(parts))
+        pt, ct = _est_tokens(_prompt_text(req.messages)), _est_tokens(text)
+        self._bump(stage, prompt_tokens=pt, completion_tokens=ct)
+        try:
+            self._cache.put(key, text, pt, ct, backend=self.name, template=req.template,
+                            stage=stage)
+        except Exception as e:  # noqa: BLE001 - the answer was delivered all the same
+            log.warning("LLM %s: could not cache %s: %s", stage, req.key, e)
+
+    def _stream_openai(self, req: LLMRequest) -> Iterator[str]:
+        client = self._get_client()
+        kwargs, send_format = self._openai_kwargs(req)
+        with self._openai_errors(send_format):
+            chunks = client.chat.completions.create(**kwargs, stream=True)
+            try:
+                for chunk in chunks:
+                    choice = chunk.choices[0] if chunk.choices else None
+                    piece = choice.delta.content if choice is not None and choice.delta else None
+                    if piece:
+                        yield self._redact_key(piece)
+            finally:
+                chunks.close()
+
+
+class LLMStreamError(RuntimeError):
+    """A streamed answer that failed (before its first piece after the retries,
+    or midway); the message names why, with any key redacted."""
 
 
 def _completed(futs: dict, stop: threading.Event, poll_s: float = 0.25):
@@ -695,7 +826,7 @@ def _completed(futs: dict, stop: threading.Event, poll_s: float = 0.25):
             return
 
 
-def as_llm(llm: Any, **config: Any) -> tuple["LLM | None", bool]:
+def as_llm(llm: Any, **config: Any) -> tuple[LLM | None, bool]:
     """Accept what callers pass as ``llm=``: an :class:`LLM`, a plain
     ``str -> str`` callable (wrapped in a callable-backend LLM), or None.
     Returns (usable LLM or None, whether this call created it and must close
@@ -712,7 +843,7 @@ def as_llm(llm: Any, **config: Any) -> tuple["LLM | None", bool]:
 
 def query_llm(backend: str | None = None, model: str | None = None,
               base_url: str | None = None, callable_path: str | None = None,
-              max_tokens: int = 1024) -> "LLM | None":
+              max_tokens: int = 1024) -> LLM | None:
     """The LLM a query-side program (the CLI's search/ask, the HTTP service) uses:
     the given settings, else ``$STRATA_LLM_BACKEND``/``_MODEL``/``_BASE_URL``/
     ``_CALLABLE``; None when offline. ``callable_path`` is ``'package.module:function'``

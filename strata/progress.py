@@ -15,7 +15,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 EVERY_S_ENV = "STRATA_PROGRESS_EVERY_S"  # seconds between two lines of one step (default 2)
 DEFAULT_EVERY_S = 2.0

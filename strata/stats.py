@@ -25,7 +25,7 @@ def edges_by_type(edges: pl.DataFrame) -> dict[str, int]:
 
 
 def depth_distribution(nodes: pl.DataFrame) -> dict[str, int]:
-    return {k: v for k, v in sorted(_counts(nodes, "depth").items(), key=lambda kv: int(kv[0]))}
+    return dict(sorted(_counts(nodes, "depth").items(), key=lambda kv: int(kv[0])))
 
 
 def files_by_format(documents: pl.DataFrame) -> dict[str, int]:

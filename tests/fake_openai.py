@@ -17,13 +17,18 @@ Endpoints:
   ``server.embedding_dim`` (default 8) or the request's ``dimensions``; honours
   ``encoding_format="base64"``.
 
+With ``"stream": true`` a chat completion is sent as server-sent events, one
+chunk per word of the reply, then ``data: [DONE]``; when ``server.stream_gate``
+is a ``threading.Event`` the stream stops after half of its words until the
+test sets it (a model caught in the middle of its answer).
+
 Every request is recorded in ``server.requests`` (:class:`Recorded`: path, body,
 prompt, headers, monotonic ``time``, the fault applied).
 
 Faults (``server.faults``, consumed in order by matching requests; a plain tuple
 applies once to the next request, :class:`Fault` adds ``match`` — a substring of
 the prompt — and ``times`` — ``None`` for forever):
-``("429", retry_after)``, ``("500",)``, ``("400",)`` (plain bad request),
+``("429", retry_after)`` (or ``("429", {header: value})``), ``("500",)``, ``("400",)`` (plain bad request),
 ``("401",)`` (echoes the Authorization header in the error, like a careless
 server), ``("slow", seconds)``, ``("truncated",)``, ``("malformed",)``,
 ``("400_response_format",)``, ``("drop",)`` (close without answering). ``path=``
@@ -39,7 +44,8 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -97,6 +103,7 @@ class FakeOpenAI:
         self.reject_response_format = False
         self.embedding_dim = embedding_dim
         self.model = "fake-model"
+        self.stream_gate: threading.Event | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -199,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, {"error": {"message": message, "type": etype, "param": param,
                                       "code": None}}, headers)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -238,7 +245,7 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "429":
             ra = fault.args[0] if fault.args else 1
             self._error(429, "Rate limit reached", "rate_limit_error",
-                        headers={"Retry-After": ra})
+                        headers=ra if isinstance(ra, dict) else {"Retry-After": ra})
             return True
         if kind in ("500", "502", "503"):
             self._error(int(kind), "The server had an error", "server_error")
@@ -290,6 +297,9 @@ class _Handler(BaseHTTPRequestHandler):
                         content = json.dumps({"text": content})
         pt = max(1, len(prompt) // 4)
         ct = max(1, len(content) // 4)
+        if body.get("stream"):
+            self._stream(body, prompt, content, finish)
+            return
         self._send(200, {
             "id": f"chatcmpl-{hashlib.sha1(prompt.encode()).hexdigest()[:16]}",
             "object": "chat.completion",
@@ -299,6 +309,41 @@ class _Handler(BaseHTTPRequestHandler):
                          "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
         })
+
+    def _stream(self, body: dict, prompt: str, content: str, finish: str) -> None:
+        """The reply as chat.completion.chunk events, one per word."""
+        import re
+
+        words = re.findall(r"\S+\s*|\s+", content) or [""]
+        cid = f"chatcmpl-{hashlib.sha1(prompt.encode()).hexdigest()[:16]}"
+
+        def event(delta: dict, reason: str | None = None) -> bytes:
+            chunk = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+                     "model": body.get("model", self.fake.model),
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": reason,
+                                  "logprobs": None}]}
+            return f"data: {json.dumps(chunk)}\n\n".encode()
+
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            self.wfile.write(event({"role": "assistant", "content": ""}))
+            for n, word in enumerate(words):
+                if self.fake.stream_gate is not None and n == len(words) // 2:
+                    self.wfile.flush()
+                    while not self.fake.stream_gate.wait(0.05):
+                        if self.fake._stop.is_set():
+                            return
+                self.wfile.write(event({"content": word}))
+                self.wfile.flush()
+            self.wfile.write(event({}, finish))
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
+            self.close_connection = True
 
     def _embeddings(self, body: dict, fault: Fault | None) -> None:
         if self._common_fault(fault):

@@ -21,7 +21,7 @@ def answer(prompt: str) -> str:
     data = prompt.rsplit("```", 2)[-2] if prompt.count("```") >= 2 else prompt
     STATE["answered"] += 1
     if '"triples"' in prompt or "triples" in prompt.lower():
-        words = [w for w in re.findall(r"[A-Z][a-zA-Z]{3,}", data)][:3]
+        words = re.findall(r"[A-Z][a-zA-Z]{3,}", data)[:3]
         triples = [[words[0], "relates to", words[1]]] if len(words) >= 2 else []
         return json.dumps({"entities": [{"name": w, "description": ""} for w in words],
                            "triples": triples})

@@ -110,7 +110,7 @@ def test_sensor_takes_a_published_corpus_as_its_baseline(corpus, tmp_path):
 
 
 def test_nightly_schedule_rebuilds_every_corpus(tmp_path):
-    when = datetime.datetime(2026, 11, 30, 3, 0, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2026, 11, 30, 3, 0, tzinfo=datetime.UTC)
     with dg.instance_for_test() as instance:
         ctx = dg.build_schedule_context(
             instance=instance, scheduled_execution_time=when, repository_def=REPO_DEF,

@@ -4,11 +4,9 @@ real processes."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 

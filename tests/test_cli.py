@@ -24,7 +24,7 @@ def strata(*args, env_extra=None, check=True):
 @pytest.fixture(scope="module")
 def oh_index(oh_build):
     base, env, stats = oh_build
-    return base, env, {k: v for k, v in stats.items()}
+    return base, env, dict(stats)
 
 
 def test_index_openharmony_structure(oh_index):

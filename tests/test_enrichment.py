@@ -101,8 +101,9 @@ def _reply(prompt: str) -> str:
 
         words = re.findall(r"\b[A-Z][a-z]{3,}\b", prompt.split("```")[-2] if "```" in prompt else prompt)
         pair = words[:2] if len(words) >= 2 else ["Tidewater", "Tidewater"]
-        return ('{"entities": [{"name": "%s", "description": "x"}, {"name": "%s", "description": "y"}],'
-                ' "triples": [["%s", "is near", "%s"]]}' % (pair[0], pair[1], pair[0], pair[1]))
+        return json.dumps({"entities": [{"name": pair[0], "description": "x"},
+                                        {"name": pair[1], "description": "y"}],
+                           "triples": [[pair[0], "is near", pair[1]]]})
     return "A short factual summary of the material."
 
 

@@ -404,17 +404,106 @@ def test_bounded_concurrency(server):
     assert state["max"] == 4  # four together, never five
 
 
-def test_retry_after_parsing():
+def test_retry_after_as_an_http_date_or_in_milliseconds_is_honoured(server):
+    """The SDK's reading of the server's wait (ours is gone): an HTTP date, then
+    retry-after-ms. Lower bounds only: a loaded machine may take longer."""
     from email.utils import formatdate
 
-    from strata.llm import _retry_after
+    server.add_fault("429", {"Retry-After": formatdate(time.time() + 3, usegmt=True)})
+    server.add_fault("429", {"retry-after-ms": "1500"})
+    with LLM(cfg(server, backoff_max_s=10.0)) as llm:
+        (r,) = llm.run([req(1)], stage="s", parse=parse_json)
+        assert r.ok and r.attempts == 3 and llm.stats("s").retries == 2
+    first, second, third = server.chat_requests()
+    assert second.time - first.time >= 1.0  # 2-3 s: the date has whole seconds
+    assert third.time - second.time >= 1.4
 
-    assert _retry_after({"retry-after": "3"}) == 3.0
-    assert _retry_after({"retry-after-ms": "250"}) == 0.25
-    assert _retry_after({}) is None
-    assert _retry_after({"retry-after": "garbage"}) is None
-    when = _retry_after({"retry-after": formatdate(time.time() + 10, usegmt=True)})
-    assert 8 <= when <= 11
+
+def test_a_retry_after_of_an_hour_fails_the_item_at_once(server):
+    """A server that will not be back for an hour: the SDK does not retry (it
+    waits two minutes at most), the item fails with the 429 and the rest go on."""
+    server.add_fault("429", 3600, match="item 001")
+    with LLM(cfg(server, backoff_max_s=10.0)) as llm:
+        res = llm.run([req(0), req(1)], stage="s", parse=parse_json)
+    assert res[0].ok and not res[1].ok
+    assert res[1].attempts == 1 and "429" in res[1].error
+    assert len(server.chat_requests()) == 2
+
+
+def _workers(stage: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(f"llm-{stage}_")]
+
+
+def _wait_for(condition, what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+def test_a_stop_request_ends_the_sdk_retry_wait(server, caplog):
+    """The SDK waits with time.sleep, which nothing interrupts; the build's stop
+    flag must end that wait on the worker thread at once, not after the 60 s the
+    server asked for (then a second request would arrive). No clock is read: if
+    the wait were not cut short, the joins below would take a minute and the
+    server would see a second request."""
+    from strata import stopping
+
+    caplog.set_level(logging.INFO, logger="strata.llm")
+    server.add_fault("429", 60, times=None)
+    llm = LLM(cfg(server, backoff_max_s=120.0, max_retries=1, concurrency=1))
+    raised: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            llm.run([req(1)], stage="stopme", parse=parse_json)
+        except BaseException as e:  # noqa: BLE001 - what the stage would see
+            raised.append(e)
+
+    stage_thread = threading.Thread(target=build)
+    try:
+        stage_thread.start()
+        _wait_for(lambda: "retry 1/1 in 60.00s" in caplog.text, "the SDK's retry wait")
+        stopping.request("SIGINT (test)")
+        stage_thread.join()
+        for worker in _workers("stopme"):
+            worker.join()
+    finally:
+        stopping.clear()
+        llm.close()
+    assert raised and isinstance(raised[0], stopping.StopRequested)
+    assert len(server.chat_requests()) == 1
+    assert "HTTP 429; not retried: the build is stopping (SIGINT (test))" in caplog.text
+
+
+def test_closing_the_llm_ends_a_retry_wait_of_either_backend(server):
+    """A stage closes its LLM when it ends (an interrupt included): items waiting
+    to retry fail at once with the reason, whatever the backend."""
+    server.add_fault("429", 60, times=None)
+    called = threading.Event()
+
+    def down(prompt):
+        called.set()
+        raise ConnectionError("backend down")
+
+    callable_cfg = LLMConfig(backend="callable", backoff_base_s=60.0, backoff_max_s=60.0,
+                             max_retries=3)
+    for llm, started in ((LLM(cfg(server, backoff_max_s=120.0, max_retries=1)),
+                          lambda: len(server.chat_requests()) == 1),
+                         (LLM(callable_cfg, fn=down), called.is_set)):
+        out: list = []
+        stage_thread = threading.Thread(
+            target=lambda llm=llm, out=out: out.extend(llm.run([req(1)], stage="closing")))
+        stage_thread.start()
+        _wait_for(lambda llm=llm, started=started: started() and llm.stats("closing").retries == 1,
+                  "a retry wait")
+        llm.close()
+        stage_thread.join()
+        (r,) = out
+        assert not r.ok and r.attempts == 1
+        assert r.error.endswith("; not retried: the LLM was closed"), r.error
+    assert len(server.chat_requests()) == 1
 
 
 # --------------------------------------------------------------------------- dead endpoints

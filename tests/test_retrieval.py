@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -87,14 +85,3 @@ def test_missing_index_is_a_clear_error(tmp_path):
         Index.open(tmp_path)
 
 
-@pytest.mark.parametrize("module", ["retrieval", "retrieval.neighbourhood", "service.app"])
-def test_retrieval_and_the_service_never_import_dagster(module):
-    """Imports flow one way: the HTTP service → retrieval → strata; neither
-    reaches back into the pipeline."""
-    code = (f"import sys, {module}; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in "
-            "('dagster', 'assets', 'pipelines', 'resources', 'stages')]; print(bad)")
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=REPO,
-                         capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
-    assert "dagster" not in out.stderr  # the importtime trace lists every module loaded

@@ -43,7 +43,7 @@ def test_a_new_prompt_template_invalidates_that_stage_and_what_follows(tmp_path,
         llm = LLMResource(**LLM)
         builder.build(CORPUS, llm=llm)
         before = _status(instance, assets_pkg.all_assets)
-        assert {k: s for k, (s, _) in before.items()} == {k: "FRESH" for k in before}
+        assert {k: s for k, (s, _) in before.items()} == dict.fromkeys(before, "FRESH")
 
         # A developer bumps the summarize prompt template.
         monkeypatch.setattr(stages.enrich.summarize, "TEMPLATE",
@@ -78,7 +78,7 @@ def test_a_new_prompt_template_invalidates_that_stage_and_what_follows(tmp_path,
             assert 0 < run["embed"]["computed"] < run["embed"]["computed"] + run["embed"]["reused"]
             assert run["embed"]["computed"] <= redone["calls"]
             after = _status(instance, bumped)
-            assert {k: s for k, (s, _) in after.items()} == {k: "FRESH" for k in after}
+            assert {k: s for k, (s, _) in after.items()} == dict.fromkeys(after, "FRESH")
         finally:
             monkeypatch.undo()
             llm_callables.STATE.update(summary_words=12)

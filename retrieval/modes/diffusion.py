@@ -207,7 +207,7 @@ class _Prepared:
         return top_k(scores[cand], cand, k)[0].tolist()
 
 
-_PREPARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
@@ -438,7 +438,7 @@ def diffuse(prep: _Prepared, sims: np.ndarray, seeds: dict[int, tuple[float, str
     heapq.heapify(heap)
     run.seeds = len(heap)
 
-    L = max(0, int(cfg.per_node_neighbor_limit))
+    per_node = max(0, int(cfg.per_node_neighbor_limit))
     min_score = float(cfg.min_enqueue_score)
     budget = float(cfg.time_budget_s)
     max_exp = int(cfg.max_expansions)
@@ -467,7 +467,7 @@ def diffuse(prep: _Prepared, sims: np.ndarray, seeds: dict[int, tuple[float, str
         expanded_pot[u] = pot_u
         run.expansions += 1
         a = indptr[u]
-        b = min(indptr[u + 1], a + L)
+        b = min(indptr[u + 1], a + per_node)
         if b <= a:
             continue
         nb = nbr[a:b]

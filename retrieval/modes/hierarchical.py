@@ -144,7 +144,7 @@ class Expansion:
             out[key[r]] += 1
         return out
 
-    def take(self, positions) -> "Expansion":
+    def take(self, positions) -> Expansion:
         positions = np.asarray(positions, dtype=np.int64)
         return Expansion(self.ids[positions], [self.relations[p] for p in positions],
                          self.via[positions])

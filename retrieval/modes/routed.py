@@ -76,7 +76,7 @@ class _FileMap:
     has_vec: np.ndarray  # bool per node
 
 
-_MAPS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_MAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _file_map(index) -> _FileMap:

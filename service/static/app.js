@@ -1,19 +1,66 @@
-// The Strata search page: calls /search and /ask of the service that serves it.
-// Everything from the index is inserted as text (textContent), never as HTML.
+// The Strata search page: calls /search, /ask (streamed) and the node and outline
+// endpoints of the service that serves it.
+//
+// Safety: text from the index is inserted as text (textContent). The one
+// exception is the HTML the server renders from Markdown and sanitizes (nh3);
+// it enters the page only through toFragment(), which passes it through the
+// page's single Trusted Types policy (the CSP refuses any other HTML sink) and
+// re-checks every element and attribute against the same allow-list.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const KEY_STORE = "strata.apiKey";
 let authRequired = false;
+let lastIndex = null;  // the index the results on screen come from
 
+// ---------------------------------------------------------------- safe HTML
+const TAGS = new Set(["P", "BR", "HR", "H1", "H2", "H3", "H4", "H5", "H6", "STRONG", "EM", "B",
+  "I", "S", "DEL", "CODE", "PRE", "BLOCKQUOTE", "UL", "OL", "LI", "A", "TABLE", "THEAD", "TBODY",
+  "TR", "TH", "TD", "SUP", "SUB", "KBD", "DL", "DT", "DD", "SPAN"]);
+const ATTRS = { A: ["href", "title", "rel"], OL: ["start"], TH: ["colspan", "rowspan"],
+                TD: ["colspan", "rowspan"] };
+const policy = (window.trustedTypes || { createPolicy: (_name, rules) => rules })
+  .createPolicy("strata-html", { createHTML: (html) => html });
+
+function scrub(root) {
+  for (const node of [...root.querySelectorAll("*")]) {
+    if (!TAGS.has(node.tagName)) {
+      node.replaceWith(document.createTextNode(node.textContent || ""));
+      continue;
+    }
+    const keep = ATTRS[node.tagName] || [];
+    for (const attr of [...node.attributes]) {
+      if (!keep.includes(attr.name.toLowerCase())) node.removeAttribute(attr.name);
+    }
+    if (node.tagName === "A") {
+      const href = node.getAttribute("href") || "";
+      if (href && !/^(https?:|mailto:)/i.test(href)) node.removeAttribute("href");
+      if (node.hasAttribute("href")) {
+        node.setAttribute("target", "_blank");
+        node.setAttribute("rel", "noopener noreferrer nofollow");
+      }
+    }
+  }
+}
+
+function toFragment(html) {
+  const doc = new DOMParser().parseFromString(policy.createHTML(html), "text/html");
+  scrub(doc.body);
+  const frag = document.createDocumentFragment();
+  frag.append(...doc.body.childNodes);
+  return frag;
+}
+
+// ---------------------------------------------------------------- helpers
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
     if (k === "class") node.className = v;
-    else node.setAttribute(k, v);
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (v !== null && v !== undefined && v !== false) node.setAttribute(k, v === true ? "" : v);
   }
   for (const c of children) {
-    if (c === null || c === undefined) continue;
+    if (c === null || c === undefined || c === false) continue;
     node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
   return node;
@@ -26,17 +73,24 @@ function headers() {
   return h;
 }
 
-async function call(method, path, body) {
-  const resp = await fetch(path, { method, headers: headers(),
-                                   body: body ? JSON.stringify(body) : undefined });
+async function failure(resp) {
   let data = null;
   try { data = await resp.json(); } catch (_) { /* not JSON */ }
-  if (!resp.ok) {
-    let detail = data && data.detail;
-    if (Array.isArray(detail)) detail = detail.map((d) => `${d.loc.join(".")}: ${d.msg}`).join("; ");
-    throw new Error(`${resp.status}: ${detail || resp.statusText}`);
+  let detail = data && data.detail;
+  if (Array.isArray(detail)) detail = detail.map((d) => `${d.loc.join(".")}: ${d.msg}`).join("; ");
+  return new Error(`${resp.status}: ${detail || resp.statusText}`);
+}
+
+async function call(method, path, body) {
+  let resp;
+  try {
+    resp = await fetch(path, { method, headers: headers(),
+                               body: body ? JSON.stringify(body) : undefined });
+  } catch (e) {
+    throw new Error("the service did not answer (" + e.message + ")");
   }
-  return data;
+  if (!resp.ok) throw await failure(resp);
+  return resp.json();
 }
 
 function showError(message) {
@@ -50,41 +104,41 @@ function link(text, url) {
   return el("a", { href: url, target: "_blank", rel: "noopener noreferrer" }, text);
 }
 
-// A Markdown pipe table as an HTML table; null when the text is not one.
-function pipeTable(text) {
-  const lines = text.split("\n").map((l) => l.trim()).filter((l) => l);
-  if (lines.length < 2 || !lines[0].startsWith("|") || !/^\|?[\s:|-]+\|?$/.test(lines[1])) return null;
-  const cells = (line) => line.replace(/^\|/, "").replace(/\|$/, "").split("|").map((c) => c.trim());
-  const table = el("table", { class: "md" });
-  const head = el("tr");
-  for (const c of cells(lines[0])) head.append(el("th", {}, c));
-  table.append(el("thead", {}, head));
-  const body = el("tbody");
-  for (const line of lines.slice(2)) {
-    const tr = el("tr");
-    for (const c of cells(line)) tr.append(el("td", {}, c));
-    body.append(tr);
-  }
-  table.append(body);
-  return table;
+function badge(kind) {
+  return el("span", { class: "badge " + kind }, kind);
 }
 
-async function imageInto(figure, url) {
-  try {
-    const resp = await fetch(url, { headers: headers() });
-    if (!resp.ok) return;
-    const blob = await resp.blob();
-    const img = el("img", { alt: figure.dataset.alt || "", src: URL.createObjectURL(blob) });
-    figure.prepend(img);
-  } catch (_) { /* the caption stays */ }
+// A button that opens a node in the side panel.
+function nodeButton(item, label) {
+  return el("button", { type: "button", class: "nav", "data-node-id": item.node_id,
+                        title: item.location || item.node_id,
+                        onclick: () => openNode(item.node_id) },
+            label || item.title || item.node_id);
 }
 
-function body(hit) {
+// ---------------------------------------------------------------- busy and status
+let busyCount = 0;
+function setBusy(on, text) {
+  busyCount = Math.max(0, busyCount + (on ? 1 : -1));
+  const busy = busyCount > 0;
+  for (const b of [$("search-btn"), $("ask-btn")]) b.disabled = busy;
+  $("loading").hidden = !busy;
+  if (text) $("loading-text").textContent = text;
+  $("results").setAttribute("aria-busy", busy ? "true" : "false");
+  document.body.dataset.busy = busy ? "1" : "0";
+}
+
+function startRequest(text) {
+  showError("");
+  $("summary").textContent = "";  // never a stale "answered in 7 ms" under a new error
+  setBusy(true, text);
+}
+
+// ---------------------------------------------------------------- results
+function hitBody(hit) {
+  if (hit.html) return el("div", { class: "md" }, toFragment(hit.html));
   if (hit.kind === "code") {
     return el("pre", {}, el("code", { class: "language-" + (hit.language || "text") }, hit.text));
-  }
-  if (hit.kind === "table") {
-    return pipeTable(hit.text) || el("div", { class: "text" }, hit.text);
   }
   if (hit.kind === "image") {
     const fig = el("figure", {}, el("figcaption", {}, hit.text));
@@ -95,35 +149,101 @@ function body(hit) {
   return el("div", { class: "text" }, hit.text);
 }
 
+async function imageInto(figure, url) {
+  try {
+    const resp = await fetch(url, { headers: headers() });
+    if (!resp.ok) return;
+    const blob = await resp.blob();
+    figure.prepend(el("img", { alt: figure.dataset.alt || "", src: URL.createObjectURL(blob) }));
+  } catch (_) { /* the caption stays */ }
+}
+
+// The breadcrumb below what the reader already sees (the file, or the enclosing hit).
+function trail(hit, above) {
+  const parts = (hit.breadcrumb || hit.path).split(" > ");
+  let skip = 1;  // the file is the group's heading
+  if (above) skip = Math.max(skip, (above.breadcrumb || "").split(" > ").length);
+  const shown = parts.slice(Math.min(skip, parts.length - 1));
+  const crumbs = el("span", { class: "trail" });
+  shown.forEach((p, i) => {
+    if (i) crumbs.append(el("span", { class: "sep", "aria-hidden": "true" }, " › "));
+    crumbs.append(el("span", { class: i === shown.length - 1 ? "crumb-last" : "crumb-part" }, p));
+  });
+  return crumbs;
+}
+
+function contextLine(hit) {
+  const ctx = hit.context || [];
+  const parent = ctx.find((c) => c.relation === "parent");
+  const near = ctx.filter((c) => c.relation === "sibling");
+  const inside = ctx.filter((c) => c.relation === "container");
+  if (!parent && !near.length && !inside.length) return null;
+  const line = el("div", { class: "context" });
+  if (parent) line.append("in ", nodeButton(parent));
+  if (inside.length) line.append(parent ? " · " : "", "found for ",
+                                 ...inside.map((c) => nodeButton(c)));
+  if (near.length) {
+    line.append(" · next to ");
+    near.forEach((c, i) => line.append(i ? ", " : "", nodeButton(c)));
+  }
+  return line;
+}
+
+function hitCard(hit, above) {
+  const where = link(hit.location, hit.url);
+  const meta = el("div", { class: "meta" }, where,
+                  ` · ${hit.relation}${hit.via ? " via " + hit.via : ""} · score ${hit.score.toFixed(3)} · #${hit.rank}`);
+  const open = el("button", { type: "button", class: "explore", title: "outline and connections (o)",
+                              onclick: () => openNode(hit.node_id) }, "Explore");
+  const head = el("div", { class: "crumb" }, badge(hit.kind), trail(hit, above), open);
+  return el("li", { class: "result", tabindex: "0", "data-kind": hit.kind,
+                    "data-node-id": hit.node_id, "aria-label": hit.breadcrumb },
+            head, meta, contextLine(hit), hitBody(hit));
+}
+
+// Results grouped by file (in the order of their best hit); a hit whose ancestor is
+// also a hit is shown inside it.
 function renderResults(data) {
+  if (lastIndex !== data.index) closePanel();  // its node belongs to another index
+  lastIndex = data.index;
   const list = $("results");
   list.replaceChildren();
-  $("summary").textContent =
-    `${data.results.length} result(s) from ${data.index} v${data.version}, ${data.mode} mode, ${data.took_ms.toFixed(0)} ms`;
+  const groups = new Map();
   for (const hit of data.results) {
-    const crumb = el("div", { class: "crumb" }, el("span", { class: "badge " + hit.kind }, hit.kind),
-                     link(hit.breadcrumb || hit.path, hit.url));
-    const meta = el("div", { class: "meta" },
-                    `${hit.location} · ${hit.relation}${hit.via ? " via " + hit.via : ""} · score ${hit.score.toFixed(3)} · ${hit.node_id}`);
-    list.append(el("li", { class: "result", "data-kind": hit.kind }, crumb, meta, body(hit)));
+    const key = hit.path || "(no file)";
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(hit);
   }
+  for (const [path, hits] of groups) {
+    const ids = new Map(hits.map((h) => [h.node_id, h]));
+    const enclosing = (h) => (h.ancestors || []).map((a) => ids.get(a)).find(Boolean) || null;
+    const cards = new Map();
+    const top = el("ol", { class: "hits" });
+    for (const hit of hits) {  // rank order: an enclosing hit may come later
+      cards.set(hit.node_id, hitCard(hit, enclosing(hit)));
+    }
+    for (const hit of hits) {
+      const outer = enclosing(hit);
+      if (!outer) { top.append(cards.get(hit.node_id)); continue; }
+      const card = cards.get(outer.node_id);
+      let nested = card.querySelector(":scope > ol.nested");
+      if (!nested) { nested = el("ol", { class: "hits nested" }); card.append(nested); }
+      nested.append(cards.get(hit.node_id));
+    }
+    const fileHit = hits.find((h) => h.kind === "file");
+    const fileId = fileHit ? fileHit.node_id : (hits[0].ancestors || []).slice(-1)[0];
+    const head = el("div", { class: "file-head" }, el("span", { class: "path" }, path),
+                    el("span", { class: "muted" }, ` ${hits.length} hit(s)`),
+                    fileId ? el("button", { type: "button", class: "outline-btn",
+                                            onclick: () => openNode(fileId, { tab: "outline" }) },
+                                "Outline") : null);
+    list.append(el("li", { class: "file-group", "data-path": path }, head, top));
+  }
+  $("summary").textContent =
+    `${data.results.length} result(s) in ${groups.size} file(s) from ${data.index} v${data.version}, ${data.mode} mode, ${data.took_ms.toFixed(0)} ms`;
 }
 
-function sourceItem(s) {
-  const where = s.lines ? `${s.path}:${s.lines}` : s.path;
-  return el("li", { value: String(s.n) }, link(s.breadcrumb || s.path, s.url), el("span", { class: "muted" }, ` — ${where} (${s.kind})`));
-}
-
-function renderAnswer(data) {
-  $("answer").hidden = false;
-  $("answer-text").textContent = data.answer;
-  $("answer-meta").textContent = data.extractive ? "(extractive: no LLM configured)" : `(${data.llm})`;
-  $("answer-sources").replaceChildren(...data.sources.map(sourceItem));
-  $("answer-connections").replaceChildren(...data.connections.map(sourceItem));
-  $("answer-connections-box").hidden = data.connections.length === 0;
-  $("answer-reasoning").textContent = data.reasoning;
-}
-
+// ---------------------------------------------------------------- search and ask
 function request(field) {
   const body = { mode: $("mode").value, k: Number($("k").value) || 10 };
   body[field] = $("query").value;
@@ -131,34 +251,306 @@ function request(field) {
   return body;
 }
 
-async function busy(fn) {
-  for (const b of [$("search-btn"), $("ask-btn")]) b.disabled = true;
-  showError("");
-  try { await fn(); } catch (e) { showError(e.message); } finally {
-    for (const b of [$("search-btn"), $("ask-btn")]) b.disabled = false;
+async function search(ev) {
+  if (ev) ev.preventDefault();
+  if (!$("query").value.trim()) return;
+  startRequest("Searching…");
+  $("answer").hidden = true;
+  $("results").replaceChildren();
+  try {
+    renderResults(await call("POST", "/search", request("query")));
+  } catch (e) {
+    showError(e.message);
+  } finally {
+    setBusy(false);
   }
 }
 
-async function search(ev) {
-  ev.preventDefault();
-  await busy(async () => {
-    $("answer").hidden = true;
-    renderResults(await call("POST", "/search", request("query")));
-  });
+function sourceItem(s) {
+  const where = s.lines ? `${s.path}:${s.lines}` : s.path;
+  return el("li", { value: String(s.n), id: `source-${s.n}` },
+            nodeButton(s, s.breadcrumb || s.path), " ",
+            el("span", { class: "muted" }, "— "), link(where, s.url),
+            el("span", { class: "muted" }, ` (${s.kind})`));
+}
+
+// [n] in the answer becomes a link to source n.
+function linkCitations(root) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  while (walker.nextNode()) texts.push(walker.currentNode);
+  for (const t of texts) {
+    if (!/\[\d+\]/.test(t.data) || t.parentElement.closest("a, code, pre")) continue;
+    const frag = document.createDocumentFragment();
+    t.data.split(/(\[\d+\])/).forEach((part) => {
+      const m = /^\[(\d+)\]$/.exec(part);
+      frag.append(m ? el("a", { href: `#source-${m[1]}`, class: "cite" }, part) : part);
+    });
+    t.replaceWith(frag);
+  }
+}
+
+// Server-sent events of a fetch response: yields {event, data}.
+async function* events(resp) {
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) event = line.slice(7);
+        else if (line.startsWith("data: ")) data.push(line.slice(6));
+      }
+      if (data.length) yield { event, data: JSON.parse(data.join("\n")) };
+    }
+  }
 }
 
 async function ask() {
   if (!$("query").value.trim()) return;
-  await busy(async () => {
-    const req = request("question");
-    if (req.mode === "hybrid" || req.mode === "flat" || req.mode === "keyword") req.mode = "auto";
-    const data = await call("POST", "/ask", req);
-    renderAnswer(data);
-    $("results").replaceChildren();
-    $("summary").textContent = `answered from ${data.index} v${data.version} in ${data.took_ms.toFixed(0)} ms`;
-  });
+  startRequest("Retrieving…");
+  $("results").replaceChildren();
+  $("answer").hidden = true;
+  const req = request("question");
+  if (req.mode === "hybrid" || req.mode === "flat" || req.mode === "keyword") req.mode = "auto";
+  req.stream = true;
+  try {
+    let resp;
+    try {
+      resp = await fetch("/ask", { method: "POST", headers: headers(), body: JSON.stringify(req) });
+    } catch (e) {
+      throw new Error("the service did not answer (" + e.message + ")");
+    }
+    if (!resp.ok) throw await failure(resp);
+    const text = $("answer-text");
+    let finished = false;
+    for await (const { event, data } of events(resp)) {
+      if (event === "sources") {
+        if (lastIndex !== data.index) closePanel();
+        lastIndex = data.index;
+        $("answer").hidden = false;
+        $("answer").dataset.state = "writing";
+        text.replaceChildren();
+        $("answer-meta").textContent = "(writing…)";
+        $("answer-sources").replaceChildren(...data.sources.map(sourceItem));
+        $("answer-connections").replaceChildren(...data.connections.map(sourceItem));
+        $("answer-connections-box").hidden = data.connections.length === 0;
+        $("answer-reasoning").textContent = data.reasoning;
+        $("loading-text").textContent = "Writing the answer…";
+        $("summary").textContent = `from ${data.index} v${data.version}, ${data.mode} mode`;
+      } else if (event === "delta") {
+        text.append(data.text);
+      } else if (event === "error") {
+        showError(data.detail);
+      } else if (event === "done") {
+        finished = true;
+        text.replaceChildren(toFragment(data.html));
+        linkCitations(text);
+        $("answer").dataset.state = "done";
+        $("answer-meta").textContent = data.extractive ? "(extractive: no LLM answered)" : `(${data.llm})`;
+        $("summary").textContent += `, answered in ${data.took_ms.toFixed(0)} ms`;
+      }
+    }
+    if (!finished) throw new Error("the answer stream ended early");
+  } catch (e) {
+    $("summary").textContent = "";
+    showError(e.message);
+    if ($("answer").dataset.state === "writing") $("answer-meta").textContent = "(interrupted)";
+  } finally {
+    setBusy(false);
+  }
 }
 
+// ---------------------------------------------------------------- the side panel
+const panel = { history: [], current: null, tab: "node", token: 0 };
+
+function panelTab(tab) {
+  panel.tab = tab;
+  $("tab-node").setAttribute("aria-selected", String(tab === "node"));
+  $("tab-outline").setAttribute("aria-selected", String(tab === "outline"));
+  $("panel-node").hidden = tab !== "node";
+  $("panel-outline").hidden = tab !== "outline";
+  if (tab === "outline") {
+    const here = $("panel-outline").querySelector("[aria-current='true']");
+    if (here) here.scrollIntoView({ block: "nearest" });
+  }
+}
+
+function closePanel() {
+  $("panel").hidden = true;
+  document.body.classList.remove("with-panel");
+  panel.history = [];
+  panel.current = null;
+}
+
+async function openNode(nodeId, opts = {}) {
+  const index = lastIndex || $("index").value;
+  if (!index) return;
+  if (panel.current && panel.current !== nodeId && !opts.back) panel.history.push(panel.current);
+  panel.current = nodeId;
+  $("panel-back").disabled = panel.history.length === 0;
+  $("panel").hidden = false;
+  document.body.classList.add("with-panel");
+  if (opts.tab) panelTab(opts.tab);
+  const token = ++panel.token;
+  const status = $("panel-status");
+  status.className = "loading";
+  status.textContent = "Loading…";
+  $("panel").setAttribute("aria-busy", "true");
+  const base = `/indexes/${encodeURIComponent(index)}`;
+  try {
+    const [node, outline] = await Promise.all([
+      call("GET", `${base}/nodes/${encodeURIComponent(nodeId)}`),
+      call("GET", `${base}/outline?target=${encodeURIComponent(nodeId)}`).catch(() => null)]);
+    if (token !== panel.token) return;  // a later click won
+    renderNode(node);
+    renderOutline(outline, nodeId);
+    status.className = "";
+    status.textContent = "";
+  } catch (e) {
+    if (token !== panel.token) return;
+    status.className = "error";
+    status.textContent = e.message;
+    $("panel-node").replaceChildren();
+    $("panel-outline").replaceChildren();
+  } finally {
+    if (token === panel.token) $("panel").setAttribute("aria-busy", "false");
+  }
+}
+
+function section(title, items, more, render) {
+  if (!items || !items.length) return null;
+  const list = el("ul", { class: "rel" }, ...items.map((x) => el("li", {}, render(x))));
+  if (more) list.append(el("li", { class: "muted" }, `… ${more} more`));
+  return el("section", { class: "rel-group", "data-group": title }, el("h4", {}, title), list);
+}
+
+function relItem(x) {
+  const bits = [badge(x.kind), nodeButton(x)];
+  if (x.location) bits.push(el("span", { class: "muted" }, " " + x.location));
+  return el("span", {}, ...bits);
+}
+
+const GROUPS = [["links_to", "Links to"], ["linked_from", "Linked from"], ["imports", "Imports"],
+  ["imported_by", "Imported by"], ["entities", "Entities it mentions"],
+  ["mentioned_in", "Mentioned in"], ["related", "Related entities"], ["similar", "Similar"]];
+
+function renderNode(data) {
+  const n = data.node;
+  $("panel-title").replaceChildren(badge(n.kind), el("strong", {}, n.title));
+  const crumbs = el("div", { class: "crumbs" });
+  [...data.ancestors].reverse().forEach((a) => crumbs.append(nodeButton(a), " › "));
+  crumbs.append(el("span", {}, n.title));
+  const where = el("div", { class: "meta" }, link(n.location || n.node_id, n.url),
+                   n.position ? ` · ${n.position} of ${n.of} in its parent` : "",
+                   ` · ${n.node_id}`);
+  let body;
+  if (n.html) body = el("div", { class: "md node-text" }, toFragment(n.html));
+  else if (n.kind === "code") body = el("pre", { class: "node-text" }, el("code", {}, n.text));
+  else body = el("div", { class: "text node-text" }, n.text);
+  const facts = data.facts.length ? el("section", { class: "rel-group", "data-group": "Facts" },
+    el("h4", {}, `Facts (${data.counts.facts})`),
+    el("ul", { class: "rel" }, ...data.facts.map((f) => el("li", {},
+      f.head_id ? nodeButton({ node_id: f.head_id, title: f.head }) : f.head,
+      el("span", { class: "muted" }, ` ${f.relation} `),
+      f.tail_id ? nodeButton({ node_id: f.tail_id, title: f.tail }) : f.tail,
+      f.source_id && f.source_id !== n.node_id
+        ? el("span", { class: "muted" }, " — from ", nodeButton({ node_id: f.source_id, title: "source" }))
+        : null)))) : null;
+  $("panel-node").replaceChildren(...[crumbs, where, body,
+    section("Parent", data.parent ? [data.parent] : [], 0, relItem),
+    section("Siblings", data.siblings, data.more_siblings, relItem),
+    section("Children", data.children, data.more_children, relItem),
+    ...GROUPS.map(([key, title]) => section(title, data.connections[key],
+      (data.counts[key] || 0) - (data.connections[key] || []).length, relItem)),
+    facts].filter(Boolean));
+}
+
+function renderOutline(data, focus) {
+  const box = $("panel-outline");
+  if (!data) { box.replaceChildren(el("p", { class: "muted" }, "No outline for this node.")); return; }
+  const root = el("ul", { class: "outline" });
+  const stack = [root];
+  for (const e of data.entries) {
+    stack.length = e.depth + 1;
+    let parent = stack[e.depth];
+    if (!parent) parent = stack[stack.length - 1] || root;
+    const item = el("li", { "data-node-id": e.node_id },
+                    el("button", { type: "button", class: "nav",
+                                   "aria-current": e.node_id === focus ? "true" : null,
+                                   onclick: () => openNode(e.node_id, { tab: "outline" }) },
+                       badge(e.kind), e.title),
+                    e.start_line ? el("span", { class: "muted" }, ` L${e.start_line}`) : null);
+    parent.append(item);
+    if (e.expanded) {
+      const sub = el("ul", {});
+      item.append(sub);
+      stack[e.depth + 1] = sub;
+    }
+  }
+  box.replaceChildren(el("div", { class: "meta" }, data.root.path || data.root.title,
+                         data.truncated ? " (cut short)" : ""), root);
+  if (panel.tab === "outline") panelTab("outline");
+}
+
+function panelBack() {
+  const prev = panel.history.pop();
+  if (prev) openNode(prev, { back: true });
+}
+
+// ---------------------------------------------------------------- keyboard
+function typing(target) {
+  return target && (target.tagName === "INPUT" || target.tagName === "SELECT"
+                    || target.tagName === "TEXTAREA" || target.isContentEditable);
+}
+
+function moveFocus(step) {
+  const cards = [...document.querySelectorAll("#results li.result")];
+  if (!cards.length) return;
+  const current = document.activeElement.closest ? document.activeElement.closest("li.result") : null;
+  const at = cards.indexOf(current);
+  const next = cards[Math.max(0, Math.min(cards.length - 1, at < 0 ? 0 : at + step))];
+  next.focus();
+  next.scrollIntoView({ block: "nearest" });
+}
+
+function onKey(ev) {
+  if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey) && ev.target === $("query")) {
+    ev.preventDefault();
+    ask();
+    return;
+  }
+  if (ev.key === "ArrowDown" && ev.target === $("query")
+      && document.querySelector("#results li.result")) {
+    ev.preventDefault();  // from the search box down into the results
+    moveFocus(0);
+    return;
+  }
+  if (ev.key === "Escape") {
+    if (!$("panel").hidden) { closePanel(); ev.preventDefault(); }
+    else if (ev.target === $("query")) $("query").blur();
+    return;
+  }
+  if (typing(ev.target) || ev.altKey || ev.ctrlKey || ev.metaKey) return;
+  const card = ev.target.closest ? ev.target.closest("li.result") : null;
+  if (ev.key === "/") { ev.preventDefault(); $("query").focus(); $("query").select(); }
+  else if (ev.key === "j" || ev.key === "ArrowDown") { ev.preventDefault(); moveFocus(1); }
+  else if (ev.key === "k" || ev.key === "ArrowUp") { ev.preventDefault(); moveFocus(-1); }
+  else if ((ev.key === "o" || ev.key === "Enter") && card && ev.target === card) {
+    ev.preventDefault();
+    openNode(card.dataset.nodeId);
+  } else if (ev.key === "Backspace" && !$("panel").hidden) { ev.preventDefault(); panelBack(); }
+}
+
+// ---------------------------------------------------------------- start
 async function loadIndexes() {
   try {
     const data = await call("GET", "/indexes");
@@ -166,6 +558,7 @@ async function loadIndexes() {
     select.replaceChildren(...data.indexes.map((i) =>
       el("option", { value: i.name }, `${i.name} (v${i.version}, ${i.counts.files ?? "?"} files)`)));
     $("status").textContent = `${data.indexes.length} index(es)`;
+    showError("");
   } catch (e) {
     showError(authRequired ? "Enter an API key to list the indexes. " + e.message : e.message);
   }
@@ -179,6 +572,11 @@ async function start() {
   });
   $("search-form").addEventListener("submit", search);
   $("ask-btn").addEventListener("click", ask);
+  $("panel-close").addEventListener("click", closePanel);
+  $("panel-back").addEventListener("click", panelBack);
+  $("tab-node").addEventListener("click", () => panelTab("node"));
+  $("tab-outline").addEventListener("click", () => panelTab("outline"));
+  document.addEventListener("keydown", onKey);
   try {
     const health = await call("GET", "/health");
     authRequired = health.auth;

@@ -23,7 +23,8 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import pyarrow as pa
 

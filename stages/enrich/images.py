@@ -9,9 +9,10 @@ Two plain functions the pipeline wires into assets:
   (decompression bombs). It never raises and never reads a path outside the
   corpus root (or the blob directory).
 * :func:`dedup_images` groups near-duplicates: a 64-bit dHash or pHash per
-  usable image, candidate pairs from LSH banding (never all pairs), pairs
-  confirmed by Hamming distance and, optionally, SSIM; union-find makes the
-  groups and the largest picture represents each one.
+  usable image, the pairs within a Hamming distance from a range search of
+  faiss's binary index, optionally confirmed by SSIM; the groups are the
+  connected components of those pairs (scipy) and the largest picture
+  represents each one.
 
 Grouping rules:
 - nodes pointing at the same file, and files with identical bytes, are
@@ -32,7 +33,8 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -346,7 +348,7 @@ def _flatten(im: Image.Image) -> Image.Image:
 
 
 # --------------------------------------------------------------------------
-# hashing and LSH
+# hashing and near-duplicate pairs
 
 
 def image_hash(im: Image.Image, method: str = "dhash") -> int:
@@ -362,103 +364,43 @@ def image_hash(im: Image.Image, method: str = "dhash") -> int:
     return int(str(h), 16)
 
 
-def _band_layout(bands: int, bits: int = HASH_BITS) -> list[tuple[int, int]]:
-    """(shift, width) per band: ``bands`` near-equal slices of the hash."""
-    bands = max(1, min(int(bands), bits))
-    base, extra = divmod(bits, bands)
-    layout, shift = [], 0
-    for k in range(bands):
-        width = base + (1 if k < extra else 0)
-        layout.append((shift, width))
-        shift += width
-    return layout
-
-
-if hasattr(np, "bitwise_count"):
-    def _popcount(x: np.ndarray) -> np.ndarray:
-        return np.bitwise_count(x)
-else:  # numpy < 2.0
-    _BYTE_BITS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
-
-    def _popcount(x: np.ndarray) -> np.ndarray:
-        b = x.astype(np.uint64).view(np.uint8).reshape(*x.shape, 8)
-        return _BYTE_BITS[b].sum(axis=-1)
-
-
-_MATRIX_BUCKET = 512  # buckets up to this size are compared as one matrix
-
-
-def _bucket_pairs(idx: np.ndarray, vals: np.ndarray, threshold: int) -> Iterator[tuple[int, int]]:
-    sub = vals[idx]
-    m = len(idx)
-    if m <= _MATRIX_BUCKET:
-        dist = _popcount(sub[:, None] ^ sub[None, :])
-        a, b = np.nonzero(np.triu(dist <= threshold, k=1))
-        for i, j in zip(a.tolist(), b.tolist()):
-            yield int(idx[i]), int(idx[j])
-        return
-    for i in range(m - 1):  # huge bucket: row by row keeps memory linear
-        close = np.nonzero(_popcount(sub[i] ^ sub[i + 1:]) <= threshold)[0]
-        for j in close.tolist():
-            yield int(idx[i]), int(idx[i + 1 + j])
-
-
-def near_duplicate_pairs(hashes: Sequence[int], hamming_threshold: int = 6,
-                         bands: int = 8) -> Iterator[tuple[int, int]]:
+def near_duplicate_pairs(hashes: Sequence[int],
+                         hamming_threshold: int = 6) -> Iterator[tuple[int, int]]:
     """Index pairs ``(i, j)``, ``i < j``, whose 64-bit hashes differ in at most
-    ``hamming_threshold`` bits, each reported once.
+    ``hamming_threshold`` bits, each reported once, in order.
 
-    Candidates come from LSH banding: the hash is cut into ``bands`` slices
-    and only hashes that agree on a whole slice are compared. With
-    ``bands > hamming_threshold`` no pair within the threshold is missed
-    (pigeonhole: ``d`` differing bits touch at most ``d`` slices), so
-    ``bands`` is raised to ``hamming_threshold + 1`` when set lower.
-    """
+    An exact range search of faiss's binary flat index (SIMD popcounts over the
+    8-byte codes): no pair within the threshold is missed, whatever the
+    threshold, and nothing else is compared in Python."""
+    import faiss
+
     n = len(hashes)
     if n < 2:
         return
-    threshold = int(hamming_threshold)
     vals = np.fromiter((int(h) & 0xFFFFFFFFFFFFFFFF for h in hashes), dtype=np.uint64, count=n)
-    layout = _band_layout(max(int(bands), threshold + 1))
-    seen: set[tuple[int, int]] = set()
-    for shift, width in layout:
-        keys = (vals >> np.uint64(shift)) & np.uint64((1 << width) - 1)
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        cuts = np.flatnonzero(sorted_keys[1:] != sorted_keys[:-1]) + 1
-        starts = np.concatenate(([0], cuts))
-        ends = np.concatenate((cuts, [n]))
-        for s, e in zip(starts.tolist(), ends.tolist()):
-            if e - s < 2:
-                continue
-            for i, j in _bucket_pairs(order[s:e], vals, threshold):
-                pair = (i, j) if i < j else (j, i)
-                if pair not in seen:
-                    seen.add(pair)
-                    yield pair
+    codes = vals.view(np.uint8).reshape(n, HASH_BITS // 8)
+    index = faiss.IndexBinaryFlat(HASH_BITS)
+    index.add(codes)
+    lims, _, found = index.range_search(codes, int(hamming_threshold) + 1)  # distance < radius
+    rows = np.repeat(np.arange(n), np.diff(lims).astype(np.int64))
+    keep = found > rows
+    pairs = np.stack([rows[keep], found[keep]], axis=1)
+    pairs = pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+    yield from (tuple(p) for p in pairs.tolist())
 
 
 # --------------------------------------------------------------------------
 # grouping
 
 
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
+def _components(n: int, pairs: Iterable[tuple[int, int]]) -> np.ndarray:
+    """Connected-component label of each of ``n`` items joined by ``pairs``."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
 
-    def find(self, x: int) -> int:
-        parent = self.parent
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:  # path compression
-            parent[x], x = root, parent[x]
-        return root
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
+    edges = np.asarray(list(pairs), dtype=np.int64).reshape(-1, 2)
+    graph = coo_matrix((np.ones(len(edges), np.int8), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    return connected_components(graph, directed=False)[1]
 
 
 def _gray(record: ImageRecord) -> np.ndarray | None:
@@ -487,7 +429,7 @@ def _parse_hash(value: Any) -> int | None:
 
 
 def dedup_images(records: Sequence[ImageRecord], method: str = "dhash", hamming_threshold: int = 6,
-                 use_ssim: bool = False, ssim_threshold: float = 0.90, bands: int = 8, *,
+                 use_ssim: bool = False, ssim_threshold: float = 0.90, *,
                  hashes: Mapping[str, Any] | None = None) -> pa.Table:
     """Near-duplicate groups of ``records`` as an :data:`IMAGE_GROUPS` table,
     one row per record, in record order.
@@ -506,25 +448,24 @@ def dedup_images(records: Sequence[ImageRecord], method: str = "dhash", hamming_
     hvals: list[int | None] = [None] * n
     given = hashes or {}
 
-    # Identical files: same location or same bytes. Hash each class once.
-    uf = _UnionFind(n)
+    # Identical files: same location or same bytes, one class each; each class is
+    # hashed once.
+    same: list[tuple[int, int]] = []
     first_of: dict[tuple[str, str], int] = {}
     for i, r in enumerate(records):
         if r.status != OK:
             continue
         for key in (("loc", r.location), ("bytes", r.byte_hash)):
             if key[1]:
-                if key in first_of:
-                    uf.union(first_of[key], i)
-                else:
-                    first_of[key] = i
+                same.append((first_of.setdefault(key, i), i))
+    identical = _components(n, same)
 
+    class_hash: dict[int, int] = {}
     for i, r in enumerate(records):
         if status[i] != OK:
             continue
-        root = uf.find(i)
-        if hvals[root] is not None:
-            hvals[i] = hvals[root]
+        if identical[i] in class_hash:
+            hvals[i] = class_hash[identical[i]]
             continue
         h = _parse_hash(given.get(r.node_id))
         if h is None:
@@ -538,31 +479,28 @@ def dedup_images(records: Sequence[ImageRecord], method: str = "dhash", hamming_
                 status[i] = BROKEN
                 errors[i] = errors[i] or "image could not be reopened for hashing"
                 continue
-        hvals[i] = h
-        hvals[root] = h
+        hvals[i] = class_hash[identical[i]] = h
 
-    # A broken member must not keep its identical-file group: rebuild the
-    # union-find over ok records only.
-    uf2 = _UnionFind(n)
+    # The edges of the final groups. A broken member must not keep its
+    # identical-file class together: each class is its first ok member and the
+    # ok members joined to it.
+    edges: list[tuple[int, int]] = []
     first_ok: dict[int, int] = {}
     for i in range(n):
         if status[i] == OK:
-            uf2.union(first_ok.setdefault(uf.find(i), i), i)
-    uf = uf2
-
-    # One item per identical-file class, LSH over their hashes.
-    items = sorted({uf.find(i) for i in range(n) if status[i] == OK})
+            first = first_ok.setdefault(int(identical[i]), i)
+            if first != i:
+                edges.append((first, i))
+    items = sorted(first_ok.values())  # one per class; near-duplicates among these
     if not use_ssim:
-        # Equal hashes merge outright; LSH runs over distinct values only.
+        # Equal hashes join outright; the range search runs over distinct values only.
         by_value: dict[int, list[int]] = {}
         for i in items:
             by_value.setdefault(hvals[i], []).append(i)
-        values = list(by_value)
-        for members in by_value.values():
-            for m in members[1:]:
-                uf.union(members[0], m)
-        for a, b in near_duplicate_pairs(values, hamming_threshold, bands):
-            uf.union(by_value[values[a]][0], by_value[values[b]][0])
+        heads = [members[0] for members in by_value.values()]
+        edges += [(members[0], m) for members in by_value.values() for m in members[1:]]
+        edges += [(heads[a], heads[b])
+                  for a, b in near_duplicate_pairs(list(by_value), hamming_threshold)]
     else:
         grays: dict[int, np.ndarray | None] = {}
 
@@ -571,18 +509,17 @@ def dedup_images(records: Sequence[ImageRecord], method: str = "dhash", hamming_
                 grays[i] = _gray(records[i])
             return grays[i]
 
-        for a, b in near_duplicate_pairs([hvals[i] for i in items], hamming_threshold, bands):
+        for a, b in near_duplicate_pairs([hvals[i] for i in items], hamming_threshold):
             i, j = items[a], items[b]
-            if uf.find(i) == uf.find(j):
-                continue
             ga, gb = gray(i), gray(j)
             if ga is not None and gb is not None and _ssim(ga, gb) >= ssim_threshold:
-                uf.union(i, j)
+                edges.append((i, j))
 
-    # Representatives and rows.
+    # Groups (records that are not ok have no edge: a group of their own each),
+    # representatives and rows.
     groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(uf.find(i) if status[i] == OK else i, []).append(i)
+    for i, label in enumerate(_components(n, edges).tolist()):
+        groups.setdefault(label, []).append(i)
 
     def rank(i: int) -> tuple:
         r = records[i]

@@ -28,7 +28,8 @@ import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import polars as pl
 
@@ -83,7 +84,7 @@ def openie_units(nodes: pl.DataFrame) -> pl.DataFrame:
     text."""
     cols = ["node_id", "path", "title", "breadcrumb", "text"]
     if nodes.height == 0:
-        return pl.DataFrame(schema={c: pl.String for c in cols})
+        return pl.DataFrame(schema=dict.fromkeys(cols, pl.String))
     chunk_parents = nodes.filter(pl.col("kind") == "chunk")["parent_id"].drop_nulls().unique()
     has_chunks = pl.col("node_id").is_in(chunk_parents.implode())
     text_len = pl.col("text").fill_null("").str.strip_chars().str.len_chars()

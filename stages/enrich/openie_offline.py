@@ -60,7 +60,8 @@ would only scatter one reading of a sentence over two files.
 from __future__ import annotations
 
 import re
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Iterable
 
 from stages.enrich.openie_text import OpenIEOut, Triple, clean, normalize, unit_title
 

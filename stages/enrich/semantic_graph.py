@@ -22,7 +22,7 @@ import math
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -73,8 +73,8 @@ def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.T
             forms[key][surface] += 1
             if description:
                 desc[key][" ".join(description.split())] += 1
-            if key not in seen_here:
-                seen_here.add(key)
+            if key not in seen_here:  # noqa: B023 - called in this iteration only
+                seen_here.add(key)  # noqa: B023 - called in this iteration only
                 mentions[key] += 1
             return key
 
@@ -194,22 +194,6 @@ def _knn_faiss(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return index.search(vectors, k)
 
 
-def _knn_numpy(vectors: np.ndarray, k: int, block: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-    """Exact kNN by blocked matrix products (the fallback without faiss)."""
-    n = vectors.shape[0]
-    k = min(k, n)
-    sims = np.empty((n, k), np.float32)
-    idx = np.empty((n, k), np.int64)
-    for s in range(0, n, block):
-        part = vectors[s:s + block] @ vectors.T
-        top = np.argpartition(-part, k - 1, axis=1)[:, :k]
-        vals = np.take_along_axis(part, top, axis=1)
-        order = np.argsort(-vals, axis=1)
-        idx[s:s + block] = np.take_along_axis(top, order, axis=1)
-        sims[s:s + block] = np.take_along_axis(vals, order, axis=1)
-    return sims, idx
-
-
 def synonymy_edges_cached(entity_ids: list[str], vectors: np.ndarray, cache_dir: Path,
                           threshold: float = 0.8, k: int = 10) -> tuple[pa.Table, bool]:
     """:func:`synonymy_edges`, kept as Parquet in ``cache_dir`` under a key of
@@ -241,11 +225,10 @@ def synonymy_edges_cached(entity_ids: list[str], vectors: np.ndarray, cache_dir:
 
 
 def synonymy_edges(entity_ids: list[str], vectors: np.ndarray, threshold: float = 0.8,
-                   k: int = 10, use_faiss: bool | None = None) -> pa.Table:
+                   k: int = 10) -> pa.Table:
     """Entity <-> entity ("similar_to") for each entity's k nearest neighbours
     with cosine similarity >= ``threshold`` (vectors must be L2-normalized);
-    both directions, weight = the similarity, self matches skipped. faiss when
-    importable (``use_faiss=None``), else exact blocked numpy products."""
+    both directions, weight = the similarity, self matches skipped."""
     n = len(entity_ids)
     if n < 2:
         return EDGES.empty_table()
@@ -253,13 +236,7 @@ def synonymy_edges(entity_ids: list[str], vectors: np.ndarray, threshold: float 
     if vecs.shape[0] != n:
         raise ValueError(f"{n} entity ids but {vecs.shape[0]} vectors")
     kk = min(k + 1, n)  # +1: each vector finds itself
-    if use_faiss is None:
-        try:
-            import faiss  # noqa: F401
-            use_faiss = True
-        except ImportError:
-            use_faiss = False
-    sims, idx = _knn_faiss(vecs, kk) if use_faiss else _knn_numpy(vecs, kk)
+    sims, idx = _knn_faiss(vecs, kk)
     rows = np.repeat(np.arange(n), idx.shape[1])
     cols = idx.ravel()
     vals = sims.ravel()

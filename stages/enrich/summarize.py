@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import polars as pl
 import pyarrow as pa

@@ -19,7 +19,8 @@ import json
 import posixpath
 import re
 import tomllib
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import yaml
 
@@ -394,7 +395,7 @@ class _Builder:
             elif isinstance(cur, yaml.SequenceNode):
                 work.extend(reversed(cur.value))
             elif isinstance(cur, yaml.MappingNode):
-                for k, v in reversed(cur.value):
+                for _key, v in reversed(cur.value):
                     work.append(v)
 
     # ---- references in JSON/TOML values ------------------------------------

@@ -29,7 +29,8 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from stages.parse.common import file_stem as _stem, squash as _squash, pipe_table
 from stages.parse.model import Draft, ParsedFile
@@ -183,7 +184,7 @@ def _pictures(el: Any) -> list[tuple[str | None, str | None, dict[str, str]]]:
     for node in _walk(el):
         if node.tag == W_DRAWING:
             doc_pr = next(node.iter(WP_DOCPR), None)
-            props = {k: v for k, v in (doc_pr.attrib.items() if doc_pr is not None else [])}
+            props = dict(doc_pr.attrib.items() if doc_pr is not None else [])
             blips = list(node.iter(A_BLIP)) or [None]
             for blip in blips:
                 embed = blip.get(R_EMBED) if blip is not None else None

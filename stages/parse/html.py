@@ -86,7 +86,7 @@ def _is_external(target: str) -> bool:
     return bool(_SCHEME.match(target)) or target.startswith("//")
 
 
-def _language(*elements: "El | None") -> str | None:
+def _language(*elements: El | None) -> str | None:
     for el in elements:
         if el is None:
             continue

@@ -20,7 +20,8 @@ import json
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 from urllib.parse import unquote
 
 import yaml

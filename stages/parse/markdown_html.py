@@ -31,7 +31,7 @@ class HtmlScan(HTMLParser):
         self._open_links: list[tuple[int, str, list[str]]] = []
 
     @classmethod
-    def run(cls, fragment: str) -> "HtmlScan":
+    def run(cls, fragment: str) -> HtmlScan:
         scan = cls()
         try:
             scan.feed(fragment)

@@ -33,9 +33,9 @@ class Draft:
     page: int | None = None
     language: str | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
-    children: list["Draft"] = field(default_factory=list)
+    children: list[Draft] = field(default_factory=list)
 
-    def add(self, child: "Draft") -> "Draft":
+    def add(self, child: Draft) -> Draft:
         self.children.append(child)
         return child
 

@@ -35,8 +35,6 @@ come from ``page.get_images`` + ``doc.extract_image``; the bytes go to
 from __future__ import annotations
 
 import hashlib
-import importlib
-import inspect
 import math
 import re
 from collections import Counter
@@ -111,7 +109,7 @@ class _Quiet:
         self.tools = getattr(pymupdf, "TOOLS", None)
         self.saved: tuple[Any, Any] | None = None
 
-    def __enter__(self) -> "_Quiet":
+    def __enter__(self) -> _Quiet:
         try:
             self.saved = (self.tools.mupdf_display_errors(), self.tools.mupdf_display_warnings())
             self.tools.mupdf_display_errors(False)
@@ -206,18 +204,9 @@ class _Builder(HeadingFinder):
         self.textless: list[int] = []
         self.flags = (pymupdf.TEXT_PRESERVE_WHITESPACE | pymupdf.TEXT_PRESERVE_LIGATURES
                       | pymupdf.TEXT_MEDIABOX_CLIP)
-        params: Any = {}
-        for target in ("pymupdf.table", "pymupdf"):  # Page.find_tables forwards **kwargs
-            try:
-                module = importlib.import_module(target)
-                params = inspect.signature(getattr(module, "find_tables", None)
-                                           or pymupdf.Page.find_tables).parameters
-                break
-            except Exception:  # noqa: BLE001
-                continue
-        # PyMuPDF >= 1.27 can gate tables by an optional layout model; plain
-        # ruled-line detection is faster and the same on every install.
-        self.table_kwargs = {"use_layout": False} if "use_layout" in params else {}
+        # PyMuPDF (>= 1.27, pyproject) can gate tables by an optional layout model;
+        # plain ruled-line detection is faster and the same on every install.
+        self.table_kwargs = {"use_layout": False}
 
     # ---- entry ----------------------------------------------------------
 

@@ -18,7 +18,7 @@ import ast
 import warnings
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Iterable
+from collections.abc import Iterable
 
 from stages.parse.model import Draft, ParsedFile, Reference
 

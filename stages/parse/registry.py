@@ -13,7 +13,8 @@ discovery imports this module and must stay light.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from stages.parse.code.languages import LANGUAGES
 from stages.parse.model import ParsedFile

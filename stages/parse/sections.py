@@ -27,7 +27,8 @@ import bisect
 import math
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from stages.parse.common import squash, unique_slug
 from stages.parse.model import Draft

@@ -802,7 +802,8 @@ def test_resolve_java_and_kotlin():
         "core/src/main/java/com/tide/model/Reading.java"  # nested class / static member
     assert resolve_import("com.tide.model.*", src, "java", files) == "core/src/main/java/com/tide/model/Reading.java"
     assert resolve_import("com.tide.ui.Chart", src, "java", files) == "app/src/main/kotlin/com/tide/ui/Chart.kt"
-    assert resolve_import("com.tide.ui.Chart", "app/X.kt", "kotlin", files) == "app/src/main/kotlin/com/tide/ui/Chart.kt"
+    assert (resolve_import("com.tide.ui.Chart", "app/X.kt", "kotlin", files)
+            == "app/src/main/kotlin/com/tide/ui/Chart.kt")
     assert resolve_import("java.util.List", src, "java", files) is None
     assert resolve_import("com.tide.model.helpers", src, "kotlin", files) is None
 

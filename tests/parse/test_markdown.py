@@ -442,7 +442,8 @@ def test_hostile_inputs_never_raise():
 
 
 def test_large_file_is_fast():
-    block = "## Part {i}\n\nSome prose with a [link](other.md#x) and *emphasis*.\n\n```py\nprint({i})\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+    block = ("## Part {i}\n\nSome prose with a [link](other.md#x) and *emphasis*.\n\n"
+             "```py\nprint({i})\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n")
     src = "# Big\n\n" + "".join(block.format(i=i) for i in range(8400))
     assert src.count("\n") > 100_000
     pf = parse_markdown(src, "big.md")

@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import dagster as dg
 import pytest

@@ -3,6 +3,7 @@ paths that reach text sharing no word with the query, fact seeds, budgets."""
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import time
@@ -369,7 +370,7 @@ def test_llm_final_rerank(idx):
 
     def reverse(prompt: str) -> str:
         ids = re.findall(r'"id": "([^"]+)"', prompt)
-        return '{"ranking": %s}' % str(ids[::-1]).replace("'", '"')
+        return json.dumps({"ranking": ids[::-1]})
 
     with LLM(LLMConfig(backend="callable"), fn=reverse) as llm:
         res = idx.search(q, mode="diffusion", final_rerank="llm", llm=llm, k=100, walk=False,

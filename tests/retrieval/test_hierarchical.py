@@ -3,10 +3,6 @@ walked over the graph's arrays (never the node table) at query time."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -15,9 +11,8 @@ import pytest
 
 from retrieval import Index
 from retrieval.graph import Graph
-from retrieval.modes import hierarchical as H
+from retrieval.modes import hierarchical
 from retrieval.modes.hierarchical import HierarchicalConfig, expand_subtree
-from tests.conftest import REPO
 
 BAROMETER = "how are barometer timestamps aligned?"
 FIT = "least squares fit of scale, offset and drift using matching timestamps"
@@ -186,7 +181,7 @@ def test_params_and_kinds(idx):
     with pytest.raises(ValueError, match="seeds"):
         _hier(idx, FIT, seeds=-1)
     cfg = HierarchicalConfig(siblings=False)
-    assert "sibling" not in _relations(H.search(idx, FIT, k=100, config=cfg))
+    assert "sibling" not in _relations(hierarchical.search(idx, FIT, k=100, config=cfg))
 
 
 def test_trace_has_stage_timings_and_counts(idx):

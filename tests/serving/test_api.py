@@ -304,10 +304,120 @@ def test_the_web_page_and_its_assets(api):
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
     csp = page.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp.split("style-src")[0]
+    # any HTML the page inserts goes through its one Trusted Types policy
+    assert "require-trusted-types-for 'script'" in csp and "trusted-types strata-html" in csp
     assert '<script src="/static/app.js"' in page.text
     js = api.get("/static/app.js")
-    assert js.status_code == 200 and "innerHTML" not in js.text  # index text is inserted as text
+    assert js.status_code == 200 and "innerHTML" not in js.text and "eval(" not in js.text
+    # one Trusted Types policy, used in one place: nothing else turns a string into HTML
+    assert js.text.count("createPolicy(") == 1 and js.text.count("policy.createHTML(") == 1
     assert api.get("/static/style.css").status_code == 200
+
+
+def test_hits_carry_sanitized_html_and_their_ancestors(api, index):
+    body = api.post("/search", json={"query": "barometric drift", "mode": "hierarchical",
+                                     "k": 10}).json()
+    by_kind = {h["kind"]: h for h in body["results"]}
+    section = next(h for h in body["results"] if h["kind"] == "section")
+    assert section["html"].startswith("<h") and "<p>" in section["html"]
+    assert section["ancestors"][-1].startswith("file-")
+    assert section["ancestors"] == list(_ancestors(index, section["node_id"]))
+    if "code" in by_kind:
+        assert by_kind["code"]["html"] is None  # code is shown as code
+
+
+def _ancestors(index, node_id):
+    from retrieval.navigate import ancestors
+
+    return ancestors(index, node_id)
+
+
+def test_a_node_with_its_relatives_and_connections(api, index):
+    from retrieval.navigate import resolve
+
+    module = resolve(index, "tidewater.calibration")
+    body = api.get(f"/indexes/sample/nodes/{module}").json()
+    assert body["node"]["kind"] == "file" and body["node"]["path"] == "tidewater/calibration.py"
+    assert body["node"]["html"] is None  # a source file is code, not Markdown
+    assert {c["title"] for c in body["children"]} >= {"Calibrator", "correct_barometric_drift"}
+    imports = {c["title"] for c in body["connections"]["imports"]}
+    assert {"tidewater.units", "tidewater.models"} <= imports
+    assert body["counts"]["imported_by"] == len(body["connections"]["imported_by"]) >= 1
+
+    drift = resolve(index, "docs/calibration.md#calibration/barometric-drift")
+    body = api.get(f"/indexes/sample/nodes/{drift}").json()
+    assert body["node"]["html"].startswith("<h2>Barometric drift</h2>")
+    assert body["parent"]["title"] == "Calibration"
+    assert body["ancestors"][0]["node_id"] == body["parent"]["node_id"]
+    assert [c["title"] for c in body["children"]][:1] == [
+        "Scatter plot of residuals against staff readings over 30 days: before barometric "
+        "correction the residuals swing by about ±0.15 m with the weather, afterwards they "
+        "stay within a centimetre or two"]
+    assert "linked_from" in body["connections"]  # getting-started links to it
+
+    missing = api.get("/indexes/sample/nodes/section-0000")
+    assert missing.status_code == 404 and "no node 'section-0000'" in missing.json()["detail"]
+    assert api.get("/indexes/sample/nodes/a%20b").status_code == 422
+    assert api.get("/indexes/nope/nodes/x").status_code == 404
+
+
+def test_the_outline_of_a_file_with_a_node_marked(api, index):
+    from retrieval.navigate import resolve
+
+    fit = resolve(index, "tidewater.calibration.Calibrator.fit")
+    body = api.get("/indexes/sample/outline", params={"target": fit}).json()
+    assert body["root"]["path"] == "tidewater/calibration.py" and body["focus"] == fit
+    titles = [(e["depth"], e["title"]) for e in body["entries"]]
+    assert titles[0] == (0, "tidewater.calibration")
+    assert (1, "Calibrator") in titles and (2, "Calibrator.fit") in titles
+    assert titles.index((1, "Calibrator")) < titles.index((2, "Calibrator.fit"))
+    shallow = api.get("/indexes/sample/outline",
+                      params={"target": "docs/calibration.md", "max_depth": 1}).json()
+    assert max(e["depth"] for e in shallow["entries"]) == 1
+    assert any(not e["expanded"] and e["children"] for e in shallow["entries"])
+    wrong = api.get("/indexes/sample/outline", params={"target": "calibrashun.py"})
+    assert wrong.status_code == 404 and "did you mean" in wrong.json()["detail"]
+
+
+def test_the_api_docs_load_from_this_server(api):
+    """/docs and /redoc reference only this server's files (the assets are
+    served locally); the Chromium test checks the page renders offline."""
+    import re
+
+    for path in ("/docs", "/redoc"):
+        page = api.get(path)
+        assert page.status_code == 200
+        urls = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+        assert urls and all(u.startswith("/") for u in urls), urls
+        assert "default-src 'none'" in page.headers["content-security-policy"]
+        for u in urls:
+            assert api.get(u).status_code == 200, u
+
+
+def test_ask_streams_sources_then_the_answer(api):
+    with api.stream("POST", "/ask", json={"question": QUERY, "stream": True}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = _events(r.iter_lines())
+    names = [e for e, _ in events]
+    assert names[0] == "sources" and names[-1] == "done" and "delta" in names
+    sources, done = events[0][1], events[-1][1]
+    assert sources["sources"] and sources["llm"] == "offline"
+    assert done["extractive"] and done["answer"] == "".join(
+        d["text"] for e, d in events if e == "delta")
+    bad = api.post("/ask", json={"question": QUERY, "stream": True, "mode": "auto",
+                                 "params": {"walk": "sideways"}})
+    assert bad.status_code == 422  # refused before the stream starts
+
+
+def _events(lines) -> list[tuple[str, dict]]:
+    """Server-sent events as (name, JSON data)."""
+    out, name = [], None
+    for line in lines:
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            out.append((name, json.loads(line[6:])))
+    return out
 
 
 def test_ask_with_an_openai_compatible_llm_from_the_settings(sample_index, monkeypatch):
@@ -335,8 +445,25 @@ def test_ask_with_an_openai_compatible_llm_from_the_settings(sample_index, monke
             assert body["trace"]["router"] == "llm"  # the router asked the model too
             assert body["sources"][0]["path"] == "docs/calibration.md"
             assert "it has the drift section" in body["reasoning"]
+            # streamed: the LLM's pieces as they come over HTTP, sources first
+            with client.stream("POST", "/ask", json={"question": QUERY + " (streamed)",
+                                                     "mode": "routed", "stream": True}) as r:
+                events = _events(r.iter_lines())
+            names = [e for e, _ in events]
+            assert names[0] == "sources" and names[-1] == "done"
+            assert events[0][1]["sources"][0]["path"] == "docs/calibration.md"
+            deltas = [d["text"] for e, d in events if e == "delta"]
+            assert len(deltas) > 3 and "".join(deltas) == reply({"messages": []})
+            assert events[-1][1]["extractive"] is False
+            assert "<strong>" not in events[-1][1]["html"] and "[1]" in events[-1][1]["html"]
+            assert any(r.body.get("stream") for r in server.chat_requests())
             server.add_fault("500", times=None)
             failed = client.post("/ask", json={"question": QUERY}).json()
+            with client.stream("POST", "/ask", json={"question": QUERY + " again",
+                                                     "stream": True}) as r:
+                failed_events = _events(r.iter_lines())
+            done = failed_events[-1][1]
+            assert done["extractive"] is True and "The LLM could not answer" in done["answer"]
         assert failed["extractive"] is True and "The LLM could not answer" in failed["answer"]
         assert len(server.chat_requests()) >= 3
 

@@ -18,7 +18,8 @@ from tests.serving.helpers import settings_for
 # bounded: each operation gets this many generated requests in `make test`
 EXAMPLES = int(os.environ.get("STRATA_SCHEMA_EXAMPLES", "25"))
 OPERATIONS = ["GET /health", "GET /indexes", "POST /search", "POST /ask",
-              "GET /indexes/{name}/images/{node_id}"]
+              "GET /indexes/{name}/images/{node_id}", "GET /indexes/{name}/nodes/{node_id}",
+              "GET /indexes/{name}/outline"]
 
 
 @pytest.fixture(scope="module")

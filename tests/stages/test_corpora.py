@@ -214,3 +214,17 @@ def test_an_llm_entry_with_a_key_or_an_unknown_backend_is_refused(tmp_path):
     cfg = _config(tmp_path, {"a": {"root": "a", "llm": {"backend": "gpt"}}})
     with pytest.raises(CorpusError, match="llm backend 'gpt'"):
         load_corpora(cfg)
+
+
+def test_include_and_exclude_are_gitignore_lines_checked_at_load(tmp_path):
+    cfg = _config(tmp_path, {"one": {"root": "r", "exclude": "*.log"},
+                             "two": {"root": "r", "include": ["docs/", "!docs/draft/"]}})
+    got = load_corpora(cfg)
+    assert got["one"].exclude == ["*.log"]  # one line given as a string is one pattern
+    assert got["two"].include == ["docs/", "!docs/draft/"]
+    bad = _config(tmp_path / "bad", {"bad": {"root": "r", "exclude": ["ok", "\\"]}})
+    with pytest.raises(CorpusError, match="corpus 'bad': invalid exclude pattern"):
+        load_corpora(bad)
+    worse = _config(tmp_path / "worse", {"worse": {"root": "r", "include": [3]}})
+    with pytest.raises(CorpusError, match="include must be a list of gitignore patterns"):
+        load_corpora(worse)

@@ -62,6 +62,62 @@ def test_default_excludes_drop_vcs_caches_and_node_modules(tmp_path):
     assert sorted(_by_path(tmp_path)) == sorted(keep)
 
 
+def test_negation_brings_a_file_back_and_the_last_matching_line_decides(tmp_path):
+    for rel in ["a.log", "keep.log", "logs/b.log", "logs/keep.log", "notes.md"]:
+        _write(tmp_path, rel, "x\n")
+    # a pattern without a slash matches at any depth; '!' re-includes, later lines win
+    assert _paths(tmp_path, exclude=["*.log", "!keep.log"]) == ["keep.log", "notes.md",
+                                                                 "logs/keep.log"]
+    assert _paths(tmp_path, exclude=["*.log", "!keep.log", "logs/keep.log"]) == [
+        "keep.log", "notes.md"]
+    assert _paths(tmp_path, exclude=["!keep.log", "*.log"]) == ["notes.md"]
+    # includes take negations too
+    assert _paths(tmp_path, include=["**/*.log", "!logs/**"]) == ["a.log", "keep.log"]
+
+
+def test_an_excluded_folder_is_not_walked_but_its_contents_pattern_can_be_negated(tmp_path):
+    for rel in ["build/keep.md", "build/x.md", "build/sub/y.md", "src/a.md"]:
+        _write(tmp_path, rel, "x\n")
+    # as in git: a file cannot be brought back from inside an excluded folder ...
+    assert _paths(tmp_path, exclude=["build/", "!build/keep.md"]) == ["src/a.md"]
+    # ... but 'build/**' excludes the folder's contents, not the folder, so it can
+    assert _paths(tmp_path, exclude=["build/**", "!build/keep.md"]) == ["build/keep.md",
+                                                                         "src/a.md"]
+    assert _paths(tmp_path, exclude=["build/**"]) == ["src/a.md"]
+
+
+def test_character_classes_and_ranges(tmp_path):
+    for rel in ["ch1.md", "ch2.md", "ch3.md", "chx.md", "a/ch2.md", "Notes.md", "notes.md"]:
+        _write(tmp_path, rel, "x\n")
+    assert _paths(tmp_path, include=["ch[12].md"]) == ["ch1.md", "ch2.md", "a/ch2.md"]
+    assert _paths(tmp_path, include=["ch[0-9].md"], exclude=["/ch[!1].md"]) == ["ch1.md",
+                                                                                "a/ch2.md"]
+    assert _paths(tmp_path, include=["[Nn]otes.md"]) == ["Notes.md", "notes.md"]
+
+
+def test_directory_only_patterns_leave_files_of_that_name(tmp_path):
+    for rel in ["out", "docs/out", "out/a.md", "docs/out/b.md", "docs/c.md"]:
+        if rel in ("out", "docs/out"):
+            continue
+        _write(tmp_path, rel, "x\n")
+    _write(tmp_path, "src/out", "a file called out\n")
+    assert _paths(tmp_path, exclude=["out/"]) == ["docs/c.md", "src/out"]
+    assert _paths(tmp_path, exclude=["out"]) == ["docs/c.md"]  # files and folders alike
+    assert _paths(tmp_path, exclude=["/out/"]) == ["docs/c.md", "docs/out/b.md", "src/out"]
+
+
+def test_a_default_exclusion_can_be_negated(tmp_path):
+    for rel in ["a.md", "node_modules/pkg/README.md", ".git/HEAD"]:
+        _write(tmp_path, rel, "x\n")
+    assert _paths(tmp_path) == ["a.md"]
+    assert _paths(tmp_path, exclude=["!node_modules/"]) == ["a.md", "node_modules/pkg/README.md"]
+
+
+def test_an_invalid_pattern_is_named(tmp_path):
+    with pytest.raises(ValueError, match="invalid exclude pattern.*'!'"):
+        _paths(tmp_path, exclude=["*.log", "!"])
+
+
 def test_paths_are_relative_posix_and_in_a_stable_order(tmp_path):
     for rel in ["b/z.md", "a.md", "b/a.md", "c.md", "b/c/d.md"]:
         _write(tmp_path, rel, "x\n")

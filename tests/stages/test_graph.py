@@ -3,7 +3,6 @@ discover → parse → finalize path over a small corpus in a temp folder."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import polars as pl
 import pytest

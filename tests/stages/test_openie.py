@@ -411,7 +411,7 @@ def test_import_matches_every_musique_passage(musique, tmp_path):
     titles = dict(zip(units["node_id"].to_list(), units["title"].to_list()))
     for node_id, out in list(res.per_unit.items())[:200]:
         ctx = unit_context(texts[node_id], titles[node_id])
-        for h, _, t in out.triples:
+        for h, _, _t in out.triples:
             assert _grounded(h, ctx) or _grounded(h.removeprefix("the "), ctx)
 
 

@@ -103,25 +103,23 @@ def _random_unit(n: int, dim: int, seed: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("use_faiss", [None, False])
-def test_synonymy_finds_planted_pair_only(use_faiss):
+def test_synonymy_finds_planted_pair_only():
     v = _random_unit(500, 64, 1)
     noise = np.random.default_rng(2).standard_normal(64).astype(np.float32) * 0.05
     v[7] = v[3] + noise
     v[7] /= np.linalg.norm(v[7])
     ids = [f"entity-{i}" for i in range(500)]
-    edges = synonymy_edges(ids, v, threshold=0.8, k=10, use_faiss=use_faiss)
+    edges = synonymy_edges(ids, v, threshold=0.8, k=10)
     assert edges.schema == EDGES
     df = pl.from_arrow(edges)
     assert sorted(zip(df["src"], df["dst"])) == [("entity-3", "entity-7"), ("entity-7", "entity-3")]
     assert set(df["relation"]) == {"similar_to"} and set(df["type"]) == {"synonymy"}
     expected = float(v[3] @ v[7])
     assert all(abs(w - expected) < 1e-4 for w in df["weight"]) and expected > 0.8
-    assert synonymy_edges(ids, _random_unit(500, 64, 3), use_faiss=use_faiss).num_rows == 0
+    assert synonymy_edges(ids, _random_unit(500, 64, 3)).num_rows == 0
 
 
 def test_synonymy_ivf_path_and_edge_cases(monkeypatch):
-    pytest.importorskip("faiss")
     monkeypatch.setattr(sg, "FLAT_MAX", 100)  # force the IVF index on a small set
     v = _random_unit(3000, 32, 4)
     v[10] = v[20]  # an exact duplicate

@@ -115,13 +115,13 @@ class _Scope:
     depth: int
     namespaced: bool = False
     placeholder: str = ""
-    children: list["_Scope"] = field(default_factory=list)
+    children: list[_Scope] = field(default_factory=list)
     seen: dict = field(default_factory=dict)
-    real: "_Scope | None" = None  # a namespace's enclosing real scope
+    real: _Scope | None = None  # a namespace's enclosing real scope
 
 
 class Builder:
-    def __init__(self, source: str, path: str, spec: "Language", ext: str):
+    def __init__(self, source: str, path: str, spec: Language, ext: str):
         self.source = source
         self.path = path
         self.spec = spec

@@ -15,9 +15,10 @@ import posixpath
 import re
 import warnings
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from tree_sitter import Language as TSLanguage, Node, Parser, Query
 
@@ -86,11 +87,13 @@ def rust_targets(node: Node, kind: str) -> list[Target]:
     while up is not None:
         depth += up.type == "mod_item"
         up = up.parent
+    def join(p: str, s: str) -> str:
+        return f"{p}::{s}" if p and s else p or s
+
     out: list[Target] = []
     work = [("", node)]
     while work:
         prefix, n = work.pop()
-        join = (lambda p, s: f"{p}::{s}" if p and s else p or s)
         if n.type == "scoped_use_list":
             path = n.child_by_field_name("path")
             inner = join(prefix, text_of(path))
@@ -201,7 +204,7 @@ class Language:
         return _grammar(self.name, self.module, self.variants.get(ext, self.function))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _grammar(name: str, module: str, function: str) -> tuple[Parser, Query]:
     with warnings.catch_warnings():  # older grammar wheels hand over an int, not a capsule
         warnings.simplefilter("ignore", DeprecationWarning)

@@ -1,0 +1,285 @@
+"""``strata mcp``: the indexes as Model Context Protocol tools, for coding
+agents and chat clients (Claude Desktop, Claude Code, Cursor, ...).
+
+Built on the official ``mcp`` Python SDK (``MCPServer``): the SDK owns the
+protocol, the JSON schemas of the tool arguments (from the type hints below)
+and both transports. Stdio is the default — the client starts
+``strata mcp --index DIR`` as a child process and talks over its stdin and
+stdout (the SDK points fd 1 at stderr while it serves, so nothing else can
+corrupt the stream). ``--http`` serves the streamable HTTP transport on
+``/mcp`` instead, behind the same gate as ``strata serve`` (API keys from
+``strata keys``, rate limits, loopback only without keys).
+
+The tools themselves are :class:`service.mcp_tools.Tools` over a
+:class:`service.registry.Registry`, so a newly published index version is
+picked up while the client stays connected.
+"""
+
+# no `from __future__ import annotations`: the SDK reads the tool functions'
+# annotations at run time, and they name values of build_server's scope
+import argparse
+import inspect
+import logging
+import sys
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from retrieval.modes import DEFAULT_MODE, MODES
+from service.mcp_tools import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS, MAX_K, ToolFailure, Tools
+from strata.schema import EMBEDDED_KINDS, ENTITY, FACT
+
+log = logging.getLogger("strata.mcp")
+DEFAULT_PORT = 8002
+Mode = Literal[tuple(sorted(MODES))]  # type: ignore[valid-type]
+Kind = Literal[EMBEDDED_KINDS + (ENTITY, FACT)]  # type: ignore[valid-type]
+
+INSTRUCTIONS = (
+    "Strata indexes of documents and code that keep their structure (file > section > "
+    "subsection, module > class > method) and a graph of links, imports and facts. Use "
+    "`search` to find passages (Markdown blocks with source paths, lines and node ids, "
+    "fitted to a token budget), then `outline` a file or module, `node` to read a node with "
+    "its parent, siblings and children, and `neighbourhood` for what it links to, imports "
+    "and mentions. `ask` answers a question from the index with numbered sources. "
+    "`index_stats` describes what is indexed.")
+
+IndexArg = Annotated[str | None, Field(
+    description="index name (see index_stats); optional when one index is served")]
+NodeArg = Annotated[str, Field(description="a node id from another tool's output "
+                                           "(e.g. section-4b33f6494d79af18)")]
+
+
+def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
+    """The MCP server with Strata's tools (read-only, idempotent)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import ToolAnnotations
+
+    from strata.layout import IndexDamaged, IndexNotFound
+
+    server = MCPServer(name="strata", instructions=INSTRUCTIONS, version=_version())
+    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True,
+                                openWorldHint=False)
+
+    def tool(fn):
+        """Register ``fn`` with its docstring, dedented, as the description."""
+        server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""),
+                        annotations=read_only, structured_output=False)
+        return fn
+
+    def call(fn, *args, **kwargs) -> str:
+        try:
+            return fn(*args, **kwargs)
+        except (ToolFailure, IndexDamaged, IndexNotFound) as e:
+            raise ToolError(str(e)) from None
+
+    @tool
+    def search(
+        query: Annotated[str, Field(min_length=1, max_length=2000,
+                                    description="what to look for, in words or identifiers")],
+        mode: Annotated[Mode | None, Field(
+            description=f"retrieval mode (default {DEFAULT_MODE}: dense + BM25 fused, each hit "
+                        "with its place in the hierarchy)")] = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="results wanted at most")] = 10,
+        kinds: Annotated[list[Kind] | None, Field(
+            description="only these kinds of units, e.g. ['code'] or ['section', 'chunk']")
+        ] = None,
+        budget_tokens: Annotated[int | None, Field(
+            ge=200, le=MAX_BUDGET_TOKENS,
+            description=f"size of the answer in estimated tokens (default {default_budget})")
+        ] = None,
+        index: IndexArg = None,
+    ) -> str:
+        """Search the index: the best passages, sections and code for a query, as
+        Markdown blocks (breadcrumb, source path:lines, node id, text) fitted to a
+        token budget."""
+        return call(tools.search, query, index=index, mode=mode, k=k, kinds=kinds,
+                    budget_tokens=budget_tokens or default_budget)
+
+    @tool
+    def ask(
+        question: Annotated[str, Field(min_length=1, max_length=2000)],
+        mode: Annotated[Mode | None, Field(
+            description=f"retrieval mode (default {DEFAULT_MODE}; 'routed' picks files first "
+                        "and reads their direct imports and links)")] = None,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="passages to answer from")] = 8,
+        index: IndexArg = None,
+    ) -> str:
+        """Answer a question from the index, with numbered sources (path, lines,
+        node id). Without an LLM configured on the server the answer is extractive:
+        the retrieved sentences that best match, each with its source."""
+        return call(tools.ask, question, index=index, mode=mode, k=k)
+
+    @tool
+    def outline(
+        target: Annotated[str, Field(description=(
+            "a file path (docs/setup.md), a module or symbol (pkg.module, pkg.module.Class), "
+            "or a node id (its whole file is outlined with the node marked)"))],
+        max_depth: Annotated[int | None, Field(ge=0, le=20, description=(
+            "levels below the target to list (default all)"))] = None,
+        index: IndexArg = None,
+    ) -> str:
+        """The outline of a file or module: its hierarchy (sections, classes,
+        functions, code blocks, tables, images) in document order, each with its
+        lines and node id."""
+        return call(tools.outline, target, index=index, max_depth=max_depth)
+
+    @tool
+    def node(
+        node_id: NodeArg,
+        max_chars: Annotated[int, Field(ge=200, le=50_000,
+                                        description="most characters of its text")] = 6000,
+        index: IndexArg = None,
+    ) -> str:
+        """Read one node: its text, where it is (breadcrumb, path:lines), its
+        parent, its nearest siblings and its children (with ids)."""
+        return call(tools.node, node_id, index=index, max_chars=max_chars)
+
+    @tool
+    def neighbourhood(node_id: NodeArg, index: IndexArg = None) -> str:
+        """What a node connects to, one hop: its parent and children, the files and
+        sections it links to and that link to it, the modules and symbols it
+        imports and that import it, the entities it mentions and the facts
+        (OpenIE triples) extracted from it."""
+        return call(tools.neighbourhood, node_id, index=index)
+
+    @tool
+    def index_stats(index: IndexArg = None) -> str:
+        """What is indexed: corpus, version, embedding model, files by format,
+        nodes by kind, edges by type, files that could not be indexed, top-level
+        folders, and the other indexes this server serves."""
+        return call(tools.index_stats, index=index)
+
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("strata")
+    except PackageNotFoundError:
+        return "0"
+
+
+# --------------------------------------------------------------------------- HTTP
+
+class KeyGate:
+    """ASGI middleware: every HTTP request passes :class:`service.auth.Gate`
+    (keys, rate limits, loopback only without keys) before the MCP transport
+    sees it; refusals are JSON ``{"error": ...}`` with the HTTP status. The
+    access log names the client and the path, never a key."""
+
+    def __init__(self, app, gate):
+        self.app = app
+        self.gate = gate
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        from starlette.responses import JSONResponse
+
+        from service.auth import Refused
+
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers") or []}
+        peer = scope.get("client")
+        try:
+            client = self.gate.admit(headers, peer[0] if peer else None)
+        except Refused as e:
+            log.info("%s %s %s %s", e.client or "-", scope["method"], scope["path"], e.status)
+            response = JSONResponse({"error": e.detail}, status_code=e.status, headers=e.headers)
+            return await response(scope, receive, send)
+        status = {}
+
+        async def send_logged(message):
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_logged)
+        finally:
+            log.info("%s %s %s %s", client, scope["method"], scope["path"], status.get("code"))
+
+
+def http_app(server, gate, host: str):
+    """The streamable HTTP transport on ``/mcp`` behind ``gate``. On a loopback
+    host the SDK also checks Host and Origin (DNS rebinding protection)."""
+    return KeyGate(server.streamable_http_app(streamable_http_path="/mcp", host=host), gate)
+
+
+# --------------------------------------------------------------------------- the command
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", action="append", required=True,
+                   help="index folder or object-storage URI, or NAME=LOCATION (repeatable)")
+    p.add_argument("--budget-tokens", type=int, default=DEFAULT_BUDGET_TOKENS,
+                   help=f"default size of a search answer in estimated tokens "
+                        f"(default {DEFAULT_BUDGET_TOKENS}; a call may ask for another)")
+    p.add_argument("--reload-interval", type=float, default=5.0,
+                   help="seconds between looks for a newly published version (default 5)")
+    h = p.add_argument_group("streamable HTTP instead of stdio")
+    h.add_argument("--http", action="store_true",
+                   help="serve the streamable HTTP transport on http://HOST:PORT/mcp")
+    h.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; others need API keys)")
+    h.add_argument("--port", type=int, default=DEFAULT_PORT)
+    h.add_argument("--api-keys", default=None,
+                   help="file of hashed API keys (`strata keys new`; default "
+                        "$STRATA_API_KEYS_FILE, or $STRATA_API_KEY_HASHES)")
+    h.add_argument("--rate-per-minute", type=float, default=120.0,
+                   help="requests per minute per key, unless its entry sets one (default 120)")
+    h.add_argument("--allow-unauthenticated", action="store_true",
+                   help="listen on a non-loopback address without API keys")
+    p.add_argument("--log-level", default="warning",
+                   choices=["debug", "info", "warning", "error"])
+
+
+def main(args: argparse.Namespace, llm=None) -> int:
+    """Run ``strata mcp`` until the client goes away (stdio) or Ctrl-C (HTTP).
+    Exit codes: 0, or 2 for a missing index, bad keys or an unsafe host."""
+    from service.auth import Gate, KeyFileError, KeyStore, load_entries
+    from service.registry import Registry
+    from service.settings import ServiceSettings, is_loopback
+    from strata.layout import IndexDamaged, IndexNotFound
+
+    def fail(message: str) -> int:
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.budget_tokens < 200 or args.budget_tokens > MAX_BUDGET_TOKENS:
+        return fail(f"--budget-tokens must be within 200..{MAX_BUDGET_TOKENS}")
+    gate = None
+    if args.http:
+        env = ServiceSettings.from_env()
+        try:
+            keys = load_entries(args.api_keys or env.api_keys_file, env.api_key_hashes)
+        except (KeyFileError, OSError) as e:
+            return fail(f"API keys: {e}")
+        if not keys and not is_loopback(args.host) and not args.allow_unauthenticated:
+            return fail(f"refusing to listen on {args.host} without API keys: create one with "
+                        "`strata keys new NAME --file keys.txt` and pass --api-keys keys.txt, "
+                        "or pass --allow-unauthenticated if the network in front is trusted")
+        gate = Gate(KeyStore(keys), args.rate_per_minute, None, args.allow_unauthenticated)
+    try:
+        registry = Registry(args.index, reload_interval_s=args.reload_interval, warm_up=False)
+    except (IndexNotFound, IndexDamaged, ValueError) as e:
+        return fail(str(e))
+    server = build_server(Tools(registry, llm), default_budget=args.budget_tokens)
+    names = ", ".join(f"{n} v{s.current.index.version}" for n, s in registry.slots.items())
+    if not args.http:
+        print(f"strata mcp: serving {names} over stdio", file=sys.stderr, flush=True)
+        server.run("stdio")
+        return 0
+    import uvicorn
+
+    print(f"strata mcp: serving {names} on http://{args.host}:{args.port}/mcp "
+          f"({'API keys required' if gate.keys.enabled else 'no API keys: loopback clients only'})",
+          file=sys.stderr, flush=True)
+    uvicorn.run(http_app(server, gate, args.host), host=args.host, port=args.port,
+                log_level=args.log_level, access_log=False, server_header=False,
+                proxy_headers=False)
+    return 0

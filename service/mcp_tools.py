@@ -1,0 +1,287 @@
+"""What the MCP server's tools do, as plain functions returning Markdown.
+
+Each tool answers with Markdown an agent can paste into its context: source
+paths with lines on every item, node ids it can pass to the next tool
+(``outline`` → ``node`` → ``neighbourhood``), and a size it can afford —
+search results are fitted to a token budget (``DEFAULT_BUDGET_TOKENS`` unless
+the agent asks for another), node texts and lists are capped and say what
+they left out. Kept apart from the SDK wiring (:mod:`service.mcp_server`) so
+the tools are plain calls on a :class:`service.registry.Registry`, the same
+indexes and hot reload the HTTP service uses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from retrieval import navigate
+from retrieval.context import CHARS_PER_TOKEN, estimate_tokens
+from retrieval.modes import DEFAULT_MODE, MODES
+from retrieval.results import markdown_block, source_url
+
+DEFAULT_BUDGET_TOKENS = 2000  # what one search costs an agent unless it asks for more
+MAX_BUDGET_TOKENS = 16000
+MAX_NODE_CHARS = 6000  # a node's own text in the `node` tool
+MAX_K = 50
+
+
+class ToolFailure(ValueError):
+    """A call the tool cannot answer (an unknown index, node or mode); the
+    message says what to do instead and goes back to the agent as the error."""
+
+
+def _lines(d: dict) -> str:
+    return d.get("location") or d.get("path") or ""
+
+
+def _ref(d: dict) -> str:
+    """One node as a list item: kind, title, where, id."""
+    where = _lines(d)
+    return f"{d['kind']} **{_clean(d['title'])}**" + (f" — {where}" if where else "") \
+        + f" `{d['node_id']}`"
+
+
+def _clean(text: str | None) -> str:
+    return " ".join((text or "").split())[:160]
+
+
+class Tools:
+    """The tools over the indexes of ``registry``; ``llm`` answers ``ask``
+    (None: extractive answers, marked as such)."""
+
+    def __init__(self, registry, llm=None):
+        self.registry = registry
+        self.llm = llm
+
+    def _index(self, name: str | None):
+        from service.registry import UnknownIndex
+
+        try:
+            return self.registry.get(name or None)
+        except UnknownIndex as e:
+            raise ToolFailure(str(e.args[0])) from None
+
+    @staticmethod
+    def _head(name: str, idx) -> str:
+        return f"index `{name}` (corpus {idx.corpus}, version {idx.version})"
+
+    # -- search ---------------------------------------------------------------
+    def search(self, query: str, index: str | None = None, mode: str | None = None,
+               k: int = 10, kinds: list[str] | None = None,
+               budget_tokens: int | None = None) -> str:
+        mode = mode or DEFAULT_MODE
+        if mode not in MODES:
+            raise ToolFailure(f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODES))}")
+        if not query or not query.strip():
+            raise ToolFailure("the query is empty")
+        k = max(1, min(int(k), MAX_K))
+        budget = max(200, min(int(budget_tokens or DEFAULT_BUDGET_TOKENS), MAX_BUDGET_TOKENS))
+        name, idx = self._index(index)
+        params: dict[str, Any] = {}
+        if kinds:
+            params["kinds"] = list(kinds)
+        if mode == "auto":
+            # the mode packs whole units into the budget; the headers below cost the rest
+            params["budget_tokens"] = max(100, int(budget * 0.8))
+        try:
+            results = idx.search(query, mode=mode, k=k, **params)
+        except TypeError:
+            raise ToolFailure(f"mode {mode!r} does not take kinds; use the default mode "
+                              "or leave kinds out") from None
+        except ValueError as e:
+            raise ToolFailure(str(e)) from None
+        template = idx.manifest.get("url_template")
+        left = budget * CHARS_PER_TOKEN - 400  # the heading and the closing note
+        blocks, dropped = [], 0
+        for n, r in enumerate(results, 1):
+            if left < 300:
+                dropped += 1
+                continue
+            block = self._block(n, r, template, max_chars=1200)
+            if len(block) > left:  # cut the text so that the whole block fits what is left
+                block = self._block(n, r, template, max_chars=max(100, 1200 - (len(block) - left)))
+            blocks.append(block)
+            left -= len(block) + 2
+        used = sum(estimate_tokens(b) for b in blocks)
+        head = (f"## Search results for {query!r}\n{self._head(name, idx)}, {mode} mode: "
+                f"{len(blocks)} result(s), about {used} tokens of a {budget}-token budget.")
+        if not blocks:
+            return head + "\n\nNothing matched. Try other words, another mode or no kinds filter."
+        tail = (f"\n\n({dropped} more result(s) left out to fit the budget: raise "
+                "budget_tokens or lower k.)" if dropped else "")
+        return (head + "\nIds work with the `node`, `outline` and `neighbourhood` tools.\n\n"
+                + "\n\n".join(blocks) + tail)
+
+    @staticmethod
+    def _block(n: int, r, template: str | None, max_chars: int) -> str:
+        block = markdown_block(n, r, max_chars=max_chars, url_template=template)
+        parent = next((c for c in (r.context or []) if c["relation"] == "parent"), None)
+        if parent is not None:
+            block = block.replace("\n- id: ", f"\n- in: {_clean(parent['title'])} "
+                                              f"`{parent['node_id']}`\n- id: ", 1)
+        return block
+
+    # -- ask ----------------------------------------------------------------------
+    def ask(self, question: str, index: str | None = None, mode: str | None = None,
+            k: int = 8) -> str:
+        mode = mode or DEFAULT_MODE
+        if mode not in MODES:
+            raise ToolFailure(f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODES))}")
+        if not question or not question.strip():
+            raise ToolFailure("the question is empty")
+        name, idx = self._index(index)
+        try:
+            answer = idx.ask(question, mode=mode, llm=self.llm, k=max(1, min(int(k), MAX_K)))
+        except ValueError as e:
+            raise ToolFailure(str(e)) from None
+        who = ("extractive: no LLM is configured, these are the retrieved sentences"
+               if answer.extractive else f"answered by {getattr(self.llm, 'name', 'the LLM')}")
+        lines = [f"## Answer\n{self._head(name, idx)}, {mode} mode ({who}).", "",
+                 answer.text.strip(), "", "### Sources"]
+        for s in answer.sources:
+            where = f"{s['path']}:{s['lines']}" if s.get("lines") else s["path"]
+            url = f" <{s['url']}>" if s.get("url") else ""
+            lines.append(f"{s['n']}. {_clean(s['breadcrumb'])} — {where} `{s['node_id']}`{url}")
+        if answer.connections:
+            lines += ["", "### Connections read (one hop)"]
+            for s in answer.connections:
+                lines.append(f"{s['n']}. {_clean(s['breadcrumb'])} — {s['path']} "
+                             f"`{s['node_id']}` ({s['relation']}"
+                             + (f" from `{s['via']}`" if s.get("via") else "") + ")")
+        if answer.reasoning:
+            lines += ["", f"_Why this context: {answer.reasoning}_"]
+        return "\n".join(lines)
+
+    # -- structure --------------------------------------------------------------------
+    def outline(self, target: str, index: str | None = None,
+                max_depth: int | None = None) -> str:
+        name, idx = self._index(index)
+        try:
+            o = navigate.outline(idx, target, max_depth=max_depth)
+        except navigate.NotFound as e:
+            raise ToolFailure(str(e)) from None
+        root = o["root"]
+        up = " > ".join(_clean(a["title"]) for a in reversed(o["ancestors"]))
+        lines = [f"## Outline of {_clean(root['title'])} ({root['kind']}, {_lines(root)})",
+                 f"{self._head(name, idx)}" + (f"; inside {up}" if up else "")
+                 + f"; {len(o['entries'])} node(s), ids in backticks.", ""]
+        for e in o["entries"]:
+            mark = "  ← this node" if e["node_id"] == o["focus"] else ""
+            hidden = f" (+{e['children']} below)" if e["children"] and not e["expanded"] else ""
+            where = f"L{e['start_line']}" + (f"-{e['end_line']}" if e["end_line"] and
+                                              e["end_line"] != e["start_line"] else "") \
+                if e["start_line"] is not None else (f"page {e['page']}" if e["page"] else "")
+            lines.append(f"{'  ' * e['depth']}- {e['kind']} {_clean(e['title'])}"
+                         + (f" — {where}" if where else "") + f" `{e['node_id']}`{hidden}{mark}")
+        if o["truncated"]:
+            lines.append(f"\n(outline cut at {len(o['entries'])} entries: pass max_depth, or "
+                         "outline a section or class by its id)")
+        return "\n".join(lines)
+
+    def node(self, node_id: str, index: str | None = None,
+             max_chars: int = MAX_NODE_CHARS) -> str:
+        name, idx = self._index(index)
+        try:
+            v = navigate.node_view(idx, node_id.strip())
+        except navigate.NotFound as e:
+            raise ToolFailure(str(e)) from None
+        n = v["node"]
+        url = source_url(idx.manifest.get("url_template"), idx.result(n["node_id"], 0.0)) \
+            if n["path"] else None
+        lines = [f"## {_clean(n['title'])} ({n['kind']})",
+                 f"- breadcrumb: {_clean(n['breadcrumb'])}",
+                 f"- source: {_lines(n)}" + (f" <{url}>" if url else ""),
+                 f"- id: `{n['node_id']}`" + (f" — {n['position']} of {n['of']} in its parent"
+                                              if "position" in n else ""),
+                 f"- {self._head(name, idx)}"]
+        if v["parent"]:
+            lines += ["", "### Parent", "- " + _ref(v["parent"])]
+        if v["siblings"]:
+            lines += ["", "### Siblings (document order)"] + ["- " + _ref(s) for s in v["siblings"]]
+            if v["more_siblings"]:
+                lines.append(f"- … {v['more_siblings']} more (see `outline`)")
+        if v["children"]:
+            lines += ["", "### Children"] + ["- " + _ref(c) for c in v["children"]]
+            if v["more_children"]:
+                lines.append(f"- … {v['more_children']} more (see `outline`)")
+        text = n["text"]
+        max_chars = max(200, int(max_chars))
+        cut = len(text) > max_chars
+        body = text[:max_chars] + (" …" if cut else "")
+        fence = "```" + (n.get("language") or "") if n["kind"] == "code" else None
+        lines += ["", "### Text" + (f" (first {max_chars} of {len(text)} characters)" if cut
+                                    else ""), ""]
+        lines.append(f"{fence}\n{body}\n```" if fence else (body or "(no text of its own: "
+                                                               "see its children)"))
+        return "\n".join(lines)
+
+    def neighbourhood(self, node_id: str, index: str | None = None) -> str:
+        name, idx = self._index(index)
+        try:
+            c = navigate.connections(idx, node_id.strip())
+            v = navigate.node_view(idx, node_id.strip(), max_relatives=8)
+        except navigate.NotFound as e:
+            raise ToolFailure(str(e)) from None
+        n = c["node"]
+        lines = [f"## Neighbourhood of {_clean(n['title'])} ({n['kind']}"
+                 + (f", {_lines(n)}" if _lines(n) else "") + f") `{n['node_id']}`",
+                 f"{self._head(name, idx)}. Direct (one-hop) connections only.", ""]
+        if v["parent"]:
+            lines.append("- parent: " + _ref(v["parent"]))
+        if v["children"]:
+            more = v["more_children"]
+            lines.append(f"- children: {len(v['children']) + more} (" + ", ".join(
+                f"{_clean(ch['title'])} `{ch['node_id']}`" for ch in v["children"][:8])
+                + (", …" if more or len(v["children"]) > 8 else "") + ")")
+        titles = {"links_to": "Links to", "linked_from": "Linked from", "imports": "Imports",
+                  "imported_by": "Imported by", "entities": "Entities it mentions",
+                  "mentioned_in": "Mentioned in", "related": "Related entities (facts)",
+                  "similar": "Similar entities"}
+        for group, title in titles.items():
+            items = c["groups"].get(group)
+            if not items:
+                continue
+            total = c["counts"][group]
+            lines += ["", f"### {title} ({total})"]
+            lines += [f"- {_ref(x)} ({x['relation']})" for x in items]
+            if total > len(items):
+                lines.append(f"- … {total - len(items)} more")
+        if c["facts"]:
+            lines += ["", f"### Facts ({c['counts']['facts']}, OpenIE triples)"]
+            for f in c["facts"]:
+                src = "" if f["source_id"] == n["node_id"] else f" — from `{f['source_id']}`"
+                lines.append(f"- ({_clean(f['head'])}; {_clean(f['relation'])}; "
+                             f"{_clean(f['tail'])}){src}")
+        if not c["groups"] and not c["facts"]:
+            lines += ["", "No links, imports, entities or facts connect this node; its place "
+                          "in the hierarchy is all there is (see `outline`)."]
+        return "\n".join(lines)
+
+    def index_stats(self, index: str | None = None) -> str:
+        name, idx = self._index(index)
+        s = idx.stats()
+        others = [n for n in self.registry.slots if n != name]
+        lines = [f"## {self._head(name, idx)}",
+                 f"- model: {idx.manifest.get('model', '')} (dim {idx.manifest.get('dim')})",
+                 f"- built: {idx.manifest.get('created_at', '?')}",
+                 f"- files: {s['files']} ("
+                 + ", ".join(f"{k} {v}" for k, v in sorted(s["files_by_format"].items(),
+                                                            key=lambda kv: -kv[1])) + ")",
+                 f"- nodes: {s['nodes']} (" + ", ".join(f"{k} {v}" for k, v in
+                                                          s["nodes_by_kind"].items()) + ")",
+                 f"- edges: {s['edges']} (" + ", ".join(f"{k} {v}" for k, v in
+                                                          s["edges_by_type"].items()) + ")",
+                 f"- facts: {s['facts']}, deepest nesting: {s['max_depth']}",
+                 f"- files not indexed: {len(s['skipped'])}"
+                 + ("".join(f"\n  - {x['path']}: {x['reason']}" for x in s["skipped"][:10]))]
+        if others:
+            lines.append(f"- other indexes served: {', '.join(others)} (pass index=NAME)")
+        files, _ = navigate._paths(idx)
+        top: dict[str, int] = {}
+        for p in files:
+            head = p.split("/", 1)[0] if "/" in p else "."
+            top[head] = top.get(head, 0) + 1
+        lines += ["", "### Top-level folders (files)"] + [
+            f"- {k}/: {v}" if k != "." else f"- (root): {v}" for k, v in sorted(top.items())]
+        lines.append("\nStart with `search`, or `outline` a path or module listed here.")
+        return "\n".join(lines)

@@ -1,0 +1,167 @@
+"""`strata mcp` as an agent's client runs it: a child process spoken to over
+stdio (and over streamable HTTP with an API key) through the official MCP
+client library, on the shared sample index."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import anyio
+import httpx
+import pytest
+
+from service.auth import KeyEntry, hash_key, new_key
+from tests.conftest import REPO
+from tests.serving.helpers import free_port
+
+ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "STRATA_LLM_BACKEND": "offline"}
+ID = re.compile(r"`((?:file|section|chunk|code|table|image|entity)-[0-9a-f]+)`")
+
+
+def _text(result) -> str:
+    assert not result.is_error, result.content
+    return "\n".join(c.text for c in result.content if getattr(c, "text", None))
+
+
+def test_an_agent_uses_the_tools_over_stdio(sample_index):
+    from mcp import Client, StdioServerParameters
+
+    from retrieval.context import estimate_tokens
+
+    params = StdioServerParameters(
+        command=sys.executable, cwd=str(REPO), env=ENV,
+        args=["-m", "pipelines.cli", "mcp", "--index", str(sample_index)])
+    out: dict = {}
+
+    async def session():
+        async with Client(params, read_timeout_seconds=120) as client:
+            out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
+            out["search"] = _text(await client.call_tool(
+                "search", {"query": "how do I correct pressure readings for barometric drift?"}))
+            out["small"] = _text(await client.call_tool(
+                "search", {"query": "barometric drift", "mode": "hierarchical",
+                           "budget_tokens": 300}))
+            out["code"] = _text(await client.call_tool(
+                "search", {"query": "barometric drift", "kinds": ["code"], "k": 3}))
+            out["outline"] = _text(await client.call_tool(
+                "outline", {"target": "tidewater.calibration"}))
+            file_id = ID.search(out["outline"]).group(1)
+            out["neighbourhood"] = _text(await client.call_tool(
+                "neighbourhood", {"node_id": file_id}))
+            drift = re.search(r"section Barometric drift — L\d+-\d+ `([^`]+)`",
+                              _text(await client.call_tool(
+                                  "outline", {"target": "docs/calibration.md"}))).group(1)
+            out["node"] = _text(await client.call_tool("node", {"node_id": drift}))
+            out["ask"] = _text(await client.call_tool(
+                "ask", {"question": "How is barometric drift corrected?"}))
+            out["stats"] = _text(await client.call_tool("index_stats", {}))
+            out["missing"] = await client.call_tool("outline", {"target": "calibrashun.py"})
+
+    anyio.run(session)
+    tools = out["tools"]
+    assert set(tools) == {"search", "ask", "outline", "node", "neighbourhood", "index_stats"}
+    assert tools["search"].annotations.read_only_hint is True
+    props = tools["search"].input_schema["properties"]
+    assert {"query", "mode", "k", "kinds", "budget_tokens", "index"} <= set(props)
+    assert "auto" in props["mode"]["anyOf"][0]["enum"]
+
+    # search: Markdown blocks with breadcrumbs, path:lines and ids, within the default budget
+    s = out["search"]
+    assert "auto mode" in s and "### 1. " in s
+    assert re.search(r"- source: tidewater/calibration\.py:\d+-\d+", s)
+    assert "correct_barometric_drift" in s and re.search(r"- id: code-[0-9a-f]+ \(code, ", s)
+    assert estimate_tokens(s) <= 2000 * 1.1
+    small = out["small"]
+    assert "hierarchical mode" in small and estimate_tokens(small) <= 300 * 1.2
+    assert "left out to fit the budget" in small
+    code_kinds = re.findall(r"- id: \S+ \((\w+),", out["code"])
+    assert code_kinds and set(code_kinds) == {"code"}
+
+    # outline: the module's hierarchy with lines and ids, nested by depth
+    o = out["outline"]
+    assert o.startswith("## Outline of tidewater.calibration (file, tidewater/calibration.py:1-")
+    assert re.search(r"\n  - code Calibrator — L\d+-\d+ `code-", o)
+    assert re.search(r"\n    - code Calibrator\.fit — L\d+-\d+ `code-", o)
+
+    # neighbourhood: the module's direct imports and who imports it
+    n = out["neighbourhood"]
+    assert "### Imports" in n and "tidewater.units" in n and "TideSeries" in n
+    assert "### Imported by" in n and "tidewater/__init__.py" in n
+
+    # node: text, parent, children
+    assert "## Barometric drift (section)" in out["node"]
+    assert "### Parent" in out["node"] and "Correcting with a barometer" in out["node"]
+    assert "A non-vented pressure sensor" in out["node"]
+
+    # ask: an extractive answer (no LLM) with numbered sources
+    a = out["ask"]
+    assert "extractive" in a and "### Sources" in a
+    assert re.search(r"\n1\. .+ — \S+:\d+", a) and "docs/calibration.md" in a
+    assert "files: 36" in out["stats"] and "tidewater/" in out["stats"]
+
+    # a wrong target is the agent's error to read, with a suggestion
+    assert out["missing"].is_error
+    assert "did you mean tidewater/calibration.py" in out["missing"].content[0].text
+
+
+@pytest.fixture
+def mcp_http(sample_index, tmp_path):
+    key = new_key()
+    keys = tmp_path / "keys.txt"
+    keys.write_text(KeyEntry("agent", hash_key(key), 600).line() + "\n")
+    port = free_port()
+    log = (tmp_path / "mcp.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.cli", "mcp", "--index", str(sample_index), "--http",
+         "--port", str(port), "--api-keys", str(keys), "--log-level", "info"],
+        cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        assert proc.poll() is None, (tmp_path / "mcp.log").read_text()[-3000:]
+        try:
+            httpx.get(base + "/mcp", timeout=2)
+            break
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, "strata mcp --http did not listen in 120 s"
+            time.sleep(0.3)
+    yield {"url": base + "/mcp", "key": key, "log": tmp_path / "mcp.log"}
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=30)
+    log.close()
+
+
+def test_streamable_http_needs_a_key(mcp_http):
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    url, key = mcp_http["url"], mcp_http["key"]
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}
+    accept = {"accept": "application/json, text/event-stream"}
+    refused = httpx.post(url, json=hello, headers=accept)
+    assert refused.status_code == 401 and "API key" in refused.json()["error"]
+    wrong = httpx.post(url, json=hello, headers={**accept, "authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    out: dict = {}
+
+    async def session():
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"},
+                                      timeout=120) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                out["tools"] = [t.name for t in (await client.list_tools()).tools]
+                out["search"] = _text(await client.call_tool(
+                    "search", {"query": "tide chart", "k": 3}))
+
+    anyio.run(session)
+    assert "outline" in out["tools"] and "### 1. " in out["search"]
+    time.sleep(0.3)
+    log = mcp_http["log"].read_text()
+    assert "agent POST /mcp 200" in log and key not in log

@@ -1,0 +1,287 @@
+"""The web page in headless Chromium against a service on real HTTP (uvicorn on
+loopback) whose LLM is the tests' OpenAI-compatible server: Markdown rendered
+safely (a corpus of hostile documents is indexed for it), results grouped by
+file with nested hits, the outline/neighbourhood panel driven by mouse and
+keyboard, an answer streamed in, sources first, and /docs with no request
+leaving the machine."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from tests.browser import chromium
+from tests.serving.helpers import free_port, settings_for
+
+EVIL_MD = """# Evil page
+
+Some **bold** text with <script>window.__pwned = 1</script> inline.
+
+<img src="x" onerror="window.__pwned = 2">
+
+[click me](javascript:window.__pwned=3) and [a safe link](https://example.org/safe)
+
+<iframe src="https://example.org/frame"></iframe>
+
+## Tricks
+
+<svg onload="window.__pwned = 4"></svg> and <a href="#" onclick="window.__pwned=5">x</a>
+
+| col | val |
+|-----|-----|
+| <b onmouseover="window.__pwned=6">a</b> | [d](data:text/html,<script>alert(1)</script>) |
+"""
+EVIL_HTML = """<html><body><h1>HTML page</h1>
+<p>Text <script>window.__pwned=7</script> with <a href="javascript:alert(1)">a link</a>.</p>
+<p onmouseover="window.__pwned=8">hover &lt;script&gt;window.__pwned=9&lt;/script&gt;</p>
+</body></html>"""
+ANSWER = ("Use a **nearby barometer**: subtract its air pressure from each reading [1], "
+          "then convert the rest to depth [2].")
+
+
+@pytest.fixture(scope="module")
+def hostile_index(tmp_path_factory):
+    """Documents that try to run script in the page, indexed by the real pipeline."""
+    import dagster as dg
+
+    from tests.conftest import Builder, write_corpora
+
+    base = tmp_path_factory.mktemp("hostile")
+    root = base / "corpus" / "docs"
+    root.mkdir(parents=True)
+    (root / "evil.md").write_text(EVIL_MD)
+    (root / "page.html").write_text(EVIL_HTML)
+    cfg = write_corpora(base / "corpora.yaml", {"hostile": {
+        "root": str(base / "corpus"), "out": str(base / "index"),
+        "url_template": "https://example.org/src/{path}#L{line}"}})
+    with dg.instance_for_test() as instance:
+        Builder(instance, cfg).build("hostile")
+    return base / "index"
+
+
+@pytest.fixture(scope="module")
+def site(sample_index, hostile_index):
+    """The service on a real loopback port, its LLM an OpenAI-compatible server."""
+    import uvicorn
+
+    from service.app import create_app
+    from tests.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as llm:
+        llm.reply = lambda body: ANSWER
+        os.environ.setdefault("OPENAI_API_KEY", "sk-test-page")
+        app = create_app(settings_for(f"sample={sample_index}", f"hostile={hostile_index}",
+                                      llm_backend="openai", llm_model="fake-model",
+                                      llm_base_url=llm.base_url))
+        port = free_port()
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                               log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.05)
+        yield {"base": f"http://127.0.0.1:{port}", "llm": llm}
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page(browser, site):
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page.errors = []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    # console errors, except a refused request (the tests check those themselves)
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error"
+            and not m.text.startswith("Failed to load resource") else None)
+    page.on("dialog", lambda d: (page.errors.append("dialog: " + d.message), d.dismiss()))
+    page.goto(site["base"] + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    yield page
+    page.close()
+
+
+def _search(page, query, mode="auto", index="sample"):
+    page.select_option("#index", index)
+    page.select_option("#mode", mode)
+    page.fill("#query", query)
+    page.press("#query", "Enter")
+    page.wait_for_selector("body[data-busy='0'] #results li.result")
+
+
+def _shot(page, name):
+    folder = os.environ.get("STRATA_SCREENSHOTS")
+    if folder:
+        page.screenshot(path=os.path.join(folder, name))
+
+
+def test_markdown_is_rendered_and_script_in_documents_never_runs(page):
+    _search(page, "evil page tricks with a table", mode="hierarchical", index="hostile")
+    results = page.locator("#results")
+    # Markdown became HTML
+    assert results.locator(".md strong", has_text="bold").count() >= 1
+    assert results.locator(".md h1, .md h2").count() >= 1
+    assert results.locator(".md table th", has_text="col").count() >= 1
+    safe = results.locator(".md a", has_text="a safe link").first
+    assert safe.get_attribute("href") == "https://example.org/safe"
+    assert "noopener" in safe.get_attribute("rel")
+    # ... and the script in the documents is text, never code
+    text = results.inner_text()
+    assert "<script>window.__pwned = 1</script>" in text
+    assert "<script>window.__pwned=9</script>" in text
+    page.hover("#results .md table td")
+    page.wait_for_timeout(300)  # let any handler that slipped through fire
+    assert page.evaluate("window.__pwned") is None
+    found = page.evaluate("""() => {
+        const bad = [];
+        for (const e of document.querySelectorAll('#results *')) {
+            if (['SCRIPT', 'IFRAME', 'SVG', 'IMG', 'OBJECT', 'EMBED'].includes(e.tagName)
+                && !e.closest('figure')) bad.push(e.tagName);
+            for (const a of e.attributes) {
+                if (a.name.startsWith('on')) bad.push(e.tagName + '@' + a.name);
+                if (/^\\s*(javascript|data|vbscript):/i.test(a.value)) bad.push(a.name + '=' + a.value);
+            }
+        }
+        return bad;
+    }""")
+    assert found == [], found
+    # the source link from the corpus's url_template
+    link = page.locator("#results .meta a").first
+    assert link.get_attribute("href").startswith("https://example.org/src/docs/")
+    assert not page.errors, page.errors
+    # the HTML sinks are closed by the CSP: a string cannot become markup
+    refused = page.evaluate("""() => {
+        try { document.body.insertAdjacentHTML('beforeend', '<b>x</b>'); return 'inserted'; }
+        catch (e) { return e.name; }
+    }""")
+    assert refused == "TypeError"
+
+
+def test_results_grouped_nested_and_explored_by_keyboard(page, site):
+    _search(page, "barometric drift correction with a barometer", mode="hierarchical")
+    groups = page.locator("#results > li.file-group")
+    paths = [groups.nth(i).get_attribute("data-path") for i in range(groups.count())]
+    assert len(paths) == len(set(paths)) >= 2, paths  # one group per file
+    hits = page.evaluate("""() => [...document.querySelectorAll('#results li.result')].map(
+        li => [li.closest('li.file-group').dataset.path, li.dataset.nodeId])""")
+    assert len(hits) == 10
+    # a hit inside another hit of the same file is shown inside it
+    nested = page.locator("li.result > ol.nested > li.result")
+    assert nested.count() >= 1
+    inner = nested.first
+    outer_crumb = inner.locator("xpath=../..").get_attribute("aria-label")
+    assert inner.get_attribute("aria-label").startswith(outer_crumb + " > ")
+    assert "calibration.md" in page.text_content("#summary") or "file(s)" in page.text_content("#summary")
+
+    # keyboard: / to the box, ↓ into the results, j to the next, o opens the panel
+    page.keyboard.press("Escape")
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.id") == "query"
+    page.keyboard.press("ArrowDown")
+    first = page.evaluate("document.activeElement.dataset.nodeId")
+    page.keyboard.press("j")
+    second = page.evaluate("document.activeElement.dataset.nodeId")
+    assert first == hits[0][1] and second == hits[1][1]
+    page.keyboard.press("o")
+    page.wait_for_selector("#panel:not([hidden]) #panel-node .rel-group")
+    assert page.get_attribute("#panel", "aria-busy") == "false"
+    groups_shown = page.locator("#panel-node .rel-group h4").all_text_contents()
+    assert "Parent" in groups_shown or "Children" in groups_shown
+
+    # the drift section: parent, children, links both ways, entities and facts
+    page.keyboard.press("Escape")
+    assert page.is_hidden("#panel")
+    drift = page.locator("#results li.result[aria-label='docs/calibration.md > Calibration > "
+                         "Barometric drift']")
+    drift.locator(":scope > .crumb button.explore").click()
+    page.wait_for_selector("#panel-title:has-text('Barometric drift')")
+    shown = page.locator("#panel-node .rel-group h4").all_text_contents()
+    assert {"Parent", "Siblings", "Children", "Links to", "Linked from"} <= set(shown), shown
+    assert "Vented and non-vented sensors" in page.inner_text("[data-group='Links to']")
+    _shot(page, "web-search.png")
+    # click through: a child, then back
+    page.locator("[data-group='Children'] button.nav", has_text="Correcting with a barometer").click()
+    page.wait_for_selector("#panel-title:has-text('Correcting with a barometer')")
+    assert "Barometric drift" in page.inner_text("[data-group='Parent']")
+    page.keyboard.press("Backspace")
+    page.wait_for_selector("#panel-title:has-text('Barometric drift')")
+    # the outline of its file, the node marked, entries clickable
+    page.click("#tab-outline")
+    current = page.locator("#panel-outline button[aria-current='true']")
+    assert current.inner_text().endswith("Barometric drift")
+    assert page.locator("#panel-outline li").count() >= 10
+    page.locator("#panel-outline button.nav", has_text="Troubleshooting").click()
+    page.wait_for_selector("#panel-title:has-text('Troubleshooting')")
+    assert page.locator("#panel-outline button[aria-current='true']").inner_text() \
+        .endswith("Troubleshooting")
+    _shot(page, "web-outline.png")
+
+    # an error after a success: the error shows, no stale summary, no busy state left
+    page.fill("#query", "x" * 2500)
+    page.press("#query", "Enter")
+    page.wait_for_selector("#error:not([hidden])")
+    assert page.text_content("#summary") == ""
+    assert page.is_hidden("#loading") and page.is_enabled("#search-btn")
+    assert not page.errors, page.errors
+
+
+def test_an_answer_streams_in_sources_first(page, site):
+    llm = site["llm"]
+    llm.stream_gate = threading.Event()  # the model stops halfway until released
+    try:
+        page.select_option("#mode", "auto")
+        page.fill("#query", "How do I correct pressure readings for barometric drift?")
+        page.press("#query", "Control+Enter")
+        page.wait_for_selector("#answer[data-state='writing'] #answer-sources li")
+        page.wait_for_selector("#answer-text:not(:empty)")
+        partial = page.text_content("#answer-text")
+        assert partial and ANSWER.startswith(partial.strip()) and partial.strip() != ANSWER
+        assert page.text_content("#answer-meta") == "(writing…)"
+        assert page.is_visible("#loading") and "Writing" in page.text_content("#loading-text")
+        assert page.locator("#answer-sources li").count() >= 3
+        _shot(page, "web-ask-streaming.png")
+        llm.stream_gate.set()
+        page.wait_for_selector("#answer[data-state='done']")
+    finally:
+        llm.stream_gate.set()
+        llm.stream_gate = None
+    assert page.text_content("#answer-meta") == "(openai:fake-model)"
+    assert page.locator("#answer-text strong", has_text="nearby barometer").count() == 1
+    cite = page.locator("#answer-text a.cite").first
+    assert cite.inner_text() == "[1]" and cite.get_attribute("href") == "#source-1"
+    assert "answered in" in page.text_content("#summary")
+    assert page.is_hidden("#loading")
+    asked = [r for r in llm.chat_requests() if r.body.get("stream")]
+    assert asked and "<<<CONTEXT" in asked[-1].prompt
+    assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("path, ready", [
+    ("/docs", ".opblock-summary-path[data-path='/indexes/{name}/outline']"),
+    ("/redoc", "text='/indexes/{name}/nodes/{node_id}'")])
+def test_the_api_docs_work_offline(browser, site, path, ready):
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    requests, problems = [], []
+    page.on("request", lambda r: requests.append(r.url))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(site["base"] + path)
+    page.wait_for_selector(ready, timeout=30_000)
+    if path == "/docs":
+        assert page.locator(".opblock").count() == 7  # every operation listed
+        _shot(page, "api-docs.png")
+    outside = [u for u in requests if not (u.startswith(site["base"] + "/")
+                                           or u.startswith(("blob:", "data:")))]
+    assert requests and outside == [], outside
+    assert not problems, problems
+    page.close()

@@ -1,0 +1,83 @@
+"""The OpenAI-compatible embedding endpoint's retries (the SDK's, through
+strata.openai_client): the server's Retry-After is waited out, a stopping
+build does not sit out the wait, a server that stays down fails with one clear
+error. Real HTTP (tests/fake_openai.py)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from strata import stopping
+from strata.embedding import EmbeddingError, EncoderSpec, OpenAIEncoder
+from tests.fake_openai import FakeOpenAI
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI(embedding_dim=8) as s:
+        yield s
+
+
+def _encoder(server, **kw) -> OpenAIEncoder:
+    spec = EncoderSpec(backend="openai", model="fake-embed", base_url=server.base_url, dim=8)
+    return OpenAIEncoder(spec, **kw)
+
+
+def _embedding_requests(server):
+    return [r for r in server.requests if r.path.endswith("/embeddings")]
+
+
+def test_retry_after_is_waited_out_then_the_batch_is_embedded(server, caplog):
+    """Lower bound only (a loaded machine may take longer): the 2 s the server asked for."""
+    caplog.set_level(logging.INFO, logger="strata.embedding")
+    enc = _encoder(server)
+    server.add_fault("429", 2, path="/embeddings")
+    v = enc.encode(["tide gauge", "barometric drift"])
+    assert v.shape == (2, 8)
+    first, second = _embedding_requests(server)
+    assert first.fault == "429" and second.fault is None
+    assert second.time - first.time >= 1.9
+    assert "HTTP 429; retry 1/3 in 2.00s" in caplog.text
+
+
+def test_a_server_that_stays_down_fails_with_its_status_after_the_retries(server):
+    enc = _encoder(server, max_retries=2)
+    server.add_fault("500", times=None, path="/embeddings")
+    with pytest.raises(EmbeddingError, match="answered HTTP 500"):
+        enc.encode(["tide gauge"])
+    assert len(_embedding_requests(server)) == 3  # the first and two retries
+
+
+def test_a_stop_request_ends_the_retry_wait_with_an_interrupt(server, caplog):
+    """The server asks for a minute; the build's stop flag ends the wait at once
+    and the caller sees StopRequested (an interrupt, as Ctrl-C is). No clock is
+    read: without the cut the join would take a minute and a second request
+    would reach the server."""
+    caplog.set_level(logging.INFO, logger="strata.embedding")
+    enc = _encoder(server)
+    server.add_fault("429", 60, times=None, path="/embeddings")
+    raised: list[BaseException] = []
+
+    def embed() -> None:
+        try:
+            enc.encode(["tide gauge"])
+        except BaseException as e:  # noqa: BLE001 - what the stage would see
+            raised.append(e)
+
+    worker = threading.Thread(target=embed)
+    try:
+        worker.start()
+        deadline = time.monotonic() + 120
+        while "retry 1/3 in 60.00s" not in caplog.text:
+            assert time.monotonic() < deadline, "the SDK never waited to retry"
+            time.sleep(0.05)
+        stopping.request("SIGINT (test)")
+        worker.join()
+    finally:
+        stopping.clear()
+    assert raised and isinstance(raised[0], stopping.StopRequested)
+    assert len(_embedding_requests(server)) == 1
