@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
-import time
 
 import numpy as np
 import polars as pl
@@ -404,27 +402,3 @@ def test_retrieve_returns_the_run(idx):
         i = idx.graph.index[r.node_id]
         assert r.score == pytest.approx(run.score(i))
 
-
-# --------------------------------------------------------------------------- latency
-
-def test_warm_latency_p50(idx):
-    import yaml
-
-    from tests.conftest import REPO
-
-    questions = [q["question"] for q in
-                 yaml.safe_load((REPO / "data" / "sample_queries.yaml").read_text())]
-    extra = ["tide chart", "sensor models and sampling rates", "convert feet to metres",
-             "barometer", "parquet export", "radar gauge", "despike", "moving average",
-             "station metadata", "calibration offset"]
-    queries = (questions + extra)[:20]
-    idx.search("warm up", mode="diffusion")
-    totals, diff = [], []
-    for q in queries:
-        t0 = time.perf_counter()
-        res = idx.search(q, mode="diffusion")
-        totals.append((time.perf_counter() - t0) * 1000)
-        diff.append(res.trace.timings_ms["diffusion"])
-    print(f"\ndiffusion mode on the sample ({len(queries)} queries, warm): "
-          f"p50 total {statistics.median(totals):.1f} ms, p50 diffusion stage "
-          f"{statistics.median(diff):.2f} ms, max total {max(totals):.1f} ms")
