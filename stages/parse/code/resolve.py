@@ -108,6 +108,15 @@ def _join(src: str, rel: str) -> str | None:
     return p
 
 
+def _without_parents(target: str) -> str:
+    """``target`` normalised with its leading ``../`` steps dropped: what is left
+    is matched as a path suffix when the relative join leaves the corpus."""
+    clean = posixpath.normpath(target)
+    while clean.startswith("../"):
+        clean = clean[3:]
+    return clean
+
+
 _JS_EXTENSIONS = (".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts", ".d.ts")
 _JS_SWAP = {".js": (".ts", ".tsx"), ".jsx": (".tsx",), ".mjs": (".mts",), ".cjs": (".cts",)}
 
@@ -259,9 +268,7 @@ def c(target: str, src: str, idx: _FileIndex) -> str | None:
     rel = _join(src, t)
     if rel and rel in idx.files:
         return rel
-    clean = posixpath.normpath(t)
-    while clean.startswith("../"):
-        clean = clean[3:]
+    clean = _without_parents(t)
     if clean.startswith("/") or clean in (".", ".."):
         return None
     return idx.suffix(clean, src)
@@ -308,10 +315,7 @@ def php(target: str, src: str, idx: _FileIndex) -> str | None:
     rel = _join(src, t)
     if rel and rel in idx.files:
         return rel
-    clean = posixpath.normpath(t)
-    while clean.startswith("../"):
-        clean = clean[3:]
-    return idx.suffix(clean.lstrip("/"), src)
+    return idx.suffix(_without_parents(t).lstrip("/"), src)
 
 
 def java(target: str, src: str, idx: _FileIndex) -> str | None:
