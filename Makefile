@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,docx,bench,scale,langchain,llamaindex]'
-	$(PY) -m pipelines.instance_config $(DAGSTER_HOME)  # telemetry off, one run per corpus at a time
+	$(PY) -m strata.pipelines.instance_config $(DAGSTER_HOME)  # telemetry off, one run per corpus at a time
 	touch $@
 
 run: install

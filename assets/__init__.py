@@ -11,15 +11,15 @@ no environment. ``assets.all_assets`` is kept for scripts and notebooks: it is
 
 import dagster as dg
 
-from assets.embed import embeddings
-from assets.graph import edges
-from assets.images import captions, image_groups
-from assets.openie import facts
-from assets.parse import nodes
-from assets.partitions import corpora_partitions
-from assets.publish import index_manifest, mirrored_index
-from assets.shards import shard_assets, shard_count
-from assets.summarize import summaries
+from strata.assets.embed import embeddings
+from strata.assets.graph import edges
+from strata.assets.images import captions, image_groups
+from strata.assets.openie import facts
+from strata.assets.parse import nodes
+from strata.assets.partitions import corpora_partitions
+from strata.assets.publish import index_manifest, mirrored_index
+from strata.assets.shards import shard_assets, shard_count
+from strata.assets.summarize import summaries
 
 
 def build_assets(shards: int | None = None) -> list[dg.AssetsDefinition]:

@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 import dagster as dg
 import polars as pl
 
-from resources.corpora import CorpusRegistry
-from resources.llm import usd_prices
-from stages.corpora import CorpusSpec
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.llm import usd_prices
+from strata.stages.corpora import CorpusSpec
 from strata.layout import IndexLayout, update_json
 from strata.schema import TABLE_FILES
 from strata.stats import markdown_table

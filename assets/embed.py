@@ -4,13 +4,13 @@ one BM25 index over the same units (lexical search)."""
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
+from strata.assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
                            record_stage, stop_on_dead_endpoint, stoppable)
-from assets.groups import INDEX
-from assets.partitions import corpora_partitions
-from assets.shard_cache import load_embedding_items, shard_summaries, vector_cache_dir
-from resources.corpora import CorpusRegistry
-from resources.embedder import EmbedderResource
+from strata.assets.groups import INDEX
+from strata.assets.partitions import corpora_partitions
+from strata.assets.shard_cache import load_embedding_items, shard_summaries, vector_cache_dir
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.embedder import EmbedderResource
 
 
 class EmbedConfig(dg.Config):
@@ -42,9 +42,9 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     import lancedb
     import polars as pl
 
-    from assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
-    from stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
-    from stages.lexical import FINGERPRINT_FILE, build_lexical
+    from strata.assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
+    from strata.stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
+    from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
     from strata.embedding import EncoderSpec, canonical_model
     from strata.layout import read_json_or_empty, write_json_atomic
 

@@ -4,12 +4,12 @@
 import dagster as dg
 import polars as pl
 
-from assets.charts import bar_chart, md_image
-from assets.common import (corpus_and_layout, md, output_version, path_metadata, read_build_table,
+from strata.assets.charts import bar_chart, md_image
+from strata.assets.common import (corpus_and_layout, md, output_version, path_metadata, read_build_table,
                            record_stage, stoppable)
-from assets.groups import INDEX
-from assets.partitions import corpora_partitions
-from resources.corpora import CorpusRegistry
+from strata.assets.groups import INDEX
+from strata.assets.partitions import corpora_partitions
+from strata.resources.corpora import CorpusRegistry
 from strata.layout import write_parquet_atomic
 from strata.stats import edges_by_type
 
@@ -63,10 +63,10 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
 
     import pyarrow as pa
 
-    from assets.openie import SEMANTIC_EDGES
-    from stages.enrich.images import duplicate_mapping
-    from stages.enrich.semantic_graph import redirect_edges, synonymy_edges_cached
-    from stages.graph import build_edges
+    from strata.assets.openie import SEMANTIC_EDGES
+    from strata.stages.enrich.images import duplicate_mapping
+    from strata.stages.enrich.semantic_graph import redirect_edges, synonymy_edges_cached
+    from strata.stages.graph import build_edges
 
     t0 = time.perf_counter()
     spec, layout = corpus_and_layout(context, corpora)

@@ -2,15 +2,15 @@
 
 import dagster as dg
 
-from assets.charts import contact_sheet, md_image
-from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
+from strata.assets.charts import contact_sheet, md_image
+from strata.assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
                            path_metadata, progress_logger, read_build_table, record_stage,
                            stop_on_dead_endpoint, stoppable, write_failures)
-from assets.groups import ENRICH
-from assets.partitions import corpora_partitions
-from resources.corpora import CorpusRegistry
-from resources.llm import LLMResource
-from stages.enrich.captions import TEMPLATE as CAPTION_TEMPLATE
+from strata.assets.groups import ENRICH
+from strata.assets.partitions import corpora_partitions
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.llm import LLMResource
+from strata.stages.enrich.captions import TEMPLATE as CAPTION_TEMPLATE
 
 
 class DedupConfig(dg.Config):
@@ -60,7 +60,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
 
     import polars as pl
 
-    from stages.enrich.images import dedup_images, image_records
+    from strata.stages.enrich.images import dedup_images, image_records
     from strata.layout import write_parquet_atomic
 
     t0 = time.perf_counter()
@@ -108,8 +108,8 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
              llm: LLMResource) -> dg.MaterializeResult:
     import polars as pl
 
-    from stages.enrich.captions import run_captions
-    from stages.enrich.images import duplicate_mapping, image_records
+    from strata.stages.enrich.captions import run_captions
+    from strata.stages.enrich.images import duplicate_mapping, image_records
     from strata.layout import write_parquet_atomic
 
     spec, layout = corpus_and_layout(context, corpora)

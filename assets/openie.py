@@ -2,14 +2,14 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
+from strata.assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
                            path_metadata, progress_logger, read_build_table, record_stage,
                            stop_on_dead_endpoint, stoppable, write_failures)
-from assets.groups import ENRICH
-from assets.partitions import corpora_partitions
-from resources.corpora import CorpusRegistry
-from resources.llm import LLMResource
-from stages.enrich.openie import OFFLINE_VERSION, TEMPLATE
+from strata.assets.groups import ENRICH
+from strata.assets.partitions import corpora_partitions
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.llm import LLMResource
+from strata.stages.enrich.openie import OFFLINE_VERSION, TEMPLATE
 
 SEMANTIC_EDGES = "semantic_edges.parquet"  # build-only: merged into edges.parquet
 
@@ -42,9 +42,9 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
 
     import pyarrow as pa
 
-    from stages.enrich.openie import match_import_cached, openie_units, run_openie
+    from strata.stages.enrich.openie import match_import_cached, openie_units, run_openie
 
-    from stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
+    from strata.stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
     from strata.layout import write_parquet_atomic
 
     spec, layout = corpus_and_layout(context, corpora)

@@ -4,15 +4,15 @@
 import dagster as dg
 import polars as pl
 
-from assets.charts import bar_chart, md_image
-from assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
+from strata.assets.charts import bar_chart, md_image
+from strata.assets.common import (corpus_and_layout, md, output_version, path_metadata, progress_logger,
                            record_stage, stoppable)
-from assets.groups import INGEST
-from assets.parse_config import ParseConfig
-from assets.partitions import corpora_partitions
-from assets.shard_cache import parse_shard_outputs, parse_shards_root, previous_build
-from resources.corpora import CorpusRegistry
-from stages.parse.finalize import PARSER_VERSION
+from strata.assets.groups import INGEST
+from strata.assets.parse_config import ParseConfig
+from strata.assets.partitions import corpora_partitions
+from strata.assets.shard_cache import parse_shard_outputs, parse_shards_root, previous_build
+from strata.resources.corpora import CorpusRegistry
+from strata.stages.parse.finalize import PARSER_VERSION
 from strata.layout import write_parquet_atomic
 from strata.stats import depth_distribution, files_by_format, nodes_by_kind
 
@@ -42,11 +42,11 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
           corpora: CorpusRegistry) -> dg.MaterializeResult:
     import shutil
 
-    from stages.discover import discover
-    from stages.nodes import build_nodes, overlay
-    from stages.parse.finalize import ParseSettings
+    from strata.stages.discover import discover
+    from strata.stages.nodes import build_nodes, overlay
+    from strata.stages.parse.finalize import ParseSettings
 
-    from assets.run_tags import CORPUS_TAG, LAUNCHED_BY_TAG, fill_run_tags, launched_by
+    from strata.assets.run_tags import CORPUS_TAG, LAUNCHED_BY_TAG, fill_run_tags, launched_by
 
     spec, layout = corpus_and_layout(context, corpora)
     fill_run_tags(context, {CORPUS_TAG: spec.name, LAUNCHED_BY_TAG: launched_by(context.run.tags)})

@@ -5,11 +5,11 @@ import json
 
 import dagster as dg
 
-from assets.common import (BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table,
+from strata.assets.common import (BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table,
                            stoppable)
-from assets.groups import INDEX
-from assets.partitions import corpora_partitions
-from resources.corpora import CorpusRegistry
+from strata.assets.groups import INDEX
+from strata.assets.partitions import corpora_partitions
+from strata.resources.corpora import CorpusRegistry
 from datetime import UTC
 
 
@@ -38,7 +38,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
 
     import polars as pl
 
-    from stages.parse.finalize import stable_hash
+    from strata.stages.parse.finalize import stable_hash
     from strata.layout import read_json_or_empty
     from strata.schema import FORMAT_VERSION
     from strata.stats import index_stats

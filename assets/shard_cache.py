@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from assets.common import read_build_table
+from strata.assets.common import read_build_table
 from strata.layout import IndexLayout
 
 SHARDS_DIR = "shards"
@@ -49,7 +49,7 @@ def shard_summaries(folder: Path, pattern: str, run_id: str) -> list[dict]:
 
 def previous_build(layout: IndexLayout):
     """The last build's parse tables (the per-document cache), if complete."""
-    from stages.nodes import read_previous
+    from strata.stages.nodes import read_previous
 
     return read_previous(layout.build)
 
@@ -57,7 +57,7 @@ def previous_build(layout: IndexLayout):
 def parse_shard_outputs(layout: IndexLayout, run_id: str):
     """What the parse shards wrote, how many ran in this run, and the files they
     parsed in this run (not those an interrupted earlier run had parsed)."""
-    from stages.nodes import read_previous
+    from strata.stages.nodes import read_previous
 
     root = parse_shards_root(layout)
     parts = [p for p in (read_previous(d) for d in (sorted(root.iterdir()) if root.is_dir()
@@ -73,7 +73,7 @@ def parse_shard_outputs(layout: IndexLayout, run_id: str):
 
 def load_embedding_items(layout: IndexLayout):
     """Every node, entity and fact that gets a vector, from the build's tables."""
-    from stages.embed import embedding_items
+    from strata.stages.embed import embedding_items
 
     return embedding_items(
         read_build_table(layout, "nodes"),

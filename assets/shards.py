@@ -24,15 +24,15 @@ import time
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, md, progress_logger, record_stage,
+from strata.assets.common import (corpus_and_layout, md, progress_logger, record_stage,
                            stop_on_dead_endpoint, stoppable)
-from assets.parse_config import ParseConfig
-from assets.groups import INDEX, INGEST
-from assets.partitions import corpora_partitions
-from assets.shard_cache import (PARSED_PATHS, SUMMARY, load_embedding_items, parse_shard_dir, parse_shards_root,
+from strata.assets.parse_config import ParseConfig
+from strata.assets.groups import INDEX, INGEST
+from strata.assets.partitions import corpora_partitions
+from strata.assets.shard_cache import (PARSED_PATHS, SUMMARY, load_embedding_items, parse_shard_dir, parse_shards_root,
                                 previous_build, shard_summaries, vector_cache_dir)
-from resources.corpora import CorpusRegistry
-from resources.embedder import EmbedderResource
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.embedder import EmbedderResource
 from strata.layout import write_json_atomic
 from strata.schema import TABLE_FILES
 
@@ -57,10 +57,10 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                     corpora: CorpusRegistry) -> None:
         import pyarrow as pa
 
-        from stages.discover import detect_format, discover, iter_paths
-        from stages.embed import shard_of
-        from stages.nodes import build_nodes, overlay, read_previous
-        from stages.parse.finalize import ParseSettings
+        from strata.stages.discover import detect_format, discover, iter_paths
+        from strata.stages.embed import shard_of
+        from strata.stages.nodes import build_nodes, overlay, read_previous
+        from strata.stages.parse.finalize import ParseSettings
         from strata.layout import write_parquet_atomic
 
         spec, layout = corpus_and_layout(context, corpora)
@@ -104,7 +104,7 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from stages.embed import encode_shard
+        from strata.stages.embed import encode_shard
         from strata.layout import write_parquet_atomic
 
         spec, layout = corpus_and_layout(context, corpora)

@@ -2,14 +2,14 @@
 
 import dagster as dg
 
-from assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
+from strata.assets.common import (corpus_and_layout, llm_client, llm_metadata, md, output_version,
                            path_metadata, progress_logger, read_build_table, record_stage,
                            stop_on_dead_endpoint, stoppable, write_failures)
-from assets.groups import ENRICH
-from assets.partitions import corpora_partitions
-from resources.corpora import CorpusRegistry
-from resources.llm import LLMResource
-from stages.enrich.summarize import TEMPLATE
+from strata.assets.groups import ENRICH
+from strata.assets.partitions import corpora_partitions
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.llm import LLMResource
+from strata.stages.enrich.summarize import TEMPLATE
 
 
 @dg.asset(
@@ -31,10 +31,10 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
               llm: LLMResource) -> dg.MaterializeResult:
     import polars as pl
 
-    from stages.enrich.summarize import run_summaries
+    from strata.stages.enrich.summarize import run_summaries
     from strata.layout import write_parquet_atomic
 
-    from assets.run_tags import LLM_TAG, fill_run_tags
+    from strata.assets.run_tags import LLM_TAG, fill_run_tags
 
     spec, layout = corpus_and_layout(context, corpora)
     fill_run_tags(context, {LLM_TAG: llm.label(spec.llm)})

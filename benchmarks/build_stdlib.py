@@ -23,7 +23,7 @@ EXCLUDES = ["site-packages/**", "test/**", "**/test/**", "**/tests/**", "**/idle
 
 
 def run_index(root: str, out: Path, home: Path, corpora: Path) -> dict:
-    cmd = [sys.executable, "-m", "pipelines.cli", "index", root, "--corpus", "stdlib",
+    cmd = [sys.executable, "-m", "strata.pipelines.cli", "index", root, "--corpus", "stdlib",
            "--out", str(out), "--json", "-q"]
     for e in EXCLUDES:
         cmd += ["--exclude", e]

@@ -16,7 +16,7 @@ import importlib.util
 import sys
 import time
 
-from stages.parse.code import parse_code
+from strata.stages.parse.code import parse_code
 
 UNIT = ("// F{i} returns a value.\nfunc (s *Server) F{i}(x int) (int, error) {{\n"
         "\tif x > {i} {{\n\t\treturn x, nil\n\t}}\n\treturn {i}, nil\n}}\n\n"

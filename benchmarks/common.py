@@ -35,7 +35,7 @@ def build_with_cli(docs: Path, out: Path, corpus: str, work: Path,
            "STRATA_CORPORA": str(work / "corpora.yaml")}
     (work / "dagster_home").mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "benchmarks.measure", "--", sys.executable, "-m",
-           "pipelines.cli", "index", str(docs), "--corpus", corpus, "--out", str(out), "-q",
+           "strata.pipelines.cli", "index", str(docs), "--corpus", corpus, "--out", str(out), "-q",
            *extra]
     proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:

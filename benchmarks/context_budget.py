@@ -32,7 +32,7 @@ BUDGETS = (500, 1500, 4000)
 
 
 def _flat_context(idx, query: str, budget: int) -> list:
-    from retrieval.context import estimate_tokens
+    from strata.retrieval.context import estimate_tokens
 
     out, used = [], 0
     for r in idx.search(query, mode="flat", k=300):
@@ -44,7 +44,7 @@ def _flat_context(idx, query: str, budget: int) -> list:
 
 
 def _held(idx, blocks, gold_id: str, chunked_by: dict[str, str]) -> bool:
-    from retrieval.context import ancestors
+    from strata.retrieval.context import ancestors
 
     g = idx.graph
     j = g.index[gold_id]
@@ -96,7 +96,7 @@ def stdlib_questions(idx) -> list[tuple[str, list[str]]]:
 
 
 def main() -> None:
-    from retrieval import Index
+    from strata.retrieval import Index
 
     sets = {"OpenHarmony sections": (SCRATCH / "openharmony" / "index", oh_questions),
             "stdlib definitions": (SCRATCH / "stdlib_subset_index", stdlib_questions)}

@@ -17,7 +17,7 @@ Usage: ``python -m benchmarks.fusion_sweep``
 from __future__ import annotations
 
 from benchmarks.common import SCRATCH, first_occurrence, machine, mean_pct, recall_at, write_result
-from retrieval.fusion import ALPHA
+from strata.retrieval.fusion import ALPHA
 
 ALPHAS = (0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 
@@ -26,7 +26,7 @@ def _oh():
     import yaml
 
     from benchmarks.openharmony_dev import DEV_SET, gold_sections, section_of
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(SCRATCH / "openharmony" / "index")
     qs = yaml.safe_load(DEV_SET.read_text())
@@ -43,7 +43,7 @@ def _oh():
 
 def _stdlib():
     from benchmarks.hyprag_peer import load_questions
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(SCRATCH / "stdlib_subset_index")
     qs = load_questions()
@@ -58,7 +58,7 @@ def _stdlib():
 
 def _musique():
     from benchmarks.musique_recall import gold_sets
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(SCRATCH / "musique" / "index")
     qs, gold = gold_sets()

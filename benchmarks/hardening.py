@@ -53,7 +53,7 @@ def _env(work: Path) -> dict:
 
 
 def _cmd(root: Path, out: Path, *extra: str, corpus: str = "hard") -> list[str]:
-    return [sys.executable, "-m", "pipelines.cli", "index", str(root), "--corpus", corpus,
+    return [sys.executable, "-m", "strata.pipelines.cli", "index", str(root), "--corpus", corpus,
             "--out", str(out), *extra]
 
 
@@ -191,9 +191,9 @@ def hostile_memory(work: Path) -> list[dict]:
     rows = []
     for label, code in (
             ("read the folder (discover)",
-             f"from stages.discover import discover; print(len(discover({str(root)!r})))"),
+             f"from strata.stages.discover import discover; print(len(discover({str(root)!r})))"),
             ("fingerprint (the change sensor)",
-             f"from stages.fingerprint import fingerprint; print(fingerprint({str(root)!r}))")):
+             f"from strata.stages.fingerprint import fingerprint; print(fingerprint({str(root)!r}))")):
         m = _measured([sys.executable, "-c", code], env)
         rows.append({"what": label, "wall_s": m["wall_s"], "peak_rss_mb": m["peak_rss_mb"],
                      "rc": m["returncode"]})

@@ -89,7 +89,7 @@ def build(work: Path) -> tuple[Path, float | None]:
            "STRATA_CORPORA": str(work / "corpora.yaml")}
     (work / "dagster_home").mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pipelines.cli", "index", str(docs), "--corpus", CORPUS,
+    subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "index", str(docs), "--corpus", CORPUS,
                     "--out", str(out), "-q"], env=env, check=True, cwd=ROOT)
     secs = time.perf_counter() - t0
     print(f"built the Strata index in {secs:.0f}s", flush=True)
@@ -117,7 +117,7 @@ def export_chunks(idx, path: Path) -> dict:
     import numpy as np
     import polars as pl
 
-    from stages.embed import embedding_items, embedding_text
+    from strata.stages.embed import embedding_items, embedding_text
 
     nodes = idx.nodes()
     nodes = nodes.filter(pl.col("kind").is_in(["file", "code", "section", "chunk", "table",
@@ -232,8 +232,8 @@ def strata_scaling(idx, questions: list[dict], seeds: int, factors: list[int], r
     real seeds (dense ids of the first copy)."""
     import polars as pl
 
-    from retrieval.graph import Graph
-    from retrieval.modes.hierarchical import DEFAULTS, expand_subtree
+    from strata.retrieval.graph import Graph
+    from strata.retrieval.modes.hierarchical import DEFAULTS, expand_subtree
 
     nodes = idx.nodes().select("node_id", "kind", "parent_id", "ordinal")
     g0 = idx.graph
@@ -482,7 +482,7 @@ def main() -> None:
     factors = [int(f) for f in args.scale.split(",") if f]
 
     index_dir, build_s = build(work)
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(index_dir)
     questions = load_questions()

@@ -73,7 +73,7 @@ def builds(work: Path) -> dict:
 
 
 def evaluate(index_dir: Path, modes, mode_params: dict | None = None) -> dict:
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(index_dir)
     path_of = dict(zip(idx.nodes()["node_id"].to_list(), idx.nodes()["path"].to_list()))

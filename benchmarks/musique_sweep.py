@@ -41,7 +41,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--index", default=str(SCRATCH / "musique" / "index"))
     args = ap.parse_args()
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(Path(args.index))
     path_of = dict(zip(idx.nodes()["node_id"].to_list(), idx.nodes()["path"].to_list()))

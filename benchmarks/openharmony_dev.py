@@ -101,7 +101,7 @@ def builds(work: Path) -> dict:
 
 
 def evaluate(index_dir: Path, questions: list[dict], modes) -> dict:
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(index_dir)
     gold = gold_sections(idx, questions)

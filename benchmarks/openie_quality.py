@@ -59,7 +59,7 @@ from pathlib import Path
 
 from benchmarks.common import REPO, RESULTS, machine, write_result
 from benchmarks.musique_corpus import CORPUS_FILE, OPENIE_FILE
-from stages.enrich.openie import (OFFLINE_VERSION, OpenIEOut, normalize, offline_openie,
+from strata.stages.enrich.openie import (OFFLINE_VERSION, OpenIEOut, normalize, offline_openie,
                                   unit_context, validate)
 
 Extractor = Callable[[str, str], OpenIEOut]
@@ -418,7 +418,7 @@ def main(argv: list[str] | None = None) -> None:
     old = {} if args.fresh or not previous.exists() else json.loads(previous.read_text())
     rows = dict(old.get("rows", {}))
     rows[args.label] = {"source": args.predictions or args.extractor or
-                        "stages.enrich.openie:offline_openie",
+                        "strata.stages.enrich.openie:offline_openie",
                         "commit": _git_commit(), "date": machine()["date"],
                         "seconds": None if seconds is None else round(seconds, 1),
                         "passages_run": len(passages),

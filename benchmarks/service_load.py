@@ -63,7 +63,7 @@ def free_port() -> int:
 def start_server(index: Path, port: int, log: Path) -> subprocess.Popen:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false"}
-    cmd = [sys.executable, "-m", "pipelines.cli", "serve", "--index", str(index),
+    cmd = [sys.executable, "-m", "strata.pipelines.cli", "serve", "--index", str(index),
            "--host", "127.0.0.1", "--port", str(port), "-q", "--log-level", "warning"]
     with log.open("w") as err:
         return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=err, stderr=subprocess.STDOUT)

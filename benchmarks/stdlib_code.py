@@ -26,7 +26,7 @@ KS = (5, 10, 20)
 
 def evaluate(index_dir: Path) -> dict:
     from benchmarks.hyprag_peer import load_questions
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(index_dir)
     questions = load_questions()

@@ -41,7 +41,7 @@ TARGET = 1.5  # UI path at most this many times the CLI's time
 
 def _cli(env: dict, corpus_root, out) -> float:
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "pipelines.cli", "index", str(corpus_root), "--corpus",
+    subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "index", str(corpus_root), "--corpus",
                     "sample", "--out", str(out), "-q"], cwd=REPO, env=env, check=True)
     return time.perf_counter() - t0
 
@@ -69,7 +69,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=3)
     args = ap.parse_args()
-    from pipelines.instance_config import ensure_instance_config
+    from strata.pipelines.instance_config import ensure_instance_config
 
     work = SCRATCH / "ui_launch"
     shutil.rmtree(work, ignore_errors=True)

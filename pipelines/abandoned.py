@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from assets.run_tags import CLI_TAG, OUT_TAG
+from strata.assets.run_tags import CLI_TAG, OUT_TAG
 
 IN_PROGRESS = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING,
                dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.CANCELING]

@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from pipelines.console import (EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, print_stats,
+from strata.pipelines.console import (EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, print_stats,
                                say)
-from pipelines.interrupt import BuildInterrupt, exit_code
+from strata.pipelines.interrupt import BuildInterrupt, exit_code
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 def dagster_home() -> Path:
     """The project-local instance (``.dagster/``) unless DAGSTER_HOME is set; its
     dagster.yaml holds one run per corpus at a time (:mod:`pipelines.instance_config`)."""
-    from pipelines.instance_config import ensure_instance_config
+    from strata.pipelines.instance_config import ensure_instance_config
 
     home = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster").resolve()
     ensure_instance_config(home)
@@ -84,7 +84,7 @@ def other_corpus(out: Path, name: str) -> dict | None:
 
 
 def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
-    from stages.corpora import (DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora,
+    from strata.stages.corpora import (DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora,
                                 register_corpus, validate_name)
     from strata.buildlock import (BuildLock, BuildLocked, register_cli_lock,
                                   unregister_cli_lock)
@@ -136,7 +136,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         return EXIT_USAGE
     if args.dry_run:
         # before the lock and the registration: a dry run writes nothing anywhere
-        from pipelines.dry_run import dry_run
+        from strata.pipelines.dry_run import dry_run
 
         return dry_run(spec, chunk_tokens=args.chunk_tokens,
                        openie_imported=bool(args.openie_import), as_json=args.json)
@@ -180,7 +180,7 @@ def _run_is_live(run_id: str) -> bool:
     dagster_home()
     import dagster as dg
 
-    from assets.common import run_is_live
+    from strata.assets.common import run_is_live
 
     with dg.DagsterInstance.get() as instance:
         return run_is_live(instance, run_id)
@@ -214,11 +214,11 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
 
     import dagster as dg
 
-    from assets import corpora_partitions
-    from assets.run_tags import OUT_TAG
-    from pipelines.definitions import index_job, resolved_resources
-    from pipelines.progress import BuildProgress
-    from pipelines.scaleout import PRELOAD
+    from strata.assets import corpora_partitions
+    from strata.assets.run_tags import OUT_TAG
+    from strata.pipelines.definitions import index_job, resolved_resources
+    from strata.pipelines.progress import BuildProgress
+    from strata.pipelines.scaleout import PRELOAD
     from strata.buildlock import RUN_TAG
 
     try:
@@ -273,7 +273,7 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
         serving = (f"version {before} keeps serving" if before is not None
                    else "nothing was published")
         return _report_failure(result, home, serving)
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(out)
     stats = idx.stats()
@@ -302,7 +302,7 @@ def _run_tags(spec, resources: dict) -> dict[str, str]:
     """The run's labels in the UI: corpus, LLM, embedding model, who launched it."""
     import getpass
 
-    from assets.run_tags import CLI_TAG, LAUNCHED_BY_TAG, USER_TAG, build_tags
+    from strata.assets.run_tags import CLI_TAG, LAUNCHED_BY_TAG, USER_TAG, build_tags
 
     try:
         user = getpass.getuser()
@@ -316,7 +316,7 @@ def _close_abandoned_runs(instance, out: Path) -> None:
     """Earlier `strata index` runs of this folder still shown as running: their
     process was killed (SIGKILL, a power cut) before it could say so. We hold the
     folder's lock, so none of them is alive."""
-    from pipelines.abandoned import close_abandoned_cli_runs
+    from strata.pipelines.abandoned import close_abandoned_cli_runs
 
     close_abandoned_cli_runs(instance, is_alive=lambda run: False, out=out,
                              by="the next build of the same index")
@@ -332,7 +332,7 @@ def _llm_failures(stats: dict) -> dict:
 def _report_failure(result, home: Path, serving: str) -> int:
     """A dead endpoint or a held lock is one line, said once (several stages may
     have hit it); any other failure names its step, then where the run is."""
-    from assets.common import ENDPOINT_TAG
+    from strata.assets.common import ENDPOINT_TAG
 
     failures = [e for e in result.all_events if e.is_step_failure]
     known: list[str] = []

@@ -13,13 +13,13 @@ import json
 import os
 import sys
 
-from pipelines.build_command import cmd_index
-from pipelines.console import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE
-from pipelines.console import say as _print
+from strata.pipelines.build_command import cmd_index
+from strata.pipelines.console import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE
+from strata.pipelines.console import say as _print
 
 
 def _open_index(path: str, version: int | None = None):
-    from retrieval import Index
+    from strata.retrieval import Index
     from strata.layout import IndexNotFound
 
     try:
@@ -77,7 +77,7 @@ def cmd_map(args: argparse.Namespace) -> int:
         _print(json.dumps({"corpus": idx.manifest["corpus"], "version": idx.version,
                            "model": idx.manifest["model"], **stats}, indent=2))
     else:
-        from pipelines.console import print_stats
+        from strata.pipelines.console import print_stats
 
         print_stats(idx, stats)
         _print(f"\nbuild time: {stats['build_seconds']}s")
@@ -94,7 +94,7 @@ def _query_llm(args: argparse.Namespace):
 
 
 def _check_mode(mode: str) -> bool:
-    from retrieval.modes import MODES
+    from strata.retrieval.modes import MODES
 
     if mode in MODES:
         return True
@@ -118,7 +118,7 @@ def _mode_params(args: argparse.Namespace) -> dict:
 
 def _run_query(fn, what: str):
     """(value, exit code): usage errors exit 2, a missing mode or a failure 1."""
-    from retrieval.modes import UnknownMode
+    from strata.retrieval.modes import UnknownMode
 
     try:
         return fn(), EXIT_OK
@@ -126,7 +126,7 @@ def _run_query(fn, what: str):
         _print(f"error: {e}", err=True)
         return None, EXIT_USAGE
     except ModuleNotFoundError as e:
-        if (e.name or "").startswith("retrieval.modes"):
+        if (e.name or "").startswith("strata.retrieval.modes"):
             _print(f"error: this mode is not available in this installation ({e.name})", err=True)
             return None, EXIT_FAILED
         raise
@@ -163,7 +163,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             llm.close()
     if rc != EXIT_OK:
         return rc
-    from pipelines.console import print_results
+    from strata.pipelines.console import print_results
 
     if args.json:
         _print(json.dumps({"query": args.query, "mode": args.mode, "index": str(idx.source),
@@ -174,7 +174,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         return EXIT_OK
     print_results(results)
     if args.trace:
-        from pipelines.console import print_trace
+        from strata.pipelines.console import print_trace
 
         print_trace(results.trace.to_dict())
     return EXIT_OK
@@ -202,11 +202,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if args.json:
         _print(json.dumps(answer.to_dict(), indent=2))
         return EXIT_OK
-    from pipelines.console import print_answer
+    from strata.pipelines.console import print_answer
 
     print_answer(answer)
     if args.trace:
-        from pipelines.console import print_trace
+        from strata.pipelines.console import print_trace
 
         print_trace(answer.trace)
     return EXIT_OK
@@ -216,8 +216,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """Serve indexes over HTTP (see :mod:`service`); blocks until interrupted."""
     import logging
 
-    from service.auth import KeyFileError, load_entries
-    from service.settings import ServiceConfigError, ServiceSettings, is_loopback
+    from strata.service.auth import KeyFileError, load_entries
+    from strata.service.settings import ServiceConfigError, ServiceSettings, is_loopback
     from strata.layout import IndexNotFound
 
     env = ServiceSettings.from_env()
@@ -247,7 +247,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.quiet:
         _print(f"loading {len(args.index)} index(es)…", err=True)
     try:
-        from service.app import create_app
+        from strata.service.app import create_app
 
         app = create_app(settings)
     except IndexNotFound as e:
@@ -272,7 +272,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """The MCP server (see :mod:`service.mcp_server`); stdio unless --http."""
-    from service.mcp_server import main as mcp_main
+    from strata.service.mcp_server import main as mcp_main
 
     try:
         llm = _query_llm(args)
@@ -283,7 +283,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from service.auth import KeyEntry, KeyFileError, append_entry, hash_key, load_entries, new_key
+    from strata.service.auth import KeyEntry, KeyFileError, append_entry, hash_key, load_entries, new_key
 
     try:
         if args.keys_command == "new":
@@ -322,7 +322,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def _add_query_args(p: argparse.ArgumentParser, default_k: int) -> None:
-    from retrieval.modes import DEFAULT_MODE, MODES
+    from strata.retrieval.modes import DEFAULT_MODE, MODES
 
     p.add_argument("--index", required=True, help="index folder")
     p.add_argument("--mode", default=DEFAULT_MODE,
@@ -452,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.set_defaults(func=cmd_serve)
 
     mc = sub.add_parser("mcp", help="serve indexes as MCP tools for agents (stdio; --http)")
-    from service.mcp_server import add_arguments as add_mcp_arguments
+    from strata.service.mcp_server import add_arguments as add_mcp_arguments
 
     add_mcp_arguments(mc)
     _add_llm_args(mc.add_argument_group(
@@ -480,7 +480,7 @@ EXIT_PIPE = 141  # the reader of stdout went away (`strata search ... | head`), 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
+    from strata.pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
     from strata.endpoints import EndpointError
     from strata.layout import IndexDamaged
 

@@ -11,12 +11,12 @@ import os
 
 import dagster as dg
 
-from assets import build_assets
-from pipelines.jobs import JOB_NAME, index_corpus_job
-from pipelines.scaleout import executor_from_env
-from pipelines.schedules import nightly_rebuild_schedule
-from pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
-from resources import CorpusRegistry, EmbedderResource, LLMResource
+from strata.assets import build_assets
+from strata.pipelines.jobs import JOB_NAME, index_corpus_job
+from strata.pipelines.scaleout import executor_from_env
+from strata.pipelines.schedules import nightly_rebuild_schedule
+from strata.pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
+from strata.resources import CorpusRegistry, EmbedderResource, LLMResource
 
 # The settings each resource takes from the environment: resource → field → variable.
 ENVIRONMENT = {
@@ -86,6 +86,6 @@ def _index_job(executor: dg.ExecutorDefinition) -> dg.JobDefinition:
 
 def dask_index_job() -> dg.JobDefinition:
     """The index job on a Dask cluster (dagster-dask), for ``dg.reconstructable``."""
-    from pipelines.dask_engine import strata_dask_executor
+    from strata.pipelines.dask_engine import strata_dask_executor
 
     return _index_job(strata_dask_executor)

@@ -16,18 +16,18 @@ import json
 import tempfile
 from pathlib import Path
 
-from pipelines.console import EXIT_OK, EXIT_USAGE, say
+from strata.pipelines.console import EXIT_OK, EXIT_USAGE, say
 
 
 def dry_run(spec, chunk_tokens: int = 200, openie_imported: bool = False,
             as_json: bool = False) -> int:
-    from pipelines.definitions import resolved_resources
-    from resources.llm import usd_prices
-    from stages.discover import discover
-    from stages.enrich.estimate import (estimate_captions, estimate_openie,
+    from strata.pipelines.definitions import resolved_resources
+    from strata.resources.llm import usd_prices
+    from strata.stages.discover import discover
+    from strata.stages.enrich.estimate import (estimate_captions, estimate_openie,
                                         estimate_summaries, price)
-    from stages.nodes import build_nodes, read_previous
-    from stages.parse.finalize import ParseSettings
+    from strata.stages.nodes import build_nodes, read_previous
+    from strata.stages.parse.finalize import ParseSettings
     from strata.layout import IndexLayout
 
     layout = IndexLayout(spec.out)
@@ -92,6 +92,6 @@ def dry_run(spec, chunk_tokens: int = 200, openie_imported: bool = False,
 
 
 def _total_row(totals: dict, usd: float | None):
-    from stages.enrich.estimate import StageEstimate
+    from strata.stages.enrich.estimate import StageEstimate
 
     return StageEstimate("total", usd=usd, **totals)

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from assets import corpora_partitions
+from strata.assets import corpora_partitions
 
 JOB_NAME = "index_corpus"
 

@@ -149,7 +149,7 @@ class BuildProgress:
 
 def _interrupted(event) -> bool:
     """A step failure that is Ctrl-C or SIGTERM stopping the run, not an error."""
-    from assets.common import STOPPED_TAG  # what the asset's Failure carries then
+    from strata.assets.common import STOPPED_TAG  # what the asset's Failure carries then
 
     data = event.step_failure_data
     user = data.user_failure_data if data is not None else None

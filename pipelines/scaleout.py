@@ -40,7 +40,7 @@ WORKERS_TAG = "strata/workers"  # a launch's request for step processes
 PARTITION_TAG = "dagster/partition"
 # preloaded by the forkserver that step processes fork from: the code location, and
 # the set-up that keeps a terminal's Ctrl-C away from their log mirrors
-PRELOAD = ["pipelines.definitions", "pipelines.worker_setup"]
+PRELOAD = ["strata.pipelines.definitions", "strata.pipelines.worker_setup"]
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
@@ -55,7 +55,7 @@ def executor_from_env() -> dg.ExecutorDefinition:
             else dg.multiprocess_executor
     if kind == "dask":
         try:
-            from pipelines.dask_engine import strata_dask_executor
+            from strata.pipelines.dask_engine import strata_dask_executor
         except ImportError as e:  # pragma: no cover - depends on the install
             raise RuntimeError("STRATA_EXECUTOR=dask needs dagster-dask: "
                                "pip install 'strata[scale]'") from e
@@ -68,7 +68,7 @@ def corpus_workers(corpus: str | None) -> int | None:
     corpora file cannot be read, which the run's first step reports)."""
     if not corpus:
         return None
-    from stages.corpora import DEFAULT_CONFIG, CorpusError, load_corpora
+    from strata.stages.corpora import DEFAULT_CONFIG, CorpusError, load_corpora
 
     try:
         spec = load_corpora(os.environ.get("STRATA_CORPORA") or DEFAULT_CONFIG).get(corpus)

@@ -8,12 +8,12 @@ new model or stage version that marks every asset stale.
 
 import dagster as dg
 
-from assets.partitions import corpora_partitions
-from assets.run_tags import LAUNCHED_BY_TAG, build_tags
-from pipelines.jobs import index_corpus_job
-from resources.corpora import CorpusRegistry
-from resources.embedder import EmbedderResource
-from resources.llm import LLMResource
+from strata.assets.partitions import corpora_partitions
+from strata.assets.run_tags import LAUNCHED_BY_TAG, build_tags
+from strata.pipelines.jobs import index_corpus_job
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.embedder import EmbedderResource
+from strata.resources.llm import LLMResource
 
 
 @dg.schedule(job=index_corpus_job, cron_schedule="0 3 * * *",

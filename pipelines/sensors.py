@@ -6,12 +6,12 @@ from datetime import UTC
 
 import dagster as dg
 
-from assets.partitions import corpora_partitions
-from assets.run_tags import LAUNCHED_BY_TAG, build_tags
-from pipelines.jobs import index_corpus_job
-from resources.corpora import CorpusRegistry
-from resources.embedder import EmbedderResource
-from resources.llm import LLMResource
+from strata.assets.partitions import corpora_partitions
+from strata.assets.run_tags import LAUNCHED_BY_TAG, build_tags
+from strata.pipelines.jobs import index_corpus_job
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.embedder import EmbedderResource
+from strata.resources.llm import LLMResource
 
 
 @dg.sensor(
@@ -46,8 +46,8 @@ def corpora_partitions_sensor(context: dg.SensorEvaluationContext,
 def corpus_change_sensor(context: dg.SensorEvaluationContext, corpora: CorpusRegistry,
                          llm: LLMResource, embedder: EmbedderResource
                          ) -> dg.SensorResult | dg.SkipReason:
-    from pipelines.abandoned import cli_run_is_alive, close_abandoned_cli_runs
-    from stages.fingerprint import fingerprint
+    from strata.pipelines.abandoned import cli_run_is_alive, close_abandoned_cli_runs
+    from strata.stages.fingerprint import fingerprint
     from strata.buildlock import is_held
 
     closed = close_abandoned_cli_runs(context.instance, cli_run_is_alive,

@@ -7,6 +7,6 @@ a Ctrl-C typed on the terminal reaches the step processes, which stop, but not
 their log mirrors, which would print a KeyboardInterrupt traceback each.
 """
 
-from pipelines.interrupt import own_group_for_log_mirrors
+from strata.pipelines.interrupt import own_group_for_log_mirrors
 
 own_group_for_log_mirrors()

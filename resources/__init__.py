@@ -1,7 +1,7 @@
 """Dagster resources: thin configurable wrappers over plain Strata objects."""
 
-from resources.corpora import CorpusRegistry
-from resources.embedder import EmbedderResource
-from resources.llm import LLMResource
+from strata.resources.corpora import CorpusRegistry
+from strata.resources.embedder import EmbedderResource
+from strata.resources.llm import LLMResource
 
 __all__ = ["CorpusRegistry", "EmbedderResource", "LLMResource"]

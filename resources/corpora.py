@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from stages.corpora import DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora
+from strata.stages.corpora import DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora
 
 
 class CorpusRegistry(dg.ConfigurableResource):

@@ -4,8 +4,8 @@ Never imports dagster: a notebook or service loads an index without the
 orchestrator.
 """
 
-from retrieval.index import Index
-from retrieval.results import Result
+from strata.retrieval.index import Index
+from strata.retrieval.results import Result
 from strata.embedding import EmbeddingModelMismatch
 from strata.layout import IndexNotFound
 

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
-from retrieval.results import source_url
+from strata.retrieval.results import source_url
 from strata.llm import as_llm
 
 ANSWER_TEMPLATE = "answer/v1"
@@ -223,7 +223,7 @@ def ask(index, question: str, mode: str | None = None, llm=None, k: int = 8,
         **params) -> Answer:
     """Retrieve with ``mode`` (default: the default search mode), then answer
     with ``llm`` (or extractively without one)."""
-    from retrieval.modes import DEFAULT_MODE
+    from strata.retrieval.modes import DEFAULT_MODE
 
     mode = mode or DEFAULT_MODE
     client, owned = as_llm(llm, max_tokens=1024)
@@ -256,7 +256,7 @@ def ask_stream(index, question: str, mode: str | None = None, llm=None, k: int =
     piece) the extractive answer comes as one delta; when it fails midway,
     ``("error", message)`` follows what was said and ``done`` still comes, its
     text what the reader saw plus a note."""
-    from retrieval.modes import DEFAULT_MODE
+    from strata.retrieval.modes import DEFAULT_MODE
     from strata.llm import LLMStreamError
 
     mode = mode or DEFAULT_MODE

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.results import Result
+from strata.retrieval.results import Result
 
 CHARS_PER_TOKEN = 4  # the usual estimate for English text and code
 CONTEXT_SIBLINGS = 2  # nearest siblings named with each hit

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.graph import KIND_CODE, top_k
+from strata.retrieval.graph import KIND_CODE, top_k
 from strata.schema import EMBEDDED_KINDS
 
 ALPHA = 0.6  # weight of the dense signal; 1 - ALPHA for BM25

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from retrieval.results import Result, SearchResults
+from strata.retrieval.results import Result, SearchResults
 from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
 from strata.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
 from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
@@ -247,7 +247,7 @@ class Index:
     @cached_property
     def graph(self):
         """The graph as CSR arrays (built on first use, then kept)."""
-        from retrieval.graph import Graph
+        from strata.retrieval.graph import Graph
 
         return Graph.build(self._nodes, self._edges)
 
@@ -333,7 +333,7 @@ class Index:
         6 ms per kind), and the results are the same."""
         import numpy as np
 
-        from retrieval.graph import KIND_CODE, top_k
+        from strata.retrieval.graph import KIND_CODE, top_k
 
         if k <= 0:
             return []
@@ -439,12 +439,12 @@ class Index:
         parent and siblings), ``flat`` (dense kNN), ``keyword``, ``hybrid``,
         ``hierarchical``, ``diffusion`` or ``routed``. Extra keyword arguments are
         that mode's parameters (see :mod:`retrieval.modes`)."""
-        from retrieval.modes import DEFAULT_MODE, run_mode
+        from strata.retrieval.modes import DEFAULT_MODE, run_mode
 
         return run_mode(self, query, mode=mode or DEFAULT_MODE, k=k, **params)
 
     def ask(self, question: str, mode: str | None = None, llm=None, k: int = 8, **params):
         """Retrieve, assemble the context and answer (see :mod:`retrieval.answer`)."""
-        from retrieval.answer import ask
+        from strata.retrieval.answer import ask
 
         return ask(self, question, mode=mode, llm=llm, k=k, **params)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.graph import EDGE_CODE, KIND_CODE
-from retrieval.results import Result
+from strata.retrieval.graph import EDGE_CODE, KIND_CODE
+from strata.retrieval.results import Result
 from strata.schema import ENTITY, FILE, IMPORT, JUMP, PASSAGE, SEMANTIC, SYNONYMY
 
 MAX_OUTLINE = 400  # entries of one outline (a huge generated file stays readable)

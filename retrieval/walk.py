@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.graph import EDGE_CODE, KIND_CODE
+from strata.retrieval.graph import EDGE_CODE, KIND_CODE
 
 WALK_EDGE_TYPES = ("passage", "synonymy")
 MAX_SPAN_TOKENS = 6

@@ -16,11 +16,11 @@ __all__ = ["ServiceSettings", "create_app", "create_app_from_env"]
 
 def __getattr__(name: str):
     if name in ("create_app", "create_app_from_env"):
-        from service import app
+        from strata.service import app
 
         return getattr(app, name)
     if name == "ServiceSettings":
-        from service.settings import ServiceSettings
+        from strata.service.settings import ServiceSettings
 
         return ServiceSettings
     raise AttributeError(f"module 'service' has no attribute {name!r}")

@@ -23,15 +23,15 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from retrieval import navigate
-from retrieval.results import markdown_block, source_url
-from service.auth import Gate, KeyStore, Refused, load_entries
-from service.models import (AskResponse, ErrorBody, HealthIndex, HealthResponse, Hit,
+from strata.retrieval import navigate
+from strata.retrieval.results import markdown_block, source_url
+from strata.service.auth import Gate, KeyStore, Refused, load_entries
+from strata.service.models import (AskResponse, ErrorBody, HealthIndex, HealthResponse, Hit,
                             IndexesResponse, IndexInfo, NodeResponse, OutlineResponse,
                             SearchResponse, request_model)
-from service.registry import Registry, UnknownIndex
-from service.render import markdown_html, node_html
-from service.settings import ServiceConfigError, ServiceSettings
+from strata.service.registry import Registry, UnknownIndex
+from strata.service.render import markdown_html, node_html
+from strata.service.settings import ServiceConfigError, ServiceSettings
 
 log = logging.getLogger("strata.service")
 access_log = logging.getLogger("strata.service.access")
@@ -342,7 +342,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
     def run(fn, what: str):
         """Retrieval's own refusals (a bad parameter combination) are the
         client's error; anything else is ours, logged and answered as 500."""
-        from retrieval.modes import UnknownMode
+        from strata.retrieval.modes import UnknownMode
 
         try:
             return fn()
@@ -402,7 +402,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         params = svc.mode_params(req)
         params.pop("llm", None)  # ask passes its own LLM to the router
         if req.stream:
-            from retrieval.answer import ask_stream
+            from strata.retrieval.answer import ask_stream
 
             t0 = time.perf_counter()
             events = ask_stream(idx, req.question, mode=req.mode, llm=svc.llm, k=req.k,
@@ -433,7 +433,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         consistent while it is still on disk."""
         _, idx = svc.registry.get(name)
         if version is not None and version != idx.version:
-            from retrieval import Index, IndexNotFound
+            from strata.retrieval import Index, IndexNotFound
             from strata.layout import IndexDamaged
 
             try:

@@ -158,7 +158,7 @@ class Gate:
         and rate limit are checked; raises :class:`Refused`. ``headers``: a
         mapping with lower-case names; ``client_host``: the connecting address
         as the caller decided to believe it."""
-        from service.settings import is_loopback
+        from strata.service.settings import is_loopback
 
         if self.keys.enabled:
             key = headers.get("x-api-key")

@@ -25,8 +25,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from retrieval.modes import DEFAULT_MODE, MODES
-from service.mcp_tools import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS, MAX_K, ToolFailure, Tools
+from strata.retrieval.modes import DEFAULT_MODE, MODES
+from strata.service.mcp_tools import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS, MAX_K, ToolFailure, Tools
 from strata.schema import EMBEDDED_KINDS, ENTITY, FACT
 
 log = logging.getLogger("strata.mcp")
@@ -179,7 +179,7 @@ class KeyGate:
             return await self.app(scope, receive, send)
         from starlette.responses import JSONResponse
 
-        from service.auth import Refused
+        from strata.service.auth import Refused
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers") or []}
@@ -239,9 +239,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, llm=None) -> int:
     """Run ``strata mcp`` until the client goes away (stdio) or Ctrl-C (HTTP).
     Exit codes: 0, or 2 for a missing index, bad keys or an unsafe host."""
-    from service.auth import Gate, KeyFileError, KeyStore, load_entries
-    from service.registry import Registry
-    from service.settings import ServiceSettings, is_loopback
+    from strata.service.auth import Gate, KeyFileError, KeyStore, load_entries
+    from strata.service.registry import Registry
+    from strata.service.settings import ServiceSettings, is_loopback
     from strata.layout import IndexDamaged, IndexNotFound
 
     def fail(message: str) -> int:

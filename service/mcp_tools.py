@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrieval import navigate
-from retrieval.context import CHARS_PER_TOKEN, estimate_tokens
-from retrieval.modes import DEFAULT_MODE, MODES
-from retrieval.results import markdown_block, source_url
+from strata.retrieval import navigate
+from strata.retrieval.context import CHARS_PER_TOKEN, estimate_tokens
+from strata.retrieval.modes import DEFAULT_MODE, MODES
+from strata.retrieval.results import markdown_block, source_url
 
 DEFAULT_BUDGET_TOKENS = 2000  # what one search costs an agent unless it asks for more
 MAX_BUDGET_TOKENS = 16000
@@ -54,7 +54,7 @@ class Tools:
         self.llm = llm
 
     def _index(self, name: str | None):
-        from service.registry import UnknownIndex
+        from strata.service.registry import UnknownIndex
 
         try:
             return self.registry.get(name or None)

@@ -18,12 +18,12 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, StrictBool,
                       StrictInt, Tag, create_model)
 
-from retrieval.modes import DEFAULT_MODE, MODES
-from retrieval.modes.auto import search as _auto
-from retrieval.modes.diffusion import DiffusionConfig
-from retrieval.modes.flat import hybrid as _hybrid
-from retrieval.modes.hierarchical import HierarchicalConfig
-from retrieval.modes.routed import search as _routed
+from strata.retrieval.modes import DEFAULT_MODE, MODES
+from strata.retrieval.modes.auto import search as _auto
+from strata.retrieval.modes.diffusion import DiffusionConfig
+from strata.retrieval.modes.flat import hybrid as _hybrid
+from strata.retrieval.modes.hierarchical import HierarchicalConfig
+from strata.retrieval.modes.routed import search as _routed
 from strata.schema import ENTITY, EMBEDDED_KINDS, FACT
 
 Kind = Literal[EMBEDDED_KINDS + (ENTITY, FACT)]  # type: ignore[valid-type]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, UTC
 from pathlib import Path
 
-from retrieval import EmbeddingModelMismatch, Index
+from strata.retrieval import EmbeddingModelMismatch, Index
 from strata.embedding import BatchingEncoder
 from strata.layout import IndexDamaged, IndexLayout, IndexNotFound
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from stages.discover import check_patterns
+from strata.stages.discover import check_patterns
 from strata.embedding import DEFAULT_MODEL, EncoderSpec
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]

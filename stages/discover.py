@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pathspec
 
-from stages.parse import registry as _registry
+from strata.stages.parse import registry as _registry
 
 # Extension → format and the formats parsed from bytes: from the parser registry.
 FORMATS = _registry.FORMATS

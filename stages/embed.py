@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from stages.parse.finalize import stable_hash
+from strata.stages.parse.finalize import stable_hash
 from strata import stopping
 from strata.embedding import Encoder, EncoderSpec, canonical_model
 from strata.layout import replace_dir

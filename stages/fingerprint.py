@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterable
 
-from stages.discover import MAX_FILE_BYTES, NotRegular, TooLarge, hash_regular, iter_paths
+from strata.stages.discover import MAX_FILE_BYTES, NotRegular, TooLarge, hash_regular, iter_paths
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,7 @@ def build_edges(nodes: pl.DataFrame, references: pl.DataFrame) -> GraphResult:
             elif dst != src:
                 rows.append({"src": src, "dst": dst, "type": JUMP, "relation": relation, "weight": 1.0})
         elif typ == IMPORT and a.get("language") not in (None, "python"):
-            from stages.parse.code import resolve_import
+            from strata.stages.parse.code import resolve_import
 
             target_path = resolve_import(target, path, a["language"], r.file_set)
             if target_path and target_path in r.file_ids and r.file_ids[target_path] != src:

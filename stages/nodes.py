@@ -17,12 +17,12 @@ from collections.abc import Callable
 import polars as pl
 import pyarrow as pa
 
-from stages.discover import BINARY_PARSED, SourceFile
-from stages.parse.finalize import ParseSettings, finalize, stable_hash
-from stages.parse.model import ParsedFile, Reference
-from stages.parse.plain_text import parse_plain_text
+from strata.stages.discover import BINARY_PARSED, SourceFile
+from strata.stages.parse.finalize import ParseSettings, finalize, stable_hash
+from strata.stages.parse.model import ParsedFile, Reference
+from strata.stages.parse.plain_text import parse_plain_text
 from strata import stopping
-from stages.parse.registry import CODE, parser_for
+from strata.stages.parse.registry import CODE, parser_for
 from strata.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES, conform
 
 Progress = Callable[[int, int], None]
@@ -91,7 +91,7 @@ def _parse(src: SourceFile, settings: ParseSettings,
 def _add_path_references(pf: ParsedFile, src: SourceFile) -> None:
     """String literals in code that name files ("config/defaults.yaml") become
     references, so a script and its config end up connected."""
-    from stages.parse.config_files import path_literals
+    from strata.stages.parse.config_files import path_literals
 
     if src.text is None or pf.root.subkind in ("text",):
         return
@@ -138,7 +138,7 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
                 python_paths: list[str] | None = None) -> NodesResult:
     """``python_paths``: every Python file of the corpus, when ``sources`` is
     only a shard of it (module names depend on the whole package layout)."""
-    from stages.parse.python_code import module_names
+    from strata.stages.parse.python_code import module_names
 
     t0 = time.perf_counter()
     if python_paths is None:

@@ -46,8 +46,8 @@ class Builder:
               raise_on_error: bool = True, assets=None, selection=None):
         import dagster as dg
 
-        from assets import all_assets, corpora_partitions
-        from resources import CorpusRegistry, EmbedderResource, LLMResource
+        from strata.assets import all_assets, corpora_partitions
+        from strata.resources import CorpusRegistry, EmbedderResource, LLMResource
 
         if not self.instance.has_dynamic_partition(corpora_partitions.name, corpus):
             self.instance.add_dynamic_partitions(corpora_partitions.name, [corpus])
@@ -98,7 +98,7 @@ def oh_build(tmp_path_factory, openharmony):
     base = tmp_path_factory.mktemp("oh")
     env = {**os.environ, "DAGSTER_HOME": str(base / "dagster_home"),
            "STRATA_CORPORA": str(base / "corpora.yaml")}
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "index", str(openharmony),
+    proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "index", str(openharmony),
                            "--corpus", "oh", "--out", str(base / "index"), "--json"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -11,11 +11,11 @@ import os
 import dagster as dg
 import pytest
 
-from pipelines.definitions import defs
-from pipelines.schedules import nightly_rebuild_schedule
-from pipelines.sensors import corpus_change_sensor
-from resources import CorpusRegistry, EmbedderResource, LLMResource
-from stages.fingerprint import fingerprint
+from strata.pipelines.definitions import defs
+from strata.pipelines.schedules import nightly_rebuild_schedule
+from strata.pipelines.sensors import corpus_change_sensor
+from strata.resources import CorpusRegistry, EmbedderResource, LLMResource
+from strata.stages.fingerprint import fingerprint
 from tests.conftest import write_corpora
 
 

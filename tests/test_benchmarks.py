@@ -41,7 +41,7 @@ def test_measure_reports_the_child_peak_rss_and_exit_code():
 
 
 def test_baselines_on_a_real_index(sample_index):
-    from retrieval import Index
+    from strata.retrieval import Index
 
     idx = Index.open(sample_index)
     base = Baselines(idx)
@@ -65,7 +65,7 @@ def test_baselines_on_a_real_index(sample_index):
 
 def test_dev_set_labels_resolve_on_the_real_build(oh_build):
     from benchmarks.openharmony_dev import DEV_SET, gold_sections
-    from retrieval import Index
+    from strata.retrieval import Index
 
     base, _, _ = oh_build
     questions = yaml.safe_load(DEV_SET.read_text())

@@ -14,7 +14,7 @@ from tests.conftest import REPO
 
 def strata(*args, env_extra=None, check=True):
     env = {**os.environ, **(env_extra or {})}
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

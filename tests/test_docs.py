@@ -49,8 +49,8 @@ def test_the_mcp_configurations_start_strata_mcp():
     at the server's default address with a bearer key."""
     import json
 
-    from pipelines.cli import build_parser, cmd_mcp
-    from service.mcp_server import DEFAULT_PORT
+    from strata.pipelines.cli import build_parser, cmd_mcp
+    from strata.service.mcp_server import DEFAULT_PORT
 
     configs = [json.loads(b)["mcpServers"]["strata"]
                for b in re.findall(r"```json\n(.*?)```", _section("Use it from an agent"), re.S)]

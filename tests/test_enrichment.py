@@ -8,7 +8,7 @@ import json
 import polars as pl
 import pytest
 
-from retrieval import Index
+from strata.retrieval import Index
 from tests.conftest import write_corpora
 from tests.fake_openai import FakeOpenAI, prompt_of
 
@@ -55,7 +55,7 @@ def test_offline_enrichment_builds_the_semantic_layer(builder, corpus):
 
 
 def test_openai_backend_faults_are_isolated_and_the_cache_makes_reruns_free(builder, corpus):
-    from resources import LLMResource
+    from strata.resources import LLMResource
 
     with FakeOpenAI() as server:
         server.reply = lambda body: _reply(prompt_of(body))
@@ -108,7 +108,7 @@ def _reply(prompt: str) -> str:
 
 
 def test_a_crash_mid_stage_resumes_without_repeating_finished_items(builder, corpus, tmp_path):
-    from resources import LLMResource
+    from strata.resources import LLMResource
     from tests import llm_callables
     from tests.conftest import SAMPLE
 
@@ -150,7 +150,7 @@ def test_dry_run_estimates_tokens_and_dollars_and_leaves_nothing_behind(tmp_path
         env = {**os.environ, "DAGSTER_HOME": str(home),
                "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "OPENAI_API_KEY": "sk-dry-run",
                "STRATA_LLM_USD_PER_M_PROMPT": "0.15", "STRATA_LLM_USD_PER_M_COMPLETION": "0.60"}
-        cmd = [sys.executable, "-m", "pipelines.cli", "index", str(SAMPLE), "--corpus", "dry",
+        cmd = [sys.executable, "-m", "strata.pipelines.cli", "index", str(SAMPLE), "--corpus", "dry",
                "--out", str(tmp_path / "idx"), "--dry-run", "--llm-backend", "openai",
                "--llm-base-url", server.base_url, "--llm-model", "fake"]
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True,
@@ -167,7 +167,7 @@ def test_dry_run_estimates_tokens_and_dollars_and_leaves_nothing_behind(tmp_path
     summarize = stages["summarize"]
     # every section, code block, table and file of the sample, none cached
     assert summarize["requests"] == summarize["calls"] > 250 and summarize["cached"] == 0
-    from stages.enrich import captions, openie, summarize as summarize_stage
+    from strata.stages.enrich import captions, openie, summarize as summarize_stage
 
     for name, typical in (("summarize", summarize_stage.TYPICAL_COMPLETION_TOKENS),
                           ("openie", openie.TYPICAL_COMPLETION_TOKENS),

@@ -7,7 +7,7 @@ terminal (tests/test_progress.py: every step in one process), `--workers 2`
 
 from __future__ import annotations
 
-from pipelines.scaleout import workers_for_run
+from strata.pipelines.scaleout import workers_for_run
 from tests.conftest import write_corpora
 
 

@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 
-from retrieval import Index
+from strata.retrieval import Index
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dagster as dg
 from dagster._core.instance.ref import InstanceRef
 
-from pipelines.instance_config import corpus_run_limit, ensure_instance_config
+from strata.pipelines.instance_config import corpus_run_limit, ensure_instance_config
 
 
 def _instance(home):

@@ -10,12 +10,12 @@ import subprocess
 import sys
 import time
 
-from retrieval import Index
+from strata.retrieval import Index
 from tests.conftest import REPO
 
 
 def _index_cmd(root, out):
-    return [sys.executable, "-m", "pipelines.cli", "index", str(root), "--corpus", "killme",
+    return [sys.executable, "-m", "strata.pipelines.cli", "index", str(root), "--corpus", "killme",
             "--out", str(out), "--json"]
 
 
@@ -76,7 +76,7 @@ def test_killed_build_leaves_the_old_version_serving(sample_copy, tmp_path):
     # older versions stay readable until the retention policy drops them
     pinned = Index.open(out, version=1)
     assert pinned.version == 1 and [r.node_id for r in pinned.search("barometric drift", k=5)] == before
-    listed = subprocess.run([sys.executable, "-m", "pipelines.cli", "map", "--index", str(out),
+    listed = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "map", "--index", str(out),
                              "--versions", "--json"], cwd=REPO, env=env, capture_output=True,
                             text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr

@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from retrieval import Index
+from strata.retrieval import Index
 from strata.lexical import LexicalIndex, tokenize
 from strata.schema import LEXICAL_DIR
 

@@ -10,8 +10,8 @@ import nbformat
 import polars as pl
 import pytest
 
-from retrieval import Index
-from retrieval.neighbourhood import draw_neighbourhood, neighbourhood
+from strata.retrieval import Index
+from strata.retrieval.neighbourhood import draw_neighbourhood, neighbourhood
 from strata.schema import EDGE_TYPES, NODE_KINDS
 from tests.conftest import REPO
 

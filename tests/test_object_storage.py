@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval import Index
+from strata.retrieval import Index
 from strata.remote import push_version, remote_current, remote_versions
 
 moto_server = pytest.importorskip("moto.server")

@@ -83,7 +83,7 @@ def test_the_reference_scores_itself_perfectly(passages):
 def test_the_offline_heuristic_against_gpt35(passages):
     """A floor under the figures in the README (first 200 passages: entity P 69.8,
     triple lenient F1 19.4, pair F1 33.3; the first heuristic had 66.0 / 6.0 / 23.4)."""
-    from stages.enrich.openie import offline_openie
+    from strata.stages.enrich.openie import offline_openie
 
     outs, _ = run_extractor(offline_openie, passages[:200])
     s = score(outs, passages, limit=200)
@@ -93,10 +93,10 @@ def test_the_offline_heuristic_against_gpt35(passages):
 
 
 def test_extractors_load_from_a_module_or_a_file(tmp_path):
-    assert load_extractor("stages.enrich.openie:offline_openie").__name__ == "offline_openie"
+    assert load_extractor("strata.stages.enrich.openie:offline_openie").__name__ == "offline_openie"
     f = tmp_path / "mine.py"
     f.write_text("from dataclasses import dataclass\n"
-                 "from stages.enrich.openie import OpenIEOut\n"
+                 "from strata.stages.enrich.openie import OpenIEOut\n"
                  "def extract(text, title):\n"
                  "    return OpenIEOut(entities=[(title, '')], triples=[])\n")
     assert load_extractor(f"{f}:extract")("x", "Rome").entities == [("Rome", "")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from retrieval import Index
+from strata.retrieval import Index
 from tests.conftest import write_corpora
 
 
@@ -151,7 +151,7 @@ def test_ids_are_stable_across_independent_builds(builder, tmp_path):
 
 
 def test_asset_groups_and_definitions_load():
-    from pipelines.definitions import defs
+    from strata.pipelines.definitions import defs
 
     graph = defs.resolve_asset_graph()
     groups = {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
@@ -168,8 +168,8 @@ def test_asset_groups_and_definitions_load():
 def test_partition_sensor_adds_declared_corpora(tmp_path):
     import dagster as dg
 
-    from pipelines.sensors import corpora_partitions_sensor
-    from resources import CorpusRegistry
+    from strata.pipelines.sensors import corpora_partitions_sensor
+    from strata.resources import CorpusRegistry
 
     cfg = write_corpora(tmp_path / "c.yaml", {"x": {"root": str(tmp_path)},
                                               "y": {"root": str(tmp_path)}})
@@ -204,7 +204,7 @@ def test_workspace_validates(tmp_path):
 def test_llm_cost_comes_from_the_configured_prices():
     from types import SimpleNamespace
 
-    from assets.common import llm_metadata
+    from strata.assets.common import llm_metadata
     from strata.llm import StageStats
 
     stats = StageStats(calls=30, cache_hits=10, prompt_tokens=2_000_000,

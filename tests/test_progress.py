@@ -94,7 +94,7 @@ def test_strata_index_on_a_terminal_shows_progress_inside_the_embedding_step(tmp
     env.pop("COLUMNS", None)
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "index", str(root),
+    proc = subprocess.Popen([sys.executable, "-m", "strata.pipelines.cli", "index", str(root),
                              "--corpus", "notes", "--out", str(out)],
                             cwd=REPO, env=env, stdin=slave, stdout=slave, stderr=slave,
                             start_new_session=True)
@@ -163,7 +163,7 @@ def test_ctrl_c_inside_the_embedding_step_on_a_terminal_is_one_line(tmp_path):
            "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "TERM": "xterm-256color"}
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "index", str(root),
+    proc = subprocess.Popen([sys.executable, "-m", "strata.pipelines.cli", "index", str(root),
                              "--corpus", "notes", "--out", str(tmp_path / "index")],
                             cwd=REPO, env=env, stdin=slave, stdout=slave, stderr=slave,
                             start_new_session=True)

@@ -27,9 +27,9 @@ def _summaries(out) -> pl.DataFrame:
 
 def test_settings_are_read_when_the_run_starts_and_remembered_ones_win(pages, tmp_path,
                                                                       monkeypatch):
-    from assets import nodes, summaries
-    from assets.run_tags import LLM_TAG
-    from pipelines.definitions import make_resources
+    from strata.assets import nodes, summaries
+    from strata.assets.run_tags import LLM_TAG
+    from strata.pipelines.definitions import make_resources
 
     cfg = write_corpora(tmp_path / "corpora.yaml", {
         "plain": {"root": str(pages), "out": str(tmp_path / "plain")},
@@ -70,8 +70,8 @@ def test_settings_are_read_when_the_run_starts_and_remembered_ones_win(pages, tm
 
 def test_a_price_that_is_not_a_number_stops_the_llm_stage_before_it_starts(pages, tmp_path,
                                                                     monkeypatch):
-    from assets import nodes, summaries
-    from pipelines.definitions import make_resources
+    from strata.assets import nodes, summaries
+    from strata.pipelines.definitions import make_resources
 
     cfg = write_corpora(tmp_path / "corpora.yaml",
                         {"plain": {"root": str(pages), "out": str(tmp_path / "plain")}})

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from retrieval import EmbeddingModelMismatch, Index, IndexNotFound, Result
+from strata.retrieval import EmbeddingModelMismatch, Index, IndexNotFound, Result
 from tests.conftest import REPO
 
 

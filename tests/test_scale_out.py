@@ -37,7 +37,7 @@ def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"),
            "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "STRATA_PROGRESS_EVERY_S": "0"}
     out = tmp_path / "index"
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "index", str(SAMPLE),
+    proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "index", str(SAMPLE),
                            "--corpus", "sample", "--out", str(out), "--workers", "2", "--json"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -70,8 +70,8 @@ def test_dask_executor_builds_the_same_index(sample_index, tmp_path, monkeypatch
     """dagster-dask on a local cluster of two worker processes (the engine a
     user points at a real scheduler with `cluster: {existing: {address: ...}}`)."""
     pytest.importorskip("dagster_dask")
-    from assets import corpora_partitions
-    from pipelines.definitions import dask_index_job
+    from strata.assets import corpora_partitions
+    from strata.pipelines.definitions import dask_index_job
 
     cfg = write_corpora(tmp_path / "corpora.yaml",
                         {"sample": {"root": str(SAMPLE), "out": str(tmp_path / "index")}})

@@ -10,7 +10,7 @@ import json
 import dagster as dg
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
-from resources import LLMResource
+from strata.resources import LLMResource
 from tests import llm_callables
 from tests.conftest import SAMPLE, Builder, write_corpora
 
@@ -31,9 +31,9 @@ def _status(instance, assets) -> dict[str, tuple[str, list[str]]]:
 
 
 def test_a_new_prompt_template_invalidates_that_stage_and_what_follows(tmp_path, monkeypatch):
-    import assets as assets_pkg
-    import assets.summarize
-    import stages.enrich.summarize
+    import strata.assets as assets_pkg
+    import strata.assets.summarize as assets_summarize
+    import strata.stages.enrich.summarize as stage_summarize
 
     cfg = write_corpora(tmp_path / "corpora.yaml",
                         {CORPUS: {"root": str(SAMPLE), "out": str(tmp_path / "index")}})
@@ -46,10 +46,10 @@ def test_a_new_prompt_template_invalidates_that_stage_and_what_follows(tmp_path,
         assert {k: s for k, (s, _) in before.items()} == dict.fromkeys(before, "FRESH")
 
         # A developer bumps the summarize prompt template.
-        monkeypatch.setattr(stages.enrich.summarize, "TEMPLATE",
-                            stages.enrich.summarize.TEMPLATE + "-bumped")
+        monkeypatch.setattr(stage_summarize, "TEMPLATE",
+                            stage_summarize.TEMPLATE + "-bumped")
         try:
-            new_summaries = importlib.reload(assets.summarize).summaries
+            new_summaries = importlib.reload(assets_summarize).summaries
             bumped = [new_summaries if a.key == new_summaries.key else a
                       for a in assets_pkg.all_assets]
             status = _status(instance, bumped)
@@ -82,4 +82,4 @@ def test_a_new_prompt_template_invalidates_that_stage_and_what_follows(tmp_path,
         finally:
             monkeypatch.undo()
             llm_callables.STATE.update(summary_words=12)
-            importlib.reload(assets.summarize)
+            importlib.reload(assets_summarize)

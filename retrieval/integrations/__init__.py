@@ -17,12 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from retrieval.results import source_url
+from strata.retrieval.results import source_url
 
 
 def open_index(index: Any):
     """An :class:`retrieval.Index` from an Index, a folder or an object-storage URI."""
-    from retrieval import Index
+    from strata.retrieval import Index
 
     if isinstance(index, Index):
         return index
@@ -35,7 +35,7 @@ def open_index(index: Any):
 def check(mode: str | None, k: int, budget_tokens: int | None) -> None:
     """Refuse settings a search would refuse, when the retriever is made rather
     than at its first query inside someone's chain."""
-    from retrieval.modes import DEFAULT_MODE, MODES, UnknownMode
+    from strata.retrieval.modes import DEFAULT_MODE, MODES, UnknownMode
 
     if mode is not None and mode not in MODES:
         raise UnknownMode(f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODES))}")

@@ -2,7 +2,7 @@
 
 ::
 
-    from retrieval.integrations.langchain import StrataRetriever
+    from strata.retrieval.integrations.langchain import StrataRetriever
 
     retriever = StrataRetriever(index="data/indexes/sample", k=6)
     docs = retriever.invoke("how do I correct for barometric drift?")
@@ -29,7 +29,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
                       "pip install 'strata[langchain]'") from e
 from pydantic import Field, field_validator, model_validator
 
-from retrieval.integrations import check, metadata, open_index, search
+from strata.retrieval.integrations import check, metadata, open_index, search
 
 
 class StrataRetriever(BaseRetriever):

@@ -3,7 +3,7 @@
 ::
 
     from llama_index.core.query_engine import RetrieverQueryEngine
-    from retrieval.integrations.llamaindex import StrataRetriever
+    from strata.retrieval.integrations.llamaindex import StrataRetriever
 
     retriever = StrataRetriever("data/indexes/sample", k=6)
     nodes = retriever.retrieve("how do I correct for barometric drift?")
@@ -28,7 +28,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("the LlamaIndex retriever needs llama-index-core: "
                       "pip install 'strata[llamaindex]'") from e
 
-from retrieval.integrations import check, metadata, open_index, search
+from strata.retrieval.integrations import check, metadata, open_index, search
 
 SHOWN_TO_LLM = ("breadcrumb", "location", "kind", "url")
 

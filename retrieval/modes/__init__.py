@@ -6,19 +6,19 @@ from __future__ import annotations
 
 import importlib
 
-from retrieval.results import SearchResults, Trace
+from strata.retrieval.results import SearchResults, Trace
 
 DEFAULT_MODE = "auto"  # what every entry point uses when no mode is named
 
 MODES = {
-    "auto": ("retrieval.modes.auto", "search"),
-    "flat": ("retrieval.modes.flat", "dense"),
-    "dense": ("retrieval.modes.flat", "dense"),
-    "keyword": ("retrieval.modes.flat", "keyword"),
-    "hybrid": ("retrieval.modes.flat", "hybrid"),
-    "hierarchical": ("retrieval.modes.hierarchical", "search"),
-    "diffusion": ("retrieval.modes.diffusion", "search"),
-    "routed": ("retrieval.modes.routed", "search"),
+    "auto": ("strata.retrieval.modes.auto", "search"),
+    "flat": ("strata.retrieval.modes.flat", "dense"),
+    "dense": ("strata.retrieval.modes.flat", "dense"),
+    "keyword": ("strata.retrieval.modes.flat", "keyword"),
+    "hybrid": ("strata.retrieval.modes.flat", "hybrid"),
+    "hierarchical": ("strata.retrieval.modes.hierarchical", "search"),
+    "diffusion": ("strata.retrieval.modes.diffusion", "search"),
+    "routed": ("strata.retrieval.modes.routed", "search"),
 }
 
 

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrieval.context import assemble, attach_context, denest, subtree_text
-from retrieval.fusion import ALPHA, DEPTH, fused_recall
-from retrieval.graph import KIND_CODE
-from retrieval.results import Result, Trace
+from strata.retrieval.context import assemble, attach_context, denest, subtree_text
+from strata.retrieval.fusion import ALPHA, DEPTH, fused_recall
+from strata.retrieval.graph import KIND_CODE
+from strata.retrieval.results import Result, Trace
 
 
 def _uses_walk(index, walk) -> bool:
@@ -47,7 +47,7 @@ def _uses_walk(index, walk) -> bool:
     passage edges and most of its facts came from a model."""
     if walk in (False, "off"):
         return False
-    from retrieval.modes.diffusion import _prepare
+    from strata.retrieval.modes.diffusion import _prepare
 
     prep = _prepare(index)
     return prep.walk is not None and (walk in (True, "on") or prep.model_facts)
@@ -73,7 +73,7 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
         qvec = index.embed_query(query)
     relation: dict[int, tuple[str, str | None]] = {}  # how the walk found a unit
     if _uses_walk(index, walk):
-        from retrieval.modes.diffusion import retrieve
+        from strata.retrieval.modes.diffusion import retrieve
 
         want = max(3 * int(k), int(k) + 10, int(budget_tokens or 0) // 50)
         found, _ = retrieve(index, query, k=want, trace=trace, walk="on", alpha=float(alpha))

@@ -91,11 +91,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retrieval.fusion import ALPHA, fuse_scores, fused_recall
-from retrieval.graph import EDGE_CODE, KIND_CODE, top_k
-from retrieval.results import Result, Trace
-from retrieval.walk import EntityWalk
-from retrieval.walk import build as build_walk
+from strata.retrieval.fusion import ALPHA, fuse_scores, fused_recall
+from strata.retrieval.graph import EDGE_CODE, KIND_CODE, top_k
+from strata.retrieval.results import Result, Trace
+from strata.retrieval.walk import EntityWalk
+from strata.retrieval.walk import build as build_walk
 
 TIME_CHECK_EVERY = 64  # pops between clock reads
 NO_VECTOR_SIM = 0.3  # sim of a node with no vector and no ancestor with one

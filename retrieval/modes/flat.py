@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrieval.results import Result, Trace
+from strata.retrieval.results import Result, Trace
 
 RRF_K = 60
 

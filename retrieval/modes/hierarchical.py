@@ -59,9 +59,9 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from retrieval.context import attach_context, nearest_siblings
-from retrieval.fusion import ALPHA, fused_recall
-from retrieval.results import Result, Trace
+from strata.retrieval.context import attach_context, nearest_siblings
+from strata.retrieval.fusion import ALPHA, fused_recall
+from strata.retrieval.results import Result, Trace
 
 PARENT, SIBLING, CHILD = "parent", "sibling", "child"
 RELATIONS = (PARENT, SIBLING, CHILD)

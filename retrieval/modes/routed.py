@@ -31,9 +31,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from strata.llm import as_llm
-from retrieval.fusion import fused_recall
-from retrieval.graph import EDGE_CODE, KIND_CODE, top_k
-from retrieval.results import Result, Trace
+from strata.retrieval.fusion import fused_recall
+from strata.retrieval.graph import EDGE_CODE, KIND_CODE, top_k
+from strata.retrieval.results import Result, Trace
 
 MAP_LIMIT = 300  # files in one router prompt; larger maps are pre-filtered by similarity
 SUMMARY_CHARS = 300  # per file in the router prompt

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pyarrow as pa
 
-from stages.enrich.images import EXTERNAL, OK, ImageRecord, read_image_bytes
+from strata.stages.enrich.images import EXTERNAL, OK, ImageRecord, read_image_bytes
 from strata.llm import LLMRequest, LLMResult, StageStats
 from strata.schema import CAPTIONS
 

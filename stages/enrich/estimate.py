@@ -45,7 +45,7 @@ def _from(stage: str, est: dict, note: str = "") -> StageEstimate:
 
 
 def estimate_summaries(nodes: pl.DataFrame, llm) -> StageEstimate:
-    from stages.enrich import summarize
+    from strata.stages.enrich import summarize
 
     if llm.offline:
         return StageEstimate("summarize", note="offline: extractive summaries, no calls")
@@ -58,7 +58,7 @@ def estimate_summaries(nodes: pl.DataFrame, llm) -> StageEstimate:
 
 
 def estimate_openie(nodes: pl.DataFrame, llm, imported: bool = False) -> StageEstimate:
-    from stages.enrich import openie
+    from strata.stages.enrich import openie
 
     if imported:
         return StageEstimate("openie", note="imported from a file (--openie-import): no calls")
@@ -74,8 +74,8 @@ def estimate_openie(nodes: pl.DataFrame, llm, imported: bool = False) -> StageEs
 def estimate_captions(nodes: pl.DataFrame, vision_llm, corpus_root, blob_dir) -> StageEstimate:
     """One request per near-duplicate group's representative whose image can be
     read (the dedup stage's defaults group them)."""
-    from stages.enrich import captions
-    from stages.enrich.images import OK, dedup_images, image_records, read_image_bytes
+    from strata.stages.enrich import captions
+    from strata.stages.enrich.images import OK, dedup_images, image_records, read_image_bytes
 
     records = image_records(nodes, corpus_root, blob_dir)
     if not records:

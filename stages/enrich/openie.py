@@ -33,10 +33,10 @@ from collections.abc import Callable
 
 import polars as pl
 
-from stages.enrich.openie_offline import OFFLINE_VERSION, offline_openie
-from stages.enrich.openie_text import (OpenIEOut, Triple, clean, normalize, strip_article,
+from strata.stages.enrich.openie_offline import OFFLINE_VERSION, offline_openie
+from strata.stages.enrich.openie_text import (OpenIEOut, Triple, clean, normalize, strip_article,
                                        unit_context)
-from stages.parse.registry import PROSE_FORMATS
+from strata.stages.parse.registry import PROSE_FORMATS
 from strata.llm import LLMRequest, StageStats
 
 try:  # the shared tolerant JSON loader (fences, chatter, truncation)
@@ -509,7 +509,7 @@ def run_openie(units: pl.DataFrame, llm, imported: dict[str, OpenIEOut] | None =
         res.source[row["node_id"]] = "import"
         res.dropped_triples += dropped
 
-    from stages.parse.finalize import stable_hash
+    from strata.stages.parse.finalize import stable_hash
 
     known = offline_cache or {}
 

@@ -63,7 +63,7 @@ import re
 from typing import NamedTuple
 from collections.abc import Iterable
 
-from stages.enrich.openie_text import OpenIEOut, Triple, clean, normalize, unit_title
+from strata.stages.enrich.openie_text import OpenIEOut, Triple, clean, normalize, unit_title
 
 __all__ = ["OFFLINE_VERSION", "offline_openie", "MAX_ENTITIES", "MAX_TRIPLES",
            "MAX_RELATION_WORDS"]

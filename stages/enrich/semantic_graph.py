@@ -28,8 +28,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from stages.enrich.openie import OpenIEOut, normalize
-from stages.parse.finalize import stable_hash
+from strata.stages.enrich.openie import OpenIEOut, normalize
+from strata.stages.parse.finalize import stable_hash
 from strata.schema import EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY
 
 __all__ = ["build_entities", "entity_id", "entity_id_map", "fact_id", "passage_edges",

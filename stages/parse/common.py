@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
-from stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.model import Draft, ParsedFile
 
 
 def file_stem(path: str) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import yaml
 
-from stages.parse.model import Draft, ParsedFile, Reference
+from strata.stages.parse.model import Draft, ParsedFile, Reference
 
 __all__ = ["CONFIG_EXTENSIONS", "PATH_EXTENSIONS", "looks_like_path", "parse_config", "path_literals"]
 

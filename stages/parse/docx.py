@@ -32,9 +32,9 @@ import re
 from typing import Any
 from collections.abc import Iterator
 
-from stages.parse.common import file_stem as _stem, squash as _squash, pipe_table
-from stages.parse.model import Draft, ParsedFile
-from stages.parse.sections import Section, SectionBuilder, github_slug
+from strata.stages.parse.common import file_stem as _stem, squash as _squash, pipe_table
+from strata.stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.sections import Section, SectionBuilder, github_slug
 
 __all__ = ["parse_docx"]
 
@@ -80,7 +80,7 @@ def parse_docx(data: bytes, path: str, *, context_lines: int = 5) -> ParsedFile:
         return _bare(path, MISSING_NOTE)
     except Exception as exc:  # noqa: BLE001 - a broken install must not crash the build
         return _bare(path, f"python-docx could not be imported: {_describe(exc)}")
-    from stages.parse.bounds import zip_problem
+    from strata.stages.parse.bounds import zip_problem
 
     too_big = zip_problem(bytes(data or b""))
     if too_big:  # never inflated: python-docx would read every part whole

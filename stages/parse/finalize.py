@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from stages.parse.chunking import split_text
-from stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.chunking import split_text
+from strata.stages.parse.model import Draft, ParsedFile
 from strata.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
 
 # Bump when a parser's output changes for the same input: it invalidates the

@@ -29,13 +29,13 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from stages.parse.markdown import resolve_src
-from stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
-from stages.parse.model import Draft, ParsedFile, Reference
-from stages.parse.html_tree import (
+from strata.stages.parse.markdown import resolve_src
+from strata.stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
+from strata.stages.parse.model import Draft, ParsedFile, Reference
+from strata.stages.parse.html_tree import (
     BLOCK, HEADINGS, LISTS, NOT_CONTENT, SKIP, El, LinkTracker, TreeBuilder, Txt, gather, holds_list, own_text,
 )
-from stages.parse.sections import SHORT_TITLE, Section, SectionBuilder, github_slug
+from strata.stages.parse.sections import SHORT_TITLE, Section, SectionBuilder, github_slug
 
 __all__ = ["parse_html"]
 

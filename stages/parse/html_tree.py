@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 
-from stages.parse.common import squash as _squash
-from stages.parse.sections import SHORT_TITLE
+from strata.stages.parse.common import squash as _squash
+from strata.stages.parse.sections import SHORT_TITLE
 
 # Content never indexed (the element and everything inside it).
 SKIP = frozenset({"script", "style", "noscript", "template", "svg"})

@@ -29,10 +29,10 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
-from stages.parse.markdown_html import HtmlScan
-from stages.parse.model import Draft, ParsedFile, Reference
-from stages.parse.sections import Section, SectionBuilder, github_slug
+from strata.stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
+from strata.stages.parse.markdown_html import HtmlScan
+from strata.stages.parse.model import Draft, ParsedFile, Reference
+from strata.stages.parse.sections import Section, SectionBuilder, github_slug
 
 __all__ = ["parse_markdown"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html.parser import HTMLParser
 
-from stages.parse.common import squash as _squash
+from strata.stages.parse.common import squash as _squash
 
 
 class HtmlScan(HTMLParser):

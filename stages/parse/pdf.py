@@ -41,10 +41,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from stages.parse.common import file_stem as _stem, squash as _squash, pipe_table
-from stages.parse.model import Draft, ParsedFile
-from stages.parse.pdf_headings import HeadingFinder, Key, _describe, _Heading, _Line
-from stages.parse.sections import Section, SectionBuilder, github_slug
+from strata.stages.parse.common import file_stem as _stem, squash as _squash, pipe_table
+from strata.stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.pdf_headings import HeadingFinder, Key, _describe, _Heading, _Line
+from strata.stages.parse.sections import Section, SectionBuilder, github_slug
 
 __all__ = ["parse_pdf"]
 
@@ -72,7 +72,7 @@ def parse_pdf(data: bytes, path: str, *, context_lines: int = 5) -> ParsedFile:
         import pymupdf
     except Exception as exc:  # noqa: BLE001 - a broken install must not crash the build
         return _bare(path, f"PyMuPDF is not available: {type(exc).__name__}: {exc}")
-    from stages.parse.bounds import pdf_problem
+    from strata.stages.parse.bounds import pdf_problem
 
     too_big = pdf_problem(bytes(data or b""))
     if too_big:  # PyMuPDF would inflate and interpret all of it

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from stages.parse.common import squash as _squash
+from strata.stages.parse.common import squash as _squash
 
 _MAX_PAGE_NOTES = 10
 _HEADING_RATIO = 1.15

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import posixpath
 
-from stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.model import Draft, ParsedFile
 
 
 def parse_plain_text(text: str, path: str, note: str | None = None) -> ParsedFile:

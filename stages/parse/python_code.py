@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from collections.abc import Iterable
 
-from stages.parse.model import Draft, ParsedFile, Reference
+from strata.stages.parse.model import Draft, ParsedFile, Reference
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 INIT_FILES = ("__init__.py", "__init__.pyi")

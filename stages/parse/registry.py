@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from collections.abc import Callable
 
-from stages.parse.code.languages import LANGUAGES
-from stages.parse.model import ParsedFile
+from strata.stages.parse.code.languages import LANGUAGES
+from strata.stages.parse.model import ParsedFile
 
 if TYPE_CHECKING:
-    from stages.discover import SourceFile
-    from stages.parse.finalize import ParseSettings
+    from strata.stages.discover import SourceFile
+    from strata.stages.parse.finalize import ParseSettings
 
 PROSE, CODE, DATA = "prose", "code", "data"
 # (source file, parse settings, Python module names by path) → parsed file
@@ -42,45 +42,45 @@ class ParserSpec:
 
 
 def _markdown(src, settings, modules):
-    from stages.parse.markdown import parse_markdown
+    from strata.stages.parse.markdown import parse_markdown
     return parse_markdown(src.text, src.path, context_lines=settings.context_lines)
 
 
 def _html(src, settings, modules):
-    from stages.parse.html import parse_html
+    from strata.stages.parse.html import parse_html
     return parse_html(src.text, src.path, context_lines=settings.context_lines)
 
 
 def _pdf(src, settings, modules):
-    from stages.parse.pdf import parse_pdf
+    from strata.stages.parse.pdf import parse_pdf
     return parse_pdf(src.data or b"", src.path, context_lines=settings.context_lines)
 
 
 def _docx(src, settings, modules):
-    from stages.parse.docx import parse_docx
+    from strata.stages.parse.docx import parse_docx
     return parse_docx(src.data or b"", src.path, context_lines=settings.context_lines)
 
 
 def _python(src, settings, modules):
-    from stages.parse.python_code import parse_python
+    from strata.stages.parse.python_code import parse_python
     module, is_pkg = modules.get(src.path, (src.path.rsplit("/", 1)[-1].split(".")[0], False))
     return parse_python(src.text, src.path, module, is_pkg)
 
 
 def _config(src, settings, modules):
-    from stages.parse.config_files import parse_config
+    from strata.stages.parse.config_files import parse_config
     return parse_config(src.text, src.path, src.format)
 
 
 def _code(src, settings, modules):
-    from stages.parse.code import parse_code
+    from strata.stages.parse.code import parse_code
     return parse_code(src.text, src.path, src.format)
 
 
 def _text(src, settings, modules):
     import posixpath
 
-    from stages.parse.plain_text import parse_plain_text
+    from strata.stages.parse.plain_text import parse_plain_text
     ext = posixpath.splitext(src.path)[1].lower()
     known = src.format == "text" and ext in TEXT.extensions
     return parse_plain_text(src.text or "", src.path,

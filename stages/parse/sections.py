@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Callable
 
-from stages.parse.common import squash, unique_slug
-from stages.parse.model import Draft
+from strata.stages.parse.common import squash, unique_slug
+from strata.stages.parse.model import Draft
 
 SHORT_TITLE = 80  # a prose line longer than this is no table title
 

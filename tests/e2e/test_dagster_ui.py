@@ -50,7 +50,7 @@ RESOURCE_QUERY = """query($s: ResourceSelector!) { topLevelResourceDetailsOrErro
 
 @pytest.fixture(scope="module")
 def dagster_ui(tmp_path_factory):
-    from pipelines.instance_config import ensure_instance_config
+    from strata.pipelines.instance_config import ensure_instance_config
 
     work = tmp_path_factory.mktemp("dagster_ui")
     home = work / "dagster_home"
@@ -106,7 +106,7 @@ def _shot(page, ui, name: str) -> None:
 
 
 def _strata_index(ui, *extra: str, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", "index", str(ui["corpus"]),
+    return subprocess.Popen([sys.executable, "-m", "strata.pipelines.cli", "index", str(ui["corpus"]),
                              "--corpus", "sample", "--out", str(ui["out"]), "-q", *extra],
                             cwd=REPO, env=ui["env"], **popen)
 

@@ -11,8 +11,8 @@ import zlib
 
 import pytest
 
-from stages.parse import bounds
-from stages.parse.bounds import pdf_problem, zip_problem
+from strata.stages.parse import bounds
+from strata.stages.parse.bounds import pdf_problem, zip_problem
 from tests.reliability.hostile import _docx_bomb
 
 MiB = 2**20
@@ -41,7 +41,7 @@ def _pdf(stream_bytes: int) -> bytes:
 
 
 def test_a_pdf_whose_streams_inflate_past_the_cap_is_skipped(monkeypatch):
-    from stages.parse.pdf import parse_pdf
+    from strata.stages.parse.pdf import parse_pdf
 
     small, bomb = _pdf(100_000), _pdf(8 * MiB)
     assert pdf_problem(small, max_total=4 * MiB) is None
@@ -62,7 +62,7 @@ def test_the_real_sample_pdf_is_well_under_the_cap():
 
 
 def test_a_docx_whose_part_or_total_inflates_past_the_cap_is_skipped(tmp_path, monkeypatch):
-    from stages.parse.docx import parse_docx
+    from strata.stages.parse.docx import parse_docx
 
     path = tmp_path / "bomb.docx"
     _docx_bomb(path, 3 * MiB)
@@ -93,7 +93,7 @@ def _lie_about_sizes(data: bytes, claimed: int) -> bytes:
 def test_a_docx_that_lies_about_its_sizes_reads_no_more_than_it_claims(tmp_path):
     """zipfile never returns more than a member's declared size: the lie ends in a
     CRC error (the file is skipped with a reason), not in inflating it all."""
-    from stages.parse.docx import parse_docx
+    from strata.stages.parse.docx import parse_docx
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:

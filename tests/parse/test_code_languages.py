@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.parse import code as code_languages
-from stages.parse.code import LANGUAGE_BY_EXTENSION, parse_code, resolve_import
+from strata.stages.parse import code as code_languages
+from strata.stages.parse.code import LANGUAGE_BY_EXTENSION, parse_code, resolve_import
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 

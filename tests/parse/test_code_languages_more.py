@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stages.parse.code import LANGUAGE_BY_EXTENSION, parse_code, resolve_import
+from strata.stages.parse.code import LANGUAGE_BY_EXTENSION, parse_code, resolve_import
 
 # language: (path, source, [(title, subkind, parent title or None, start, end, node_path)], [(target, kind)])
 CASES = {

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from stages.parse.config_files import CONFIG_EXTENSIONS, looks_like_path, parse_config, path_literals
-from stages.parse.model import ParsedFile
+from strata.stages.parse.config_files import CONFIG_EXTENSIONS, looks_like_path, parse_config, path_literals
+from strata.stages.parse.model import ParsedFile
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 

@@ -19,9 +19,9 @@ from docx.oxml import OxmlElement  # noqa: E402
 from docx.oxml.ns import qn  # noqa: E402
 from docx.shared import Inches  # noqa: E402
 
-from stages.parse.docx import MISSING_NOTE, parse_docx  # noqa: E402
-from stages.parse.finalize import finalize  # noqa: E402
-from stages.parse.model import Draft, ParsedFile  # noqa: E402
+from strata.stages.parse.docx import MISSING_NOTE, parse_docx  # noqa: E402
+from strata.stages.parse.finalize import finalize  # noqa: E402
+from strata.stages.parse.model import Draft, ParsedFile  # noqa: E402
 
 SAMPLE_DOCX = Path(__file__).resolve().parents[2] / "data" / "sample" / "docs" / "site-survey.docx"
 

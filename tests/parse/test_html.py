@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stages.parse.html import parse_html
-from stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.html import parse_html
+from strata.stages.parse.model import Draft, ParsedFile
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 

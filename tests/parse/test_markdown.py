@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from stages.parse.markdown import parse_markdown, resolve_src
-from stages.parse.sections import github_slug
-from stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.markdown import parse_markdown, resolve_src
+from strata.stages.parse.sections import github_slug
+from strata.stages.parse.model import Draft, ParsedFile
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "openharmony_quickstart"
 

@@ -13,9 +13,9 @@ import pymupdf
 import pytest
 from PIL import Image
 
-from stages.parse.finalize import finalize
-from stages.parse.model import Draft, ParsedFile
-from stages.parse.pdf import parse_pdf
+from strata.stages.parse.finalize import finalize
+from strata.stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.pdf import parse_pdf
 
 SAMPLE_PDF = Path(__file__).resolve().parents[2] / "data" / "sample" / "docs" / "field-manual.pdf"
 

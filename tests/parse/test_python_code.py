@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stages.parse.python_code import MAX_DEPTH, module_names, parse_python, resolve_relative
+from strata.stages.parse.python_code import MAX_DEPTH, module_names, parse_python, resolve_relative
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 

@@ -8,9 +8,9 @@ import io
 
 import pytest
 
-from stages.parse.html import parse_html
-from stages.parse.model import Draft
-from stages.parse.sections import SectionBuilder, github_slug
+from strata.stages.parse.html import parse_html
+from strata.stages.parse.model import Draft
+from strata.stages.parse.sections import SectionBuilder, github_slug
 
 
 def _section(title: str) -> Draft:
@@ -76,7 +76,7 @@ def test_docx_children_are_in_document_order():
     """DOCX (and PDF) used to add a section's tables and images after its subsections;
     fed through the builder they sit where they are in the document, as in Markdown."""
     docx = pytest.importorskip("docx")
-    from stages.parse.docx import parse_docx
+    from strata.stages.parse.docx import parse_docx
 
     d = docx.Document()
     d.add_heading("Gauges", 1)

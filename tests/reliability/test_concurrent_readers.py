@@ -14,7 +14,7 @@ import threading
 
 import dagster as dg
 
-from retrieval import Index
+from strata.retrieval import Index
 from tests.conftest import REPO, Builder, write_corpora
 
 WORDS = ["zanzibar", "quokka", "marimba"]
@@ -36,7 +36,7 @@ def _check(idx: Index, query: str, mode: str) -> None:
 
 READER = textwrap.dedent("""
     import json, sys, time
-    from retrieval import Index
+    from strata.retrieval import Index
     from pathlib import Path
     out, stop = sys.argv[1], Path(sys.argv[2])
     seen, n = set(), 0

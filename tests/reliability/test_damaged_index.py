@@ -12,8 +12,8 @@ import shutil
 
 import pytest
 
-from pipelines.cli import main
-from retrieval import Index
+from strata.pipelines.cli import main
+from strata.retrieval import Index
 
 PAGES = {
     "tides.md": "# Tides\n\nThe harbour gauge reads the tide every minute.\n\n"

@@ -10,7 +10,7 @@ import json
 
 import dagster as dg
 
-from retrieval import Index
+from strata.retrieval import Index
 from tests.conftest import Builder, write_corpora
 
 
@@ -56,7 +56,7 @@ def test_a_full_disk_mid_build_leaves_the_old_version_and_the_next_run_finishes(
 
 
 def test_a_file_vanishing_mid_run_is_recorded_and_indexed_next_run(tmp_path):
-    from stages.discover import discover, iter_paths, read_source
+    from strata.stages.discover import discover, iter_paths, read_source
 
     root = tmp_path / "root"
     root.mkdir()
@@ -74,8 +74,8 @@ def test_a_file_vanishing_mid_run_is_recorded_and_indexed_next_run(tmp_path):
 def test_a_file_changing_mid_run_is_indexed_as_read_and_updated_next_run(tmp_path):
     """A file is read once and hashed from the bytes read, so the index holds one
     consistent snapshot of it; the next run sees the new hash and parses again."""
-    from stages.discover import discover
-    from stages.nodes import PreviousBuild, build_nodes
+    from strata.stages.discover import discover
+    from strata.stages.nodes import PreviousBuild, build_nodes
 
     root = tmp_path / "root"
     root.mkdir()

@@ -15,9 +15,9 @@ import os
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from stages.discover import SourceFile
-from stages.nodes import parse_source
-from stages.parse.finalize import ParseSettings, finalize
+from strata.stages.discover import SourceFile
+from strata.stages.nodes import parse_source
+from strata.stages.parse.finalize import ParseSettings, finalize
 
 PROFILES = {"ci": 300, "bench": 5000}
 EXAMPLES = PROFILES.get(os.environ.get("STRATA_HYPOTHESIS_PROFILE", "ci"), 300)
@@ -54,7 +54,7 @@ def _check(path: str, fmt: str, text: str) -> None:
 @example("- a\n" + "  " * 500 + "- deep\n")   # deep list
 @example("| a |\n|---|\n" + "| b | c | d |\n" * 3)  # ragged table
 def test_markdown_never_raises(text):
-    from stages.parse.markdown import parse_markdown
+    from strata.stages.parse.markdown import parse_markdown
 
     parse_markdown(text, "fuzz.md")  # the parser itself, not only its plain-text fallback
     _check("fuzz.md", "markdown", text)
@@ -63,7 +63,7 @@ def test_markdown_never_raises(text):
 @FUZZ
 @given(texts)
 def test_html_never_raises(text):
-    from stages.parse.html import parse_html
+    from strata.stages.parse.html import parse_html
 
     parse_html(text, "fuzz.html")
     _check("fuzz.html", "html", text)

@@ -64,7 +64,7 @@ def test_every_case_is_indexed_or_skipped_with_its_reason(hostile):
 
 
 def test_nothing_vanishes(hostile):
-    from stages.discover import display_path
+    from strata.stages.discover import display_path
 
     root, vdir = hostile["root"], hostile["vdir"]
     on_disk = set()
@@ -116,9 +116,9 @@ def test_each_hostile_file_parses_on_its_own(hostile):
     """The parsers alone, file by file: each returns a file node. A catastrophic
     backtrack would hang here (CI's own timeout catches it); the per-file times
     are printed as figures, never asserted (the machine may be loaded)."""
-    from stages.discover import read_source
-    from stages.nodes import parse_source
-    from stages.parse.finalize import ParseSettings, finalize
+    from strata.stages.discover import read_source
+    from strata.stages.nodes import parse_source
+    from strata.stages.parse.finalize import ParseSettings, finalize
 
     root = hostile["root"]
     slow = []
@@ -143,7 +143,7 @@ def test_the_change_sensors_fingerprint_survives_hostile_files(hostile):
     hang fails this test instead of the suite."""
     import threading
 
-    from stages.fingerprint import fingerprint
+    from strata.stages.fingerprint import fingerprint
 
     out: dict = {}
 

@@ -9,7 +9,7 @@ import logging
 
 import dagster as dg
 
-from resources import LLMResource
+from strata.resources import LLMResource
 from tests.conftest import Builder, write_corpora
 from tests.fake_openai import FakeOpenAI
 
@@ -48,7 +48,7 @@ def test_neither_backend_leaks_the_key_from_a_server_that_echoes_it(tmp_path, mo
     every request (the build stops, saying so in one line). Then every byte of
     output, log, Dagster event log (SQLite), compute log, cache and artifact is
     searched (issue 17: strata/embedding.py had no redaction)."""
-    from pipelines.cli import main
+    from strata.pipelines.cli import main
 
     key = "sk-strata-echo-4b3c2d1e0f-SECRET"
     caplog.set_level(logging.DEBUG)

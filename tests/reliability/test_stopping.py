@@ -26,8 +26,8 @@ import time
 import dagster as dg
 import pytest
 
-from pipelines.cli import main
-from retrieval import Index
+from strata.pipelines.cli import main
+from strata.retrieval import Index
 from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI, default_reply
 
@@ -87,7 +87,7 @@ def in_env(ws, monkeypatch):
 
 
 def _index_cmd(ws, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pipelines.cli", "index", str(ws["root"]), "--corpus", CORPUS,
+    return [sys.executable, "-m", "strata.pipelines.cli", "index", str(ws["root"]), "--corpus", CORPUS,
             "--out", str(ws["out"]), *extra]
 
 
@@ -147,7 +147,7 @@ def test_sigterm_stops_a_build_waiting_on_the_llm_and_the_lock_refuses_a_second_
         assert f"another build of {ws['out']} is running" in second.stderr
         assert f"pid {proc.pid}" in second.stderr and "--wait" in second.stderr
         # ... and so is a Dagster run of it (as the sensor or the UI would launch)
-        from assets import all_assets
+        from strata.assets import all_assets
         from tests.conftest import Builder
 
         nodes = [a for a in all_assets if a.key.to_user_string() == "nodes"]

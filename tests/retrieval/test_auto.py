@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from retrieval import Index
-from retrieval.context import ancestors, estimate_tokens
-from retrieval.modes import DEFAULT_MODE
+from strata.retrieval import Index
+from strata.retrieval.context import ancestors, estimate_tokens
+from strata.retrieval.modes import DEFAULT_MODE
 from tests.conftest import REPO
 
 DEFINED = "where is correct_barometric_drift defined?"
@@ -135,7 +135,7 @@ def test_siblings_merge_into_their_parent_when_that_is_as_cheap(oh):
 def test_hierarchical_hits_carry_their_context_at_small_k(sample_index):
     """`strata search --mode hierarchical -k 5`: five places, and each one still
     says which section it sits in and what is next to it."""
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "search", "--index",
+    proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "search", "--index",
                            str(sample_index), "--mode", "hierarchical", "-k", "5", "--json",
                            "how are barometer timestamps aligned?"], cwd=REPO,
                           env=os.environ.copy(), capture_output=True, text=True, timeout=600)
@@ -146,14 +146,14 @@ def test_hierarchical_hits_carry_their_context_at_small_k(sample_index):
         rels = {c["relation"] for c in hit["context"]}
         assert "parent" in rels, hit["breadcrumb"]
     assert any("sibling" in {c["relation"] for c in h["context"]} for h in body["results"])
-    plain = subprocess.run([sys.executable, "-m", "pipelines.cli", "search", "--index",
+    plain = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "search", "--index",
                             str(sample_index), "-k", "3", "how are barometer timestamps aligned?"],
                            cwd=REPO, capture_output=True, text=True, timeout=600)
     assert plain.returncode == 0 and " in " in plain.stdout  # "in <parent> · next to ..."
 
 
 def test_budget_flag_needs_the_auto_mode(sample_index):
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "search", "--index",
+    proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "search", "--index",
                            str(sample_index), "--mode", "flat", "--budget-tokens", "300", "tides"],
                           cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2 and "--budget-tokens works with --mode auto" in proc.stderr

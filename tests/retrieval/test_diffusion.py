@@ -10,11 +10,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from retrieval import Index, Result
-from retrieval.graph import EDGE_CODE
-from retrieval.modes import diffusion
-from retrieval.modes.diffusion import DiffusionConfig, retrieve
-from retrieval.results import Trace
+from strata.retrieval import Index, Result
+from strata.retrieval.graph import EDGE_CODE
+from strata.retrieval.modes import diffusion
+from strata.retrieval.modes.diffusion import DiffusionConfig, retrieve
+from strata.retrieval.results import Trace
 from tests.conftest import write_corpora
 
 STAGES = {"embed_query", "recall", "rerank", "diffusion", "final"}

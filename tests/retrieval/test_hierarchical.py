@@ -9,10 +9,10 @@ import numpy as np
 import polars as pl
 import pytest
 
-from retrieval import Index
-from retrieval.graph import Graph
-from retrieval.modes import hierarchical
-from retrieval.modes.hierarchical import HierarchicalConfig, expand_subtree
+from strata.retrieval import Index
+from strata.retrieval.graph import Graph
+from strata.retrieval.modes import hierarchical
+from strata.retrieval.modes.hierarchical import HierarchicalConfig, expand_subtree
 
 BAROMETER = "how are barometer timestamps aligned?"
 FIT = "least squares fit of scale, offset and drift using matching timestamps"

@@ -12,8 +12,8 @@ import importlib.util
 
 import pytest
 
-from retrieval import Index
-from retrieval.context import estimate_tokens
+from strata.retrieval import Index
+from strata.retrieval.context import estimate_tokens
 
 QUERY = "how do I correct pressure readings for barometric drift?"
 META = {"node_id", "kind", "path", "lines", "location", "breadcrumb", "relation", "score",
@@ -45,7 +45,7 @@ def index(sample_index):
 def test_langchain_retriever_returns_documents_with_strata_metadata(index, sample_index):
     from langchain_core.documents import Document
 
-    from retrieval.integrations.langchain import StrataRetriever
+    from strata.retrieval.integrations.langchain import StrataRetriever
 
     retriever = StrataRetriever(index=str(sample_index), k=5)  # a folder is opened
     docs = retriever.invoke(QUERY)
@@ -80,7 +80,7 @@ def test_langchain_retriever_in_a_chain_is_traced_and_feeds_the_prompt(index):
     from langchain_core.prompts import ChatPromptTemplate
     from langchain_core.runnables import RunnableLambda, RunnablePassthrough
 
-    from retrieval.integrations.langchain import StrataRetriever
+    from strata.retrieval.integrations.langchain import StrataRetriever
 
     class Seen(BaseCallbackHandler):
         def __init__(self):
@@ -116,7 +116,7 @@ def test_langchain_retriever_in_a_chain_is_traced_and_feeds_the_prompt(index):
 def test_langchain_retriever_budget_and_bad_settings(index):
     from pydantic import ValidationError
 
-    from retrieval.integrations.langchain import StrataRetriever
+    from strata.retrieval.integrations.langchain import StrataRetriever
 
     docs = StrataRetriever(index=index, budget_tokens=300).invoke(QUERY)
     assert docs and sum(estimate_tokens(d.page_content) for d in docs) <= 300
@@ -140,7 +140,7 @@ def test_langchain_retriever_budget_and_bad_settings(index):
 def test_llamaindex_retriever_returns_nodes_with_scores(index, sample_index):
     from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
 
-    from retrieval.integrations.llamaindex import StrataRetriever
+    from strata.retrieval.integrations.llamaindex import StrataRetriever
 
     retriever = StrataRetriever(sample_index, k=4)
     nodes = retriever.retrieve(QUERY)
@@ -164,7 +164,7 @@ def test_llamaindex_retriever_in_a_query_engine(index):
     from llama_index.core.llms import MockLLM
     from llama_index.core.query_engine import RetrieverQueryEngine
 
-    from retrieval.integrations.llamaindex import StrataRetriever
+    from strata.retrieval.integrations.llamaindex import StrataRetriever
 
     retriever = StrataRetriever(index, k=3, search_params={"kinds": ["section", "code"]})
     # MockLLM answers with the prompt it was given, so the answer shows what the

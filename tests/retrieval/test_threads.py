@@ -17,7 +17,7 @@ def test_querying_runs_blas_on_one_thread(sample_index, env, expected):
 
     from tests.conftest import REPO
 
-    code = ("import sys; from retrieval import Index; from threadpoolctl import threadpool_info; "
+    code = ("import sys; from strata.retrieval import Index; from threadpoolctl import threadpool_info; "
             "i = Index.open(sys.argv[1]); i.dense([0.1] * 384, 3); "
             "print([p['num_threads'] for p in threadpool_info() if p['user_api'] == 'blas'])")
     env = {**os.environ, "STRATA_BLAS_THREADS": "", **env}

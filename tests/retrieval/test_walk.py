@@ -10,9 +10,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from retrieval import Index
-from retrieval.graph import Graph
-from retrieval.walk import build, normalise
+from strata.retrieval import Index
+from strata.retrieval.graph import Graph
+from strata.retrieval.walk import build, normalise
 from tests.conftest import write_corpora
 
 

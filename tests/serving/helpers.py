@@ -13,14 +13,14 @@ LOOPBACK = ("127.0.0.1", 50000)
 def make_client(settings, llm=None, client=LOOPBACK):
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from strata.service.app import create_app
 
     return TestClient(create_app(settings, llm=llm), client=client,
                       raise_server_exceptions=False)
 
 
 def settings_for(*indexes, **kw):
-    from service.settings import ServiceSettings
+    from strata.service.settings import ServiceSettings
 
     kw.setdefault("warm_up", False)
     return ServiceSettings(indexes=[str(i) for i in indexes], **kw)

@@ -14,7 +14,7 @@ QUERY = "how do I correct pressure readings for barometric drift?"
 
 @pytest.fixture(scope="module")
 def index(sample_index):
-    from retrieval import Index
+    from strata.retrieval import Index
 
     return Index.open(sample_index)
 
@@ -229,7 +229,7 @@ def test_request_body_over_the_cap_is_refused_unread(sample_index):
 
 
 def test_an_internal_error_is_a_500_without_internals(sample_index, monkeypatch, caplog):
-    from retrieval import Index
+    from strata.retrieval import Index
 
     def boom(self, *a, **kw):
         raise RuntimeError("secret internals at /srv/strata/x.py")
@@ -258,8 +258,8 @@ def test_retrieval_refusals_are_client_errors(api):
 def test_openapi_schema_documents_every_mode_parameter(api):
     from dataclasses import fields
 
-    from retrieval.modes.diffusion import DiffusionConfig
-    from retrieval.modes.hierarchical import HierarchicalConfig
+    from strata.retrieval.modes.diffusion import DiffusionConfig
+    from strata.retrieval.modes.hierarchical import HierarchicalConfig
 
     schema = api.get("/openapi.json").json()
     comps = schema["components"]["schemas"]
@@ -327,13 +327,13 @@ def test_hits_carry_sanitized_html_and_their_ancestors(api, index):
 
 
 def _ancestors(index, node_id):
-    from retrieval.navigate import ancestors
+    from strata.retrieval.navigate import ancestors
 
     return ancestors(index, node_id)
 
 
 def test_a_node_with_its_relatives_and_connections(api, index):
-    from retrieval.navigate import resolve
+    from strata.retrieval.navigate import resolve
 
     module = resolve(index, "tidewater.calibration")
     body = api.get(f"/indexes/sample/nodes/{module}").json()
@@ -362,7 +362,7 @@ def test_a_node_with_its_relatives_and_connections(api, index):
 
 
 def test_the_outline_of_a_file_with_a_node_marked(api, index):
-    from retrieval.navigate import resolve
+    from strata.retrieval.navigate import resolve
 
     fit = resolve(index, "tidewater.calibration.Calibrator.fit")
     body = api.get("/indexes/sample/outline", params={"target": fit}).json()
@@ -471,8 +471,8 @@ def test_ask_with_an_openai_compatible_llm_from_the_settings(sample_index, monke
 def test_the_uvicorn_factory_reads_the_environment(sample_index, monkeypatch):
     from fastapi.testclient import TestClient
 
-    from service.app import create_app_from_env
-    from service.settings import ServiceConfigError
+    from strata.service.app import create_app_from_env
+    from strata.service.settings import ServiceConfigError
 
     monkeypatch.delenv("STRATA_SERVE_INDEXES", raising=False)
     with pytest.raises(ServiceConfigError, match="STRATA_SERVE_INDEXES"):

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from service.auth import (KeyEntry, KeyFileError, RateLimiter, hash_key, load_entries,
+from strata.service.auth import (KeyEntry, KeyFileError, RateLimiter, hash_key, load_entries,
                           new_key)
 from tests.serving.helpers import make_client, settings_for
 
@@ -127,7 +127,7 @@ def test_without_keys_only_loopback_clients_are_answered(sample_index):
 
 
 def test_serve_refuses_a_public_address_without_keys(sample_index, capsys):
-    from pipelines.cli import main
+    from strata.pipelines.cli import main
 
     assert main(["serve", "--index", str(sample_index), "--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err
@@ -136,7 +136,7 @@ def test_serve_refuses_a_public_address_without_keys(sample_index, capsys):
 
 
 def test_keys_new_prints_the_key_once_and_stores_its_hash(tmp_path, capsys, sample_index):
-    from pipelines.cli import main
+    from strata.pipelines.cli import main
 
     path = tmp_path / "keys.txt"
     assert main(["keys", "new", "ci-bot", "--file", str(path), "--rate-per-minute", "30"]) == 0
@@ -155,7 +155,7 @@ def test_keys_new_prints_the_key_once_and_stores_its_hash(tmp_path, capsys, samp
 
 
 def test_key_hashes_from_the_environment(sample_index, monkeypatch):
-    from service.settings import ServiceSettings
+    from strata.service.settings import ServiceSettings
 
     key = new_key()
     monkeypatch.setenv("STRATA_API_KEY_HASHES", f"env-key:{hash_key(key)}:10")
@@ -185,7 +185,7 @@ def test_x_forwarded_for_is_believed_only_from_configured_proxies(sample_index):
     import uvicorn
     from fastapi.testclient import TestClient
 
-    from service.app import create_app
+    from strata.service.app import create_app
     from tests.serving.helpers import LOOPBACK
 
     def codes(app, n=4):

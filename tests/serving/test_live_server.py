@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from service.auth import KeyEntry, hash_key, new_key
+from strata.service.auth import KeyEntry, hash_key, new_key
 from tests.conftest import REPO
 from tests.browser import chromium
 from tests.serving.helpers import free_port
@@ -30,7 +30,7 @@ def server(sample_index, tmp_path_factory):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "STRATA_LLM_BACKEND": "offline"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "serve", "--index", str(sample_index),
+        [sys.executable, "-m", "strata.pipelines.cli", "serve", "--index", str(sample_index),
          "--port", str(port), "--api-keys", str(keys)],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

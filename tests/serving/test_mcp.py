@@ -15,7 +15,7 @@ import anyio
 import httpx
 import pytest
 
-from service.auth import KeyEntry, hash_key, new_key
+from strata.service.auth import KeyEntry, hash_key, new_key
 from tests.conftest import REPO
 from tests.serving.helpers import free_port
 
@@ -31,11 +31,11 @@ def _text(result) -> str:
 def test_an_agent_uses_the_tools_over_stdio(sample_index):
     from mcp import Client, StdioServerParameters
 
-    from retrieval.context import estimate_tokens
+    from strata.retrieval.context import estimate_tokens
 
     params = StdioServerParameters(
         command=sys.executable, cwd=str(REPO), env=ENV,
-        args=["-m", "pipelines.cli", "mcp", "--index", str(sample_index)])
+        args=["-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index)])
     out: dict = {}
 
     async def session():
@@ -117,7 +117,7 @@ def mcp_http(sample_index, tmp_path):
     port = free_port()
     log = (tmp_path / "mcp.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pipelines.cli", "mcp", "--index", str(sample_index), "--http",
+        [sys.executable, "-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index), "--http",
          "--port", str(port), "--api-keys", str(keys), "--log-level", "info"],
         cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

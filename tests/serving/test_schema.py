@@ -24,7 +24,7 @@ OPERATIONS = ["GET /health", "GET /indexes", "POST /search", "POST /ask",
 
 @pytest.fixture(scope="module")
 def operations(sample_index):
-    from service.app import create_app
+    from strata.service.app import create_app
 
     # the ASGI test transport calls from a non-loopback name: allow it explicitly
     app = create_app(settings_for(sample_index, allow_unauthenticated=True))

@@ -67,7 +67,7 @@ def site(sample_index, hostile_index):
     """The service on a real loopback port, its LLM an OpenAI-compatible server."""
     import uvicorn
 
-    from service.app import create_app
+    from strata.service.app import create_app
     from tests.fake_openai import FakeOpenAI
 
     with FakeOpenAI() as llm:

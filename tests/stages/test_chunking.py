@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from stages.parse.chunking import estimate_tokens, split_text
-from stages.parse.finalize import ParseSettings, finalize
-from stages.parse.markdown import parse_markdown
+from strata.stages.parse.chunking import estimate_tokens, split_text
+from strata.stages.parse.finalize import ParseSettings, finalize
+from strata.stages.parse.markdown import parse_markdown
 
 
 def _paragraph(i: int, words: int = 40) -> str:
@@ -174,7 +174,7 @@ def test_chunk_line_ranges_are_inside_the_section_and_increasing():
 
 def test_finalize_does_not_chunk_python_files():
     body = "\n\n".join(f"# {_paragraph(i)}\nx{i} = {i}" for i in range(30))
-    from stages.parse.python_code import parse_python
+    from strata.stages.parse.python_code import parse_python
 
     pf = parse_python(body, "m.py", "m")
     rows, _ = finalize(pf, "c", "m.py", body, ParseSettings(chunk_tokens=50))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stages.corpora import (
+from strata.stages.corpora import (
     CorpusError,
     CorpusSpec,
     load_corpora,
@@ -175,8 +175,8 @@ def test_a_corpus_remembers_its_llm_and_embedding_for_sensor_and_scheduled_runs(
     """What `strata index --llm-* --embed-*` was given is written to the corpus's
     entry (never a key) and overrides the resources a sensor's or a schedule's run
     is built with (the code location's, from the environment)."""
-    from assets.common import llm_client
-    from pipelines.definitions import resolved_resources
+    from strata.assets.common import llm_client
+    from strata.pipelines.definitions import resolved_resources
     from strata.layout import IndexLayout
 
     monkeypatch.setenv("STRATA_LLM_BACKEND", "offline")  # what the daemon's runs default to

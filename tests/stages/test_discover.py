@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stages import discover as discover_mod
-from stages.discover import content_hash, decode, discover, iter_paths, read_source
+from strata.stages import discover as discover_mod
+from strata.stages.discover import content_hash, decode, discover, iter_paths, read_source
 
 
 # ---------------------------------------------------------------- helpers

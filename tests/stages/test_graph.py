@@ -7,9 +7,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from stages.discover import discover
-from stages.graph import GraphResult, build_edges
-from stages.nodes import build_nodes
+from strata.stages.discover import discover
+from strata.stages.graph import GraphResult, build_edges
+from strata.stages.nodes import build_nodes
 
 FILES = {
     "docs/index.md": """\

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from PIL import Image
 
-from stages.enrich.captions import (
+from strata.stages.enrich.captions import (
     CAPTIONS,
     caption_request,
     offline_caption,
@@ -23,7 +23,7 @@ from stages.enrich.captions import (
     parse_caption,
     run_captions,
 )
-from stages.enrich.images import (
+from strata.stages.enrich.images import (
     IMAGE_GROUPS,
     ImageRecord,
     dedup_images,

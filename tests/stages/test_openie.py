@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from benchmarks.musique_corpus import write_corpus
-from stages.enrich.openie import (
+from strata.stages.enrich.openie import (
     OpenIEOut, load_openie_import, match_import, match_import_cached, normalize, offline_openie,
     openie_request,
     openie_units, parse_openie, run_openie, unit_context, validate,
@@ -374,8 +374,8 @@ def test_write_corpus(musique, tmp_path):
 
 
 def test_import_matches_every_musique_passage(musique, tmp_path):
-    from stages.discover import discover
-    from stages.nodes import build_nodes
+    from strata.stages.discover import discover
+    from strata.stages.nodes import build_nodes
 
     write_corpus(tmp_path)
     result = build_nodes("musique", discover(tmp_path))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from stages.discover import BINARY_PARSED, FORMATS, detect_format
-from stages.enrich.openie import PROSE_FILE_SUBKINDS
-from stages.nodes import parse_source
-from stages.discover import SourceFile
-from stages.parse.code import LANGUAGES
-from stages.parse.finalize import ParseSettings
-from stages.parse.registry import PARSERS, parser_for
+from strata.stages.discover import BINARY_PARSED, FORMATS, detect_format
+from strata.stages.enrich.openie import PROSE_FILE_SUBKINDS
+from strata.stages.nodes import parse_source
+from strata.stages.discover import SourceFile
+from strata.stages.parse.code import LANGUAGES
+from strata.stages.parse.finalize import ParseSettings
+from strata.stages.parse.registry import PARSERS, parser_for
 
 SNIPPETS = {
     "markdown": "# Title\n\nSome prose here.\n", "html": "<h1>Title</h1><p>Prose.</p>",

@@ -10,9 +10,9 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from stages.enrich import semantic_graph as sg
-from stages.enrich.openie import OpenIEOut
-from stages.enrich.semantic_graph import (
+from strata.stages.enrich import semantic_graph as sg
+from strata.stages.enrich.openie import OpenIEOut
+from strata.stages.enrich.semantic_graph import (
     build_entities, entity_id, entity_id_map, fact_id, passage_edges, redirect_edges,
     semantic_edges, synonymy_benchmark, synonymy_edges,
 )

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import posixpath
 
-from stages.parse.code import engine  # noqa: F401 - tests patch engine.PARSE_SECONDS
-from stages.parse.code.engine import MAX_DEPTH, Builder, line_count
-from stages.parse.code.languages import LANGUAGE_BY_EXTENSION, LANGUAGES, dotted_path
-from stages.parse.code.resolve import file_index
-from stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.code import engine  # noqa: F401 - tests patch engine.PARSE_SECONDS
+from strata.stages.parse.code.engine import MAX_DEPTH, Builder, line_count
+from strata.stages.parse.code.languages import LANGUAGE_BY_EXTENSION, LANGUAGES, dotted_path
+from strata.stages.parse.code.resolve import file_index
+from strata.stages.parse.model import Draft, ParsedFile
 
 __all__ = ["LANGUAGES", "LANGUAGE_BY_EXTENSION", "MAX_DEPTH", "parse_code", "resolve_import"]
 

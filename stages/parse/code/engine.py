@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 
 from tree_sitter import Node, QueryCursor
 
-from stages.parse.model import Draft, ParsedFile, Reference
+from strata.stages.parse.model import Draft, ParsedFile, Reference
 
 if TYPE_CHECKING:
-    from stages.parse.code.languages import Language
+    from strata.stages.parse.code.languages import Language
 
 MAX_DEPTH = 24
 PARSE_SECONDS = 5.0

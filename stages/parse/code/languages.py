@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from tree_sitter import Language as TSLanguage, Node, Parser, Query
 
-from stages.parse.code import resolve
-from stages.parse.code.engine import CONTAINERS, MODULE_LIKE, text_of
+from strata.stages.parse.code import resolve
+from strata.stages.parse.code.engine import CONTAINERS, MODULE_LIKE, text_of
 
 QUERIES = Path(__file__).with_name("queries")
 Target = tuple[str, dict[str, Any]]
