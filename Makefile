@@ -36,8 +36,12 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
+# Two workers, file by file (pytest-xdist): much of a test's time is a child process,
+# a server or a Dagster run waiting, so two overlap well even on two cores.
+# PYTEST_WORKERS=0 runs them in this process, one after another.
+PYTEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest -m "not slow and not e2e" -q
+	$(PY) -m pytest -m "not slow and not e2e" -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The Dagster UI in headless Chromium (Debian's chromium): dagster dev on loopback,
 # the asset graph, a materialization of the sample corpus; screenshots in docs/images/.

@@ -73,17 +73,40 @@ def sample_copy(tmp_path) -> Path:
     return dst
 
 
+def _built_once(tmp_path_factory, name: str, build):
+    """`build(base)` run once per test session, also when pytest-xdist spreads the
+    tests over workers (`make test` runs two): the workers share one folder beside
+    their own temporary roots, the first to take the lock builds, the others wait
+    and read what it returned (pickled next to it). Only for read-only fixtures."""
+    import pickle
+
+    from filelock import FileLock
+
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return build(tmp_path_factory.mktemp(name))
+    root = tmp_path_factory.getbasetemp().parent  # shared by the session's workers
+    base, done = root / f"shared-{name}", root / f"shared-{name}.pickle"
+    with FileLock(str(root / f"shared-{name}.lock")):
+        if not done.is_file():
+            shutil.rmtree(base, ignore_errors=True)  # a worker that failed half-way
+            base.mkdir()
+            done.write_bytes(pickle.dumps(build(base)))
+        return pickle.loads(done.read_bytes())
+
+
 @pytest.fixture(scope="session")
 def sample_index(tmp_path_factory) -> Path:
     """One real build of the bundled sample corpus, shared by read-only tests."""
-    import dagster as dg
+    def build(base: Path) -> Path:
+        import dagster as dg
 
-    base = tmp_path_factory.mktemp("sample_index")
-    cfg = write_corpora(base / "corpora.yaml",
-                        {"sample": {"root": str(SAMPLE), "out": str(base / "index")}})
-    with dg.instance_for_test() as instance:
-        Builder(instance, cfg).build("sample")
-    return base / "index"
+        cfg = write_corpora(base / "corpora.yaml",
+                            {"sample": {"root": str(SAMPLE), "out": str(base / "index")}})
+        with dg.instance_for_test() as instance:
+            Builder(instance, cfg).build("sample")
+        return base / "index"
+
+    return _built_once(tmp_path_factory, "sample_index", build)
 
 
 @pytest.fixture(scope="session")
@@ -91,16 +114,18 @@ def oh_build(tmp_path_factory, openharmony):
     """The 51 OpenHarmony pages indexed once through the CLI (a subprocess, as a
     user runs it), shared by every test that needs a real documentation corpus.
     Returns (base folder, env used, the JSON stats `strata index --json` printed)."""
-    import json
-    import subprocess
-    import sys
+    def build(base: Path):
+        import json
+        import subprocess
+        import sys
 
-    base = tmp_path_factory.mktemp("oh")
-    env = {**os.environ, "DAGSTER_HOME": str(base / "dagster_home"),
-           "STRATA_CORPORA": str(base / "corpora.yaml")}
-    proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "index", str(openharmony),
-                           "--corpus", "oh", "--out", str(base / "index"), "--json"],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (base / "index.stderr").write_text(proc.stderr)  # the progress lines, for the CLI tests
-    return base, env, json.loads(proc.stdout)
+        env = {**os.environ, "DAGSTER_HOME": str(base / "dagster_home"),
+               "STRATA_CORPORA": str(base / "corpora.yaml")}
+        proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "index", str(openharmony),
+                               "--corpus", "oh", "--out", str(base / "index"), "--json"],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (base / "index.stderr").write_text(proc.stderr)  # the progress lines, for the CLI tests
+        return base, env, json.loads(proc.stdout)
+
+    return _built_once(tmp_path_factory, "oh", build)
