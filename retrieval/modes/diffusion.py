@@ -77,6 +77,11 @@ Counts and budgets are in ``trace.counts`` (ints); the stop reason is in
 ``trace.notes`` (``"diffusion stop: <reason>"``) and, with the path of every
 returned node (seed first), in ``trace.diffusion`` (a dict), as the routed mode
 does with ``trace.route``.
+
+Over 600 lines on purpose: a sixth of it is this description, and the rest is one
+algorithm whose stages share the prepared per-index arrays, the config and the
+trace; the rerankers and the entity walk that stand alone already live elsewhere
+(:mod:`strata.retrieval.walk`, :mod:`strata.retrieval.fusion`).
 """
 
 from __future__ import annotations
