@@ -378,7 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     ix = sub.add_parser("index", help="build or update the index of a folder (runs the Dagster assets)")
     ix.add_argument("root", help="folder to index")
     ix.add_argument("--corpus", required=True, help="corpus name (the Dagster partition)")
-    ix.add_argument("--out", help="index folder (default: data/indexes/<corpus>)")
+    ix.add_argument("--out", help="index folder (default: the corpus's `out`, else "
+                    "data/indexes/<corpus> in the project folder: $STRATA_HOME, else the "
+                    "nearest folder up holding strata.toml or data/corpora.yaml, else here)")
     ix.add_argument("--include", action="append", help="glob of files to include (repeatable)")
     ix.add_argument("--exclude", action="append", help="glob of files to exclude (repeatable)")
     ix.add_argument("--model", default=None, help="embedding model (default all-MiniLM-L6-v2)")
