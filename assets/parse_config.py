@@ -3,9 +3,13 @@
 
 import dagster as dg
 
+from strata.settings import ChunkingSettings, default
+
 
 class ParseConfig(dg.Config):
-    chunk_tokens: int = 200
+    # defaults (and bounds, checked by stages.parse.finalize.ParseSettings) declared
+    # in strata.settings.ChunkingSettings
+    chunk_tokens: int = default(ChunkingSettings, "chunk_tokens")
     """Estimated-token budget of a chunk; longer sections are split into chunk children."""
-    context_lines: int = 5
+    context_lines: int = default(ChunkingSettings, "context_lines")
     """Prose lines kept before/after each code block, table and image as its context."""

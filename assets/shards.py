@@ -35,16 +35,13 @@ from strata.resources.corpora import CorpusRegistry
 from strata.resources.embedder import EmbedderResource
 from strata.layout import write_json_atomic
 from strata.schema import TABLE_FILES
+from strata.settings import BuildSettings, load
 
 
 def shard_count() -> int:
-    """``STRATA_SHARDS`` (default 2, at most 64), read when called."""
-    raw = os.environ.get("STRATA_SHARDS", "2")
-    try:
-        n = int(raw)
-    except ValueError:
-        raise ValueError(f"STRATA_SHARDS must be a whole number, got {raw!r}") from None
-    return min(max(n, 1), 64)
+    """``STRATA_SHARDS`` (:class:`strata.settings.BuildSettings`), read when called;
+    a bad value is a one-line :class:`strata.settings.SettingsError` (a ValueError)."""
+    return load(BuildSettings).shards
 
 
 def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
@@ -182,8 +179,7 @@ def shard_assets(shards: int) -> tuple[dg.AssetsDefinition, dg.AssetsDefinition]
     collect_parse = _collect_op("collect_parse_shards", "parse")
     collect_embed = _collect_op("collect_embedding_shards", "embedding")
     parse_config = dg.ConfigMapping(
-        config_schema={"chunk_tokens": dg.Field(int, default_value=ParseConfig().chunk_tokens),
-                       "context_lines": dg.Field(int, default_value=ParseConfig().context_lines)},
+        config_schema=ParseConfig.to_config_schema(),  # the nodes asset's fields, mapped to each shard
         config_fn=lambda cfg: {op.name: {"config": cfg} for op in parse_ops},
     )
 

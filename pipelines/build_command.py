@@ -25,16 +25,16 @@ from pathlib import Path
 from strata.pipelines.console import (EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, print_stats,
                                say)
 from strata.pipelines.interrupt import BuildInterrupt, exit_code
-
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-
+from strata.settings import (ChunkingSettings, ProjectSettings, check, corpora_file,
+                             dagster_home_dir, load)
 
 def dagster_home() -> Path:
-    """The project-local instance (``.dagster/``) unless DAGSTER_HOME is set; its
+    """The project's instance (``.dagster/`` in the project folder,
+    :func:`strata.settings.dagster_home_dir`) unless DAGSTER_HOME is set; its
     dagster.yaml holds one run per corpus at a time (:mod:`pipelines.instance_config`)."""
     from strata.pipelines.instance_config import ensure_instance_config
 
-    home = Path(os.environ.get("DAGSTER_HOME") or PROJECT_ROOT / ".dagster").resolve()
+    home = dagster_home_dir()
     ensure_instance_config(home)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
@@ -84,8 +84,8 @@ def other_corpus(out: Path, name: str) -> dict | None:
 
 
 def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
-    from strata.stages.corpora import (DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora,
-                                register_corpus, validate_name)
+    from strata.stages.corpora import (CorpusError, CorpusSpec, load_corpora, register_corpus,
+                                validate_name)
     from strata.buildlock import (BuildLock, BuildLocked, register_cli_lock,
                                   unregister_cli_lock)
     from strata.embedding import DEFAULT_MODEL, EncoderSpec
@@ -96,13 +96,19 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         return EXIT_USAGE
     try:
         name = validate_name(args.corpus)
-        config_path = Path(os.environ.get("STRATA_CORPORA") or DEFAULT_CONFIG)
-        declared = load_corpora(config_path).get(name)
+        check(ChunkingSettings, {"chunk_tokens": args.chunk_tokens})  # a SettingsError: exit 2
+        # the project folder's registry ($STRATA_HOME, else the nearest project at or
+        # above the current folder, else here); --out is the current folder's
+        config_path = corpora_file()
+        index_base = load(ProjectSettings).index_dir
+        index_base = index_base.expanduser().resolve() if index_base else None
+        declared = load_corpora(config_path, index_base=index_base).get(name)
     except CorpusError as e:
         say(f"error: {e}", err=True)
         return EXIT_USAGE
     out = Path(args.out).expanduser().resolve() if args.out else (
-        declared.out if declared else (config_path.parent / "indexes" / name).resolve())
+        declared.out if declared else ((index_base or config_path.parent / "indexes")
+                                       / name).resolve())
     taken = other_corpus(out, name)
     if taken and not args.force:
         say(f"error: {out} holds the index of corpus '{taken['corpus']}' (built from "

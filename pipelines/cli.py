@@ -220,24 +220,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from strata.service.settings import ServiceConfigError, ServiceSettings, is_loopback
     from strata.layout import IndexNotFound
 
-    env = ServiceSettings.from_env()
-    settings = ServiceSettings(
-        indexes=args.index, host=args.host, port=args.port,
-        api_keys_file=args.api_keys or env.api_keys_file, api_key_hashes=env.api_key_hashes,
-        rate_per_minute=args.rate_per_minute, anonymous_rate_per_minute=args.anonymous_rate,
-        allow_unauthenticated=args.allow_unauthenticated, max_body_bytes=args.max_body_bytes,
-        max_query_chars=args.max_query_chars, reload_interval_s=args.reload_interval,
-        cross_encoder_path=args.cross_encoder or env.cross_encoder_path,
-        llm_backend=args.llm_backend, llm_model=args.llm_model, llm_base_url=args.llm_base_url,
-        llm_callable=args.llm_callable,
-        forwarded_allow_ips=args.forwarded_allow_ips or env.forwarded_allow_ips)
+    try:  # the flags given win over the STRATA_* variables, which win over the defaults
+        settings = ServiceSettings.from_env(
+            indexes=args.index, host=args.host, port=args.port, api_keys_file=args.api_keys,
+            rate_per_minute=args.rate_per_minute, anonymous_rate_per_minute=args.anonymous_rate,
+            allow_unauthenticated=args.allow_unauthenticated, max_body_bytes=args.max_body_bytes,
+            max_query_chars=args.max_query_chars, reload_interval_s=args.reload_interval,
+            cross_encoder_path=args.cross_encoder, forwarded_allow_ips=args.forwarded_allow_ips)
+    except ServiceConfigError as e:
+        _print(f"error: {e}", err=True)
+        return EXIT_USAGE
+    settings.llm_backend, settings.llm_model = args.llm_backend, args.llm_model
+    settings.llm_base_url, settings.llm_callable = args.llm_base_url, args.llm_callable
     try:
         keys = load_entries(settings.api_keys_file, settings.api_key_hashes)
     except (KeyFileError, OSError) as e:
         _print(f"error: API keys: {e}", err=True)
         return EXIT_USAGE
-    if not keys and not is_loopback(args.host) and not args.allow_unauthenticated:
-        _print(f"error: refusing to listen on {args.host} without API keys: anyone who can "
+    if not keys and not is_loopback(settings.host) and not settings.allow_unauthenticated:
+        _print(f"error: refusing to listen on {settings.host} without API keys: anyone who can "
                "reach it could query the index. Create a key with `strata keys new NAME "
                "--file keys.txt` and pass --api-keys keys.txt, or pass "
                "--allow-unauthenticated if the network in front of it is trusted.", err=True)
@@ -245,7 +246,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.quiet:
-        _print(f"loading {len(args.index)} index(es)…", err=True)
+        _print(f"loading {len(settings.indexes)} index(es)…", err=True)
     try:
         from strata.service.app import create_app
 
@@ -261,11 +262,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not args.quiet:
         names = ", ".join(f"{n} v{s.current.index.version}"
                           for n, s in app.state.service.registry.slots.items())
-        _print(f"serving {names} on http://{args.host}:{args.port}/ "
+        _print(f"serving {names} on http://{settings.host}:{settings.port}/ "
                f"({'API keys required' if keys else 'no API keys: loopback clients only'})",
                err=True)
     # uvicorn's access log prints query strings; the service logs paths only
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
                 access_log=False, server_header=False, **settings.uvicorn_options())
     return EXIT_OK
 
@@ -353,6 +354,16 @@ def _add_llm_args(group) -> None:
                        help="'module:function' (implies --llm-backend callable)")
 
 
+def _serve_default(name: str) -> str:
+    """``default X, or $VAR`` for a ``strata serve`` flag's help, from the model."""
+    from strata.settings import ServeSettings, default, env_var
+
+    value = default(ServeSettings, name)
+    shown = "none" if value is None else ("off" if value is False else f"{value:g}"
+                                          if isinstance(value, float) else str(value))
+    return f"default ${env_var(ServeSettings, name)}, else {shown}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="strata", description="Structure-keeping retrieval indexes.",
@@ -367,7 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     ix = sub.add_parser("index", help="build or update the index of a folder (runs the Dagster assets)")
     ix.add_argument("root", help="folder to index")
     ix.add_argument("--corpus", required=True, help="corpus name (the Dagster partition)")
-    ix.add_argument("--out", help="index folder (default: data/indexes/<corpus>)")
+    ix.add_argument("--out", help="index folder (default: the corpus's `out`, else "
+                    "data/indexes/<corpus> in the project folder: $STRATA_HOME, else the "
+                    "nearest folder up holding strata.toml or data/corpora.yaml, else here)")
     ix.add_argument("--include", action="append", help="glob of files to include (repeatable)")
     ix.add_argument("--exclude", action="append", help="glob of files to exclude (repeatable)")
     ix.add_argument("--model", default=None, help="embedding model (default all-MiniLM-L6-v2)")
@@ -375,7 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=["sentence-transformers", "openai"],
                     help="default: what the corpus was built with, else sentence-transformers")
     ix.add_argument("--embed-base-url", default=None, help="OpenAI-compatible embeddings endpoint")
-    ix.add_argument("--chunk-tokens", type=int, default=200, help="chunk budget (estimated tokens)")
+    from strata.settings import ChunkingSettings
+
+    chunking = ChunkingSettings.model_fields["chunk_tokens"]
+    ix.add_argument("--chunk-tokens", type=int, default=chunking.default,
+                    help=f"chunk budget in estimated tokens (default {chunking.default})")
     ix.add_argument("--openie-import", default=None,
                     help="HippoRAG openie_results JSON to use instead of LLM OpenIE calls")
     _add_llm_args(ix.add_argument_group(
@@ -424,27 +441,36 @@ def build_parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="serve indexes over HTTP (search, ask, a web page)")
     sv.add_argument("--index", action="append", required=True,
                     help="index folder or object-storage URI, or NAME=LOCATION (repeatable)")
-    sv.add_argument("--host", default="127.0.0.1",
-                    help="address to listen on (default 127.0.0.1; others need API keys)")
-    sv.add_argument("--port", type=int, default=8001)
+    # a flag not given is None: the STRATA_* variable, else the default, both in
+    # strata.settings.ServeSettings (whose defaults the help shows)
+    sv.add_argument("--host", default=None,
+                    help=f"address to listen on ({_serve_default('host')}; others need API keys)")
+    sv.add_argument("--port", type=int, default=None, help=_serve_default("port"))
     sv.add_argument("--api-keys", default=None,
-                    help="file of hashed API keys (`strata keys new`; default $STRATA_API_KEYS_FILE)")
-    sv.add_argument("--rate-per-minute", type=float, default=120.0,
-                    help="requests per minute per key, unless its entry sets one (default 120)")
+                    help=f"file of hashed API keys (`strata keys new`; {_serve_default('api_keys_file')})")
+    sv.add_argument("--rate-per-minute", type=float, default=None,
+                    help="requests per minute per key, unless its entry sets one "
+                         f"({_serve_default('rate_per_minute')})")
     sv.add_argument("--anonymous-rate", type=float, default=None,
-                    help="requests per minute per client address when no keys are configured")
-    sv.add_argument("--allow-unauthenticated", action="store_true",
-                    help="listen on a non-loopback address without API keys")
-    sv.add_argument("--max-body-bytes", type=int, default=64 * 1024)
-    sv.add_argument("--max-query-chars", type=int, default=2000)
-    sv.add_argument("--reload-interval", type=float, default=1.0,
-                    help="seconds between looks for a newly published version (default 1)")
+                    help="requests per minute per client address when no keys are configured "
+                         f"({_serve_default('anonymous_rate_per_minute')})")
+    sv.add_argument("--allow-unauthenticated", action="store_true", default=None,
+                    help="listen on a non-loopback address without API keys "
+                         f"({_serve_default('allow_unauthenticated')})")
+    sv.add_argument("--max-body-bytes", type=int, default=None,
+                    help=_serve_default("max_body_bytes"))
+    sv.add_argument("--max-query-chars", type=int, default=None,
+                    help=_serve_default("max_query_chars"))
+    sv.add_argument("--reload-interval", type=float, default=None,
+                    help="seconds between looks for a newly published version "
+                         f"({_serve_default('reload_interval_s')})")
     sv.add_argument("--cross-encoder", default=None,
-                    help="local CrossEncoder folder for diffusion's rerank='cross-encoder'")
+                    help="local CrossEncoder folder for diffusion's rerank='cross-encoder' "
+                         f"({_serve_default('cross_encoder_path')})")
     sv.add_argument("--forwarded-allow-ips", default=None,
                     help="proxies whose X-Forwarded-For is believed (comma-separated addresses "
-                         "or networks, or '*'; default $STRATA_FORWARDED_ALLOW_IPS, else none: "
-                         "rate limits and the loopback rule use the connecting address)")
+                         "or networks, or '*'; else none: rate limits and the loopback rule use "
+                         f"the connecting address) ({_serve_default('forwarded_allow_ips')})")
     sv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sv.add_argument("-q", "--quiet", action="store_true")
     _add_llm_args(sv.add_argument_group(
@@ -483,6 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     from strata.pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
     from strata.endpoints import EndpointError
     from strata.layout import IndexDamaged
+    from strata.settings import SettingsError
 
     try:
         args = build_parser().parse_args(argv)
@@ -492,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
     except (IndexDamaged, EndpointError) as e:  # one line, never a stack trace
         _print(f"error: {e}", err=True)
         rc = EXIT_FAILED
+    except SettingsError as e:  # a STRATA_* variable (or flag) that cannot be used
+        _print(f"error: {e}", err=True)
+        rc = EXIT_USAGE
     except BrokenPipeError:
         # nobody reads stdout any more: leave quietly (no second error at exit)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

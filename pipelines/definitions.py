@@ -17,25 +17,30 @@ from strata.pipelines.scaleout import executor_from_env
 from strata.pipelines.schedules import nightly_rebuild_schedule
 from strata.pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
 from strata.resources import CorpusRegistry, EmbedderResource, LLMResource
+from strata.settings import EmbedSettings, LLMSettings, ProjectSettings, env_var, load
 
-# The settings each resource takes from the environment: resource → field → variable.
-ENVIRONMENT = {
-    "llm": {
-        "backend": "STRATA_LLM_BACKEND",
-        "model": "STRATA_LLM_MODEL",
-        "base_url": "STRATA_LLM_BASE_URL",
-        "callable_path": "STRATA_LLM_CALLABLE",
-        "usd_per_million_prompt_tokens": "STRATA_LLM_USD_PER_M_PROMPT",
-        "usd_per_million_completion_tokens": "STRATA_LLM_USD_PER_M_COMPLETION",
-    },
-    "corpora": {"config_path": "STRATA_CORPORA", "index_dir": "STRATA_INDEX_DIR"},
-    "embedder": {
-        "backend": "STRATA_EMBED_BACKEND",
-        "model": "STRATA_EMBED_MODEL",
-        "base_url": "STRATA_EMBED_BASE_URL",
-    },
-}
-RESOURCE_CLASSES = {"llm": LLMResource, "corpora": CorpusRegistry, "embedder": EmbedderResource}
+# Each resource and the settings group (strata.settings) its fields are declared in:
+# a resource field named like a group field takes that field's variable.
+RESOURCE_SETTINGS = {"llm": (LLMResource, LLMSettings), "corpora": (CorpusRegistry, ProjectSettings),
+                     "embedder": (EmbedderResource, EmbedSettings)}
+
+
+def environment() -> dict[str, dict[str, str]]:
+    """resource → field → the variable it is read from (from the settings model)."""
+    return {name: {f: env_var(group, f) for f in resource.model_fields if f in group.model_fields}
+            for name, (resource, group) in RESOURCE_SETTINGS.items()}
+
+
+def _from_env(resource: type[dg.ConfigurableResource], group, field: str, var: str):
+    """How a set variable reaches a resource field. Dagster resolves dg.EnvVar when
+    a run starts, but only into str and int fields; a float field (temperature,
+    timeout) takes the value read now, checked by the settings model."""
+    kind = resource.model_fields[field].annotation
+    if kind in (int, "int"):
+        return dg.EnvVar.int(var)
+    if kind in (float, "float"):
+        return getattr(load(group), field)
+    return dg.EnvVar(var)
 
 
 def make_resources() -> dict:
@@ -46,11 +51,14 @@ def make_resources() -> dict:
     names the variable a value comes from; a variable that is not set keeps the
     field's default (an EnvVar of an unset variable would fail every run). A
     corpus's remembered settings (``llm:`` and ``embedding:`` in its entry) still
-    win over these, in every run."""
+    win over these, in every run. The values are checked by the settings model
+    when a run starts (a bad one fails it in one line naming the variable)."""
     resources = {}
-    for name, fields in ENVIRONMENT.items():
-        config = {field: dg.EnvVar(var) for field, var in fields.items() if os.environ.get(var)}
-        resources[name] = RESOURCE_CLASSES[name](**config)
+    for name, fields in environment().items():
+        resource, group = RESOURCE_SETTINGS[name]
+        config = {field: _from_env(resource, group, field, var)
+                  for field, var in fields.items() if os.environ.get(var)}
+        resources[name] = resource(**config)
     return resources
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from strata.pipelines.console import EXIT_OK, EXIT_USAGE, say
 
 
-def dry_run(spec, chunk_tokens: int = 200, openie_imported: bool = False,
+def dry_run(spec, chunk_tokens: int | None = None, openie_imported: bool = False,
             as_json: bool = False) -> int:
     from strata.pipelines.definitions import resolved_resources
     from strata.resources.llm import usd_prices
@@ -39,7 +39,8 @@ def dry_run(spec, chunk_tokens: int = 200, openie_imported: bool = False,
     llm_resource = resources["llm"]
     sources = discover(spec.root, spec.include, spec.exclude)
     previous = read_previous(layout.build) if layout.build.is_dir() else None
-    parsed = build_nodes(spec.name, sources, ParseSettings(chunk_tokens=chunk_tokens), previous)
+    parsed = build_nodes(spec.name, sources, ParseSettings() if chunk_tokens is None
+                         else ParseSettings(chunk_tokens=chunk_tokens), previous)
     import polars as pl
 
     nodes = pl.from_arrow(parsed.nodes)

@@ -76,5 +76,6 @@ def _write(path: Path, text: str) -> None:
 
 
 if __name__ == "__main__":  # make install
-    print(ensure_instance_config(Path(sys.argv[1] if len(sys.argv) > 1
-                                      else os.environ.get("DAGSTER_HOME", ".dagster"))))
+    from strata.settings import dagster_home_dir
+
+    print(ensure_instance_config(Path(sys.argv[1]) if len(sys.argv) > 1 else dagster_home_dir()))

@@ -32,9 +32,10 @@ again in each worker) are built in :mod:`pipelines.definitions`, from the one
 
 from __future__ import annotations
 
-import os
 
 import dagster as dg
+
+from strata.settings import BuildSettings, corpora_file, load
 
 WORKERS_TAG = "strata/workers"  # a launch's request for step processes
 PARTITION_TAG = "dagster/partition"
@@ -44,13 +45,14 @@ PRELOAD = ["strata.pipelines.definitions", "strata.pipelines.worker_setup"]
 
 
 def executor_from_env() -> dg.ExecutorDefinition:
-    kind = os.environ.get("STRATA_EXECUTOR", "auto").strip().lower()
-    if kind in ("auto", ""):
+    build = load(BuildSettings)  # $STRATA_EXECUTOR, $STRATA_MAX_CONCURRENT
+    kind = build.executor
+    if kind == "auto":
         return strata_executor
     if kind == "in_process":
         return dg.in_process_executor
     if kind == "multiprocess":
-        limit = int(os.environ.get("STRATA_MAX_CONCURRENT", "0") or 0)
+        limit = build.max_concurrent
         return dg.multiprocess_executor.configured({"max_concurrent": limit}) if limit > 0 \
             else dg.multiprocess_executor
     if kind == "dask":
@@ -68,10 +70,10 @@ def corpus_workers(corpus: str | None) -> int | None:
     corpora file cannot be read, which the run's first step reports)."""
     if not corpus:
         return None
-    from strata.stages.corpora import DEFAULT_CONFIG, CorpusError, load_corpora
+    from strata.stages.corpora import CorpusError, load_corpora
 
     try:
-        spec = load_corpora(os.environ.get("STRATA_CORPORA") or DEFAULT_CONFIG).get(corpus)
+        spec = load_corpora(corpora_file()).get(corpus)
     except (CorpusError, OSError, ValueError):
         return None
     return spec.workers if spec is not None else None

@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import dagster as dg
 
-from strata.stages.corpora import DEFAULT_CONFIG, CorpusError, CorpusSpec, load_corpora
+from strata.stages.corpora import CorpusError, CorpusSpec, load_corpora
+from strata.settings import corpora_file
 
 
 class CorpusRegistry(dg.ConfigurableResource):
-    """Reads ``data/corpora.yaml`` (and the CLI's local registry beside it).
+    """Reads the corpora file (and the CLI's local registry beside it).
 
-    ``config_path`` defaults to ``$STRATA_CORPORA`` or the project's
-    ``data/corpora.yaml``; ``index_dir`` is where indexes go when a corpus does
-    not say (default ``data/indexes``).
+    ``config_path`` defaults to ``$STRATA_CORPORA`` or the project folder's
+    ``data/corpora.yaml`` (:func:`strata.settings.corpora_file`); ``index_dir`` is
+    where indexes go when a corpus does not say (default ``indexes/`` beside the
+    corpora file).
     """
 
     config_path: str = ""
     index_dir: str = ""
 
     def _path(self) -> Path:
-        return Path(self.config_path or os.environ.get("STRATA_CORPORA") or DEFAULT_CONFIG)
+        return Path(self.config_path) if self.config_path else corpora_file()
 
     def all(self) -> dict[str, CorpusSpec]:
         index_base = Path(self.index_dir) if self.index_dir else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from strata.embedding import DEFAULT_MODEL, Encoder, EncoderSpec
+from strata.settings import EmbedSettings, default
 
 
 class EmbedderResource(dg.ConfigurableResource):
@@ -17,11 +18,12 @@ class EmbedderResource(dg.ConfigurableResource):
     named by ``api_key_env`` and never stored).
     """
 
-    backend: str = "sentence-transformers"
-    model: str = DEFAULT_MODEL
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    batch_size: int = 64
+    # defaults from strata.settings.EmbedSettings (declared there with their variables)
+    backend: str = default(EmbedSettings, "backend")
+    model: str = default(EmbedSettings, "model")
+    base_url: str | None = default(EmbedSettings, "base_url")
+    api_key_env: str = default(EmbedSettings, "api_key_env")
+    batch_size: int = default(EmbedSettings, "batch_size")
 
     def spec_for(self, corpus_spec: EncoderSpec | None) -> EncoderSpec:
         if corpus_spec is not None and (corpus_spec.model != DEFAULT_MODEL

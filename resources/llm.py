@@ -7,6 +7,12 @@ from pathlib import Path
 
 import dagster as dg
 
+from strata.settings import LLMSettings, check, default
+
+
+def _D(name: str):  # noqa: N802 - reads as the declared default
+    return default(LLMSettings, name)
+
 
 class LLMResource(dg.ConfigurableResource):
     """Which LLM the stages call, and how hard.
@@ -18,17 +24,19 @@ class LLMResource(dg.ConfigurableResource):
     function; ``vision_callable_path`` optionally for images).
     """
 
-    backend: str = "offline"
-    model: str = "gpt-4o-mini"
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
-    max_tokens: int = 512
-    concurrency: int = 4
-    timeout_s: float = 60.0
-    max_retries: int = 5
-    callable_path: str | None = None
-    vision_callable_path: str | None = None
+    # defaults from strata.settings.LLMSettings (declared there with their variables
+    # and bounds); pipelines.definitions gives each field whose variable is set as dg.EnvVar
+    backend: str = _D("backend")
+    model: str = _D("model")
+    base_url: str | None = _D("base_url")
+    api_key_env: str = _D("api_key_env")
+    temperature: float = _D("temperature")
+    max_tokens: int = _D("max_tokens")
+    concurrency: int = _D("concurrency")
+    timeout_s: float = _D("timeout_s")
+    max_retries: int = _D("max_retries")
+    callable_path: str | None = _D("callable_path")
+    vision_callable_path: str | None = _D("vision_callable_path")
     # What the endpoint charges (US dollars per million tokens), for the cost shown
     # with each materialization and `strata index --dry-run`. Strings because they
     # are usually set through dg.EnvVar (STRATA_LLM_USD_PER_M_*), which Dagster
@@ -37,7 +45,14 @@ class LLMResource(dg.ConfigurableResource):
     usd_per_million_completion_tokens: str | None = None
 
     def setup_for_execution(self, context) -> None:
-        usd_prices(self)  # a price that is not a number fails the run before any step
+        self.checked()  # a bad value (a price that is not a number) fails the run before any step
+
+    def checked(self) -> LLMSettings:
+        """The resource's values (its dg.EnvVar fields resolved) validated as
+        :class:`LLMSettings` validates its variables: one line naming the variable
+        when one cannot be used."""
+        return check(LLMSettings, {f: getattr(self, f) for f in LLMSettings.model_fields
+                                   if f in type(self).model_fields})
 
     def settings(self, overrides: dict | None = None) -> dict:
         """Which LLM a stage uses: the resource's settings, with what a corpus
@@ -67,10 +82,8 @@ class LLMResource(dg.ConfigurableResource):
         s = self.settings(overrides)
         if vision and s["backend"] == "callable" and not s["vision_callable_path"]:
             return LLM(LLMConfig(backend="offline"))
-        config = LLMConfig(backend=s["backend"], model=s["model"], base_url=s["base_url"],
-                           api_key_env=s["api_key_env"], temperature=self.temperature,
-                           max_tokens=self.max_tokens, concurrency=self.concurrency,
-                           timeout_s=self.timeout_s, max_retries=self.max_retries)
+        config = LLMConfig.from_settings(self.checked(), backend=s["backend"], model=s["model"],
+                                         base_url=s["base_url"], api_key_env=s["api_key_env"])
         return LLM(config, cache_path=cache_path, fn=_load(s["callable_path"]),
                    vision_fn=_load(s["vision_callable_path"]))
 
@@ -85,17 +98,9 @@ def _load(path: str | None):
 
 
 def usd_prices(resource) -> tuple[float | None, float | None]:
-    """(prompt, completion) US dollars per million tokens, None where not set."""
-    out = []
-    for field, var in (("usd_per_million_prompt_tokens", "STRATA_LLM_USD_PER_M_PROMPT"),
-                       ("usd_per_million_completion_tokens", "STRATA_LLM_USD_PER_M_COMPLETION")):
-        raw = getattr(resource, field, None)
-        if raw is None or (isinstance(raw, str) and not raw.strip()):
-            out.append(None)
-            continue
-        try:
-            out.append(float(raw))
-        except (TypeError, ValueError):
-            raise ValueError(f"the llm resource's {field} (${var}) must be a number of US "
-                             f"dollars per million tokens, not {raw!r}") from None
-    return out[0], out[1]
+    """(prompt, completion) US dollars per million tokens, None where not set;
+    :class:`strata.settings.SettingsError` (a ValueError) for a price that is not
+    a number."""
+    fields = ("usd_per_million_prompt_tokens", "usd_per_million_completion_tokens")
+    s = check(LLMSettings, {f: getattr(resource, f, None) for f in fields})
+    return s.usd_per_million_prompt_tokens, s.usd_per_million_completion_tokens

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from functools import cached_property
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from strata.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_ma
 from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
                            LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
                            vector_table_name)
+from strata.settings import QuerySettings, SettingsError, default, load
 from strata.stats import index_stats
 
 _NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "title",
@@ -38,9 +38,9 @@ def limit_blas_threads() -> None:
         return
     _BLAS_LIMITED = True
     try:
-        n = int(os.environ.get("STRATA_BLAS_THREADS", "1"))
-    except ValueError:
-        n = 1
+        n = load(QuerySettings).blas_threads
+    except SettingsError:
+        n = default(QuerySettings, "blas_threads")
     if n > 0:
         from threadpoolctl import threadpool_limits
 

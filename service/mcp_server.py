@@ -28,9 +28,12 @@ from pydantic import Field
 from strata.retrieval.modes import DEFAULT_MODE, MODES
 from strata.service.mcp_tools import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS, MAX_K, ToolFailure, Tools
 from strata.schema import EMBEDDED_KINDS, ENTITY, FACT
+from strata.settings import ServeSettings, default
 
 log = logging.getLogger("strata.mcp")
 DEFAULT_PORT = 8002
+# the service's limit on a query's length (strata.settings.ServeSettings)
+MAX_QUERY_CHARS: int = default(ServeSettings, "max_query_chars")
 Mode = Literal[tuple(sorted(MODES))]  # type: ignore[valid-type]
 Kind = Literal[EMBEDDED_KINDS + (ENTITY, FACT)]  # type: ignore[valid-type]
 
@@ -75,7 +78,7 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
 
     @tool
     def search(
-        query: Annotated[str, Field(min_length=1, max_length=2000,
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS,
                                     description="what to look for, in words or identifiers")],
         mode: Annotated[Mode | None, Field(
             description=f"retrieval mode (default {DEFAULT_MODE}: dense + BM25 fused, each hit "
@@ -98,7 +101,7 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
 
     @tool
     def ask(
-        question: Annotated[str, Field(min_length=1, max_length=2000)],
+        question: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)],
         mode: Annotated[Mode | None, Field(
             description=f"retrieval mode (default {DEFAULT_MODE}; 'routed' picks files first "
                         "and reads their direct imports and links)")] = None,
@@ -228,8 +231,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     h.add_argument("--api-keys", default=None,
                    help="file of hashed API keys (`strata keys new`; default "
                         "$STRATA_API_KEYS_FILE, or $STRATA_API_KEY_HASHES)")
-    h.add_argument("--rate-per-minute", type=float, default=120.0,
-                   help="requests per minute per key, unless its entry sets one (default 120)")
+    h.add_argument("--rate-per-minute", type=float, default=None,
+                   help="requests per minute per key, unless its entry sets one (default "
+                        f"$STRATA_RATE_PER_MINUTE, else {default(ServeSettings, 'rate_per_minute'):g})")
     h.add_argument("--allow-unauthenticated", action="store_true",
                    help="listen on a non-loopback address without API keys")
     p.add_argument("--log-level", default="warning",
@@ -241,7 +245,7 @@ def main(args: argparse.Namespace, llm=None) -> int:
     Exit codes: 0, or 2 for a missing index, bad keys or an unsafe host."""
     from strata.service.auth import Gate, KeyFileError, KeyStore, load_entries
     from strata.service.registry import Registry
-    from strata.service.settings import ServiceSettings, is_loopback
+    from strata.service.settings import ServiceConfigError, ServiceSettings, is_loopback
     from strata.layout import IndexDamaged, IndexNotFound
 
     def fail(message: str) -> int:
@@ -254,16 +258,19 @@ def main(args: argparse.Namespace, llm=None) -> int:
         return fail(f"--budget-tokens must be within 200..{MAX_BUDGET_TOKENS}")
     gate = None
     if args.http:
-        env = ServiceSettings.from_env()
         try:
-            keys = load_entries(args.api_keys or env.api_keys_file, env.api_key_hashes)
+            env = ServiceSettings.from_env(api_keys_file=args.api_keys,
+                                           rate_per_minute=args.rate_per_minute)
+            keys = load_entries(env.api_keys_file, env.api_key_hashes)
+        except ServiceConfigError as e:
+            return fail(str(e))
         except (KeyFileError, OSError) as e:
             return fail(f"API keys: {e}")
         if not keys and not is_loopback(args.host) and not args.allow_unauthenticated:
             return fail(f"refusing to listen on {args.host} without API keys: create one with "
                         "`strata keys new NAME --file keys.txt` and pass --api-keys keys.txt, "
                         "or pass --allow-unauthenticated if the network in front is trusted")
-        gate = Gate(KeyStore(keys), args.rate_per_minute, None, args.allow_unauthenticated)
+        gate = Gate(KeyStore(keys), env.rate_per_minute, None, args.allow_unauthenticated)
     try:
         registry = Registry(args.index, reload_interval_s=args.reload_interval, warm_up=False)
     except (IndexNotFound, IndexDamaged, ValueError) as e:

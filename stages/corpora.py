@@ -1,9 +1,11 @@
-"""Corpus declarations: ``data/corpora.yaml`` plus CLI-registered corpora.
+"""Corpus declarations: the project's ``data/corpora.yaml`` plus CLI-registered corpora.
 
 Each corpus is one Dagster partition. ``strata index ROOT --corpus NAME``
 records its corpus in a local registry file beside the YAML (git-ignored) so
 that the UI, sensors and later CLI runs all resolve the same partition to the
-same folder.
+same folder. Which file is the project's: :func:`strata.settings.corpora_file`
+(``$STRATA_CORPORA``, else ``data/corpora.yaml`` in the project folder), never
+one inside the installed package.
 """
 
 from __future__ import annotations
@@ -16,9 +18,7 @@ import yaml
 
 from strata.stages.discover import check_patterns
 from strata.embedding import DEFAULT_MODEL, EncoderSpec
-
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CONFIG = PROJECT_ROOT / "data" / "corpora.yaml"
+from strata.settings import corpora_file
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # what a corpus may remember about its LLM (never a key: only the *name* of its variable)
 LLM_FIELDS = ("backend", "model", "base_url", "api_key_env", "callable_path",
@@ -156,19 +156,22 @@ def _llm_settings(name: str, raw) -> dict | None:
     return {k: str(v) for k, v in raw.items() if v is not None}
 
 
-def load_corpora(config_path: Path = DEFAULT_CONFIG,
+def load_corpora(config_path: Path | str | None = None,
                  index_base: Path | None = None) -> dict[str, CorpusSpec]:
-    """Declared corpora, with CLI-registered ones layered on top."""
-    config_path = Path(config_path)
+    """Declared corpora, with CLI-registered ones layered on top (default: the
+    project's corpora file)."""
+    config_path = Path(config_path) if config_path is not None else corpora_file()
     base = config_path.parent
     merged = {**_load_yaml(config_path), **_load_yaml(local_registry_path(config_path))}
     return {name: _spec(name, raw or {}, base, index_base) for name, raw in merged.items()}
 
 
-def register_corpus(spec: CorpusSpec, config_path: Path = DEFAULT_CONFIG) -> Path:
-    """Record a CLI corpus in the local registry (declared ones are left untouched)."""
-    config_path = Path(config_path)
+def register_corpus(spec: CorpusSpec, config_path: Path | None = None) -> Path:
+    """Record a CLI corpus in the local registry (declared ones are left untouched);
+    its folder is made when the project has none yet."""
+    config_path = Path(config_path) if config_path is not None else corpora_file()
     local = local_registry_path(config_path)
+    local.parent.mkdir(parents=True, exist_ok=True)
     corpora = _load_yaml(local)
     corpora[spec.name] = spec.to_yaml(config_path.parent)
     tmp = local.with_name(local.name + ".tmp")

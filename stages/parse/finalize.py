@@ -15,6 +15,7 @@ from typing import Any
 from strata.stages.parse.chunking import split_text
 from strata.stages.parse.model import Draft, ParsedFile
 from strata.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
+from strata.settings import ChunkingSettings, check, default
 
 # Bump when a parser's output changes for the same input: it invalidates the
 # per-document cache so old parses are not reused.
@@ -25,8 +26,14 @@ CHUNKED_KINDS = (SECTION, FILE)
 
 @dataclass(frozen=True)
 class ParseSettings:
-    chunk_tokens: int = 200
-    context_lines: int = 5
+    """Defaults and bounds declared in :class:`strata.settings.ChunkingSettings`."""
+
+    chunk_tokens: int = default(ChunkingSettings, "chunk_tokens")
+    context_lines: int = default(ChunkingSettings, "context_lines")
+
+    def __post_init__(self) -> None:
+        check(ChunkingSettings, {"chunk_tokens": self.chunk_tokens,
+                                 "context_lines": self.context_lines})
 
     def fingerprint(self) -> str:
         return f"p{PARSER_VERSION}-c{self.chunk_tokens}-x{self.context_lines}"
