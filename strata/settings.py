@@ -222,10 +222,11 @@ class ServeSettings(_Group):
                                       "The same entries, comma-separated")
     rate_per_minute: float | None = _env(
         "STRATA_RATE_PER_MINUTE", 120.0,
-        "Requests per minute per API key, unless its entry sets one", gt=0)
+        "Requests per minute per API key, unless its entry sets one (0: no limit)", ge=0)
     anonymous_rate_per_minute: float | None = _env(
         "STRATA_ANONYMOUS_RATE_PER_MINUTE", None,
-        "Requests per minute per client address when no keys are configured", gt=0)
+        "Requests per minute per client address when no keys are configured (default and 0: no "
+        "limit)", ge=0)
     allow_unauthenticated: bool = _env("STRATA_ALLOW_UNAUTHENTICATED", False,
                                        "Serve a non-loopback address without API keys")
     max_body_bytes: int = _env("STRATA_MAX_BODY_BYTES", 64 * 1024,
@@ -234,8 +235,8 @@ class ServeSettings(_Group):
                                 "Longest query or question", ge=1, le=100_000)
     reload_interval_s: float = _env(
         "STRATA_RELOAD_INTERVAL_S", 1.0,
-        "Seconds between looks for a newly published version (object storage: 30 at least)",
-        gt=0, le=86_400)
+        "Seconds between looks for a newly published version (0: at every request; object "
+        "storage: 30 at least)", ge=0, le=86_400)
     cross_encoder_path: str | None = _env(
         "STRATA_CROSS_ENCODER", None, "Local CrossEncoder folder for diffusion's "
         "`rerank='cross-encoder'`")
