@@ -174,6 +174,7 @@ def parse_openie(text: str) -> OpenIEOut:
     if not isinstance(ents, list) or not isinstance(trips, list):
         raise ValueError("'entities' and 'triples' must be lists")
     entities: list[tuple[str, str]] = []
+    triples: list[tuple] = []
     for e in ents:
         e = _scalar(e)
         if isinstance(e, str):
@@ -183,17 +184,26 @@ def parse_openie(text: str) -> OpenIEOut:
             desc = _scalar(_lookup(e, "description", "desc", "type"))
             if isinstance(name, str):
                 entities.append((name, desc if isinstance(desc, str) else ""))
-    triples: list[tuple] = []
+            # a small model (SmolLM2-135M) writes its facts into the entity objects:
+            # {"name", "description", "head", "tail"}, or {"tail": ...} alone. With a
+            # tail it was meant as a triple: kept as one, so validate() keeps it when
+            # whole and grounded and drops and counts it when half (no relation)
+            if _lookup(e, "tail", "object") is not None:
+                triples.append(_triple_of(e))
     for t in trips:
         if isinstance(t, dict):
-            t = [_lookup(t, "head", "subject", "h", "s"),
-                 _lookup(t, "relation", "predicate", "rel", "r", "p"),
-                 _lookup(t, "tail", "object", "t", "o")]
+            t = _triple_of(t)
         if isinstance(t, (list, tuple)):
             triples.append(tuple(_scalar(x) for x in t))
     if (ents or trips) and not entities and not triples:
         raise ValueError("no entity or triple has a usable shape")
     return OpenIEOut(entities=entities, triples=triples)  # type: ignore[arg-type]
+
+
+def _triple_of(d: dict) -> tuple:
+    return tuple(_scalar(x) for x in (_lookup(d, "head", "subject", "h", "s"),
+                                      _lookup(d, "relation", "predicate", "rel", "r", "p"),
+                                      _lookup(d, "tail", "object", "t", "o")))
 
 
 # --------------------------------------------------------------------------- validation
