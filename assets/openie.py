@@ -100,6 +100,7 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         "entities": entities.num_rows,
         "facts": fact_table.num_rows,
         "dropped_triples": result.dropped_triples,
+        "dropped_entities": result.dropped_entities,
         "units_by_source": md(sources, ("source", "units")),
         "import_unmatched": len(unmatched),
         "import_unmatched_passages": md(unmatched[:50], ("idx", "passage_head")),

@@ -129,3 +129,28 @@ def test_timeouts_from_a_busy_server_do_not_trip_the_breaker(server, tmp_path):
              cache_path=tmp_path / "llm.sqlite") as llm:
         res = llm.run(reqs, stage="openie")
     assert all(r.ok for r in res), [r.error for r in res if not r.ok]
+
+
+def test_openie_entities_the_passage_never_names_are_dropped_and_counted(server, tmp_path):
+    """SmolLM2 in JSON mode named things that are not in the passage (a snake_case
+    key, a "relation:title" label, people from elsewhere): well-formed JSON, wrong
+    content. A model's entities must occur in the unit's text (case and punctuation
+    aside); the rest are dropped and counted."""
+    import polars as pl
+
+    from stages.enrich.openie import run_openie
+
+    text = "# Water density\n\nThe default density of 1025 kg/m3 suits open coastal water."
+    server.reply = lambda body: {"entities": [
+        {"name": "salinity_index", "description": "made up"},
+        {"name": "relation:title", "description": "made up"},
+        {"name": "Marie Curie", "description": "not in the passage"},
+        {"name": "open coastal water", "description": "in the passage"},
+        {"name": "Water Density", "description": "the title, capitalised"}], "triples": []}
+    units = pl.DataFrame({"node_id": ["u1"], "path": ["d.md"], "title": ["Water density"],
+                          "breadcrumb": ["Water density"], "text": [text]})
+    with LLM(cfg(server), cache_path=tmp_path / "llm.sqlite") as llm:
+        res = run_openie(units, llm)
+    assert [n for n, _ in res.per_unit["u1"].entities] == ["open coastal water", "Water Density"]
+    assert res.dropped_entities == 3 and res.counts["dropped_entities"] == 3
+    assert res.failures == []
