@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import dagster as dg
@@ -67,10 +68,15 @@ class LLMResource(dg.ConfigurableResource):
         s = self.settings(overrides)
         if vision and s["backend"] == "callable" and not s["vision_callable_path"]:
             return LLM(LLMConfig(backend="offline"))
+        # a local server's pace (README: "A local model"); the settings model declares
+        # these two variables properly (issue 19), this reads them until it lands
+        env = os.environ
         config = LLMConfig(backend=s["backend"], model=s["model"], base_url=s["base_url"],
                            api_key_env=s["api_key_env"], temperature=self.temperature,
-                           max_tokens=self.max_tokens, concurrency=self.concurrency,
-                           timeout_s=self.timeout_s, max_retries=self.max_retries)
+                           max_tokens=self.max_tokens,
+                           concurrency=int(env.get("STRATA_LLM_CONCURRENCY") or self.concurrency),
+                           timeout_s=float(env.get("STRATA_LLM_TIMEOUT_S") or self.timeout_s),
+                           max_retries=self.max_retries)
         return LLM(config, cache_path=cache_path, fn=_load(s["callable_path"]),
                    vision_fn=_load(s["vision_callable_path"]))
 

@@ -307,7 +307,8 @@ class LLM:
         if self.config.backend != "openai":
             return False
         try:
-            probe("LLM", self.config.base_url, timeout_s=min(5.0, self.config.timeout_s),
+            # as long as a request may take: a CPU busy with a model answers late
+            probe("LLM", self.config.base_url, timeout_s=min(60.0, self.config.timeout_s),
                   key_env=self.config.api_key_env)
         except EndpointError:
             return False
