@@ -69,7 +69,8 @@ screenshots: install
 
 # The README's benchmark tables come from here (benchmarks/results/, then benchmarks.report).
 # e2e-llm runs here, not in CI (.ci/run): on a fresh CI machine it costs the wheel build
-# (9.6 CPU-minutes), a 98 MB model download and ~65 answers of a 135M model on CPU.
+# (9.6 CPU-minutes), a 98 MB model download and ~50 answers of a 135M model on one CPU
+# thread (5-70 s each on this 2-core machine while other builds run).
 bench: install
 	$(MAKE) e2e-llm
 	$(PY) -m benchmarks.musique_recall

@@ -166,8 +166,11 @@ def main(argv: list[str] | None = None) -> None:
                   "--out", args.out])
     offline_label = quality.DEFAULT_LABEL
     previous = json.loads((Path(args.out) / f"{quality.NAME}.json").read_text())
-    if offline_label not in previous.get("rows", {}):  # the heuristic's row on the same passages
-        quality.main(["--subsets", f"{n},all", "--out", args.out])
+    offline_row = previous.get("rows", {}).get(offline_label, {})
+    if f"first {n}" not in offline_row.get("subsets", {}):  # the heuristic on the same passages
+        subsets = sorted({n, 200} | {int(k.split()[1]) for k in offline_row.get("subsets", {})
+                                     if k.startswith("first ")})
+        quality.main(["--subsets", ",".join(map(str, subsets)) + ",all", "--out", args.out])
 
     docs = work / "docs"
     shutil.rmtree(docs, ignore_errors=True)
@@ -176,10 +179,12 @@ def main(argv: list[str] | None = None) -> None:
     for i, c in enumerate(corpus):
         (docs / passage_file(i)).write_text(f"# {c['title']}\n\n{c['text']}\n", encoding="utf-8")
     questions, gold = covered_questions(n)
+    if not questions:  # fewer passages than one question's 20 candidates
+        print(f"no question has all its passages among the first {n}: no recall figures")
     builds = {"offline heuristic": [], "SmolLM2-135M": ["--openie-import", str(predictions)],
               "GPT-3.5 (imported)": ["--openie-import", str(OPENIE_FILE)]}
     rec, build_s = {}, {}
-    for i, (label, extra) in enumerate(builds.items()):
+    for i, (label, extra) in enumerate(builds.items() if questions else ()):
         out = work / f"index_{i}"
         shutil.rmtree(out, ignore_errors=True)
         print(f"building the {n} passages with facts from {label}...", flush=True)
