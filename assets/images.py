@@ -126,7 +126,9 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
     write_parquet_atomic(result.table, layout.build_table("captions"))
     write_failures(layout, "caption", result.failures)
     record_stage(layout, "caption", seconds=result.stats.seconds, calls=result.stats.calls,
-                 cache_hits=result.stats.cache_hits, failures=len(result.failures))
+                 cache_hits=result.stats.cache_hits, failures=len(result.failures),
+                 retries=result.stats.retries, prompt_tokens=result.stats.prompt_tokens,
+                 completion_tokens=result.stats.completion_tokens)
     df = pl.from_arrow(result.table)
     return dg.MaterializeResult(data_version=output_version(layout.build_table("captions")), metadata={
         "dagster/row_count": df.height,

@@ -88,6 +88,8 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
     # (import, llm, cache) or from the offline heuristic (diffusion's walk="auto")
     record_stage(layout, "openie", seconds=result.stats.seconds, calls=result.stats.calls,
                  cache_hits=result.stats.cache_hits, failures=len(result.failures),
+                 retries=result.stats.retries, prompt_tokens=result.stats.prompt_tokens,
+                 completion_tokens=result.stats.completion_tokens,
                  entities=entities.num_rows, facts=fact_table.num_rows,
                  imported_unmatched=len(unmatched), units_by_source=sources)
     return dg.MaterializeResult(data_version=output_version(
@@ -98,6 +100,7 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         "entities": entities.num_rows,
         "facts": fact_table.num_rows,
         "dropped_triples": result.dropped_triples,
+        "dropped_entities": result.dropped_entities,
         "units_by_source": md(sources, ("source", "units")),
         "import_unmatched": len(unmatched),
         "import_unmatched_passages": md(unmatched[:50], ("idx", "passage_head")),

@@ -48,7 +48,9 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
     write_parquet_atomic(result.table, layout.build_table("summaries"))
     write_failures(layout, "summarize", result.failures)
     record_stage(layout, "summarize", seconds=result.stats.seconds, calls=result.stats.calls,
-                 cache_hits=result.stats.cache_hits, failures=len(result.failures))
+                 cache_hits=result.stats.cache_hits, failures=len(result.failures),
+                 retries=result.stats.retries, prompt_tokens=result.stats.prompt_tokens,
+                 completion_tokens=result.stats.completion_tokens)
     df = pl.from_arrow(result.table)
     return dg.MaterializeResult(data_version=output_version(layout.build_table("summaries")), metadata={
         "dagster/row_count": df.height,

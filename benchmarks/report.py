@@ -49,6 +49,13 @@ SECTIONS = (
      "head and tail match leniently in either order, relation ignored. P / R / F1 in percent, "
      "summed over passages. The v1 row is the heuristic before this change, measured once from "
      "its commit (`--extractor FILE.py:offline_openie`)."),
+    ("openie_llm", "A local small model's OpenIE: SmolLM2-135M against the offline heuristic",
+     "`benchmarks.openie_llm` (needs `make llm-server`): the first MuSiQue passages through the "
+     "OpenIE stage's own prompt, JSON mode, retries and validation, sent to SmolLM2-135M-Instruct "
+     "(Q4_1) on llama.cpp's server on loopback, one request at a time; its quality row is in the "
+     "OpenIE quality table above. Then the same passages built three times, the facts from the "
+     "heuristic, from SmolLM2 (imported) and from GPT-3.5 (imported), summaries offline in all "
+     "three, and Recall@k on the questions whose candidate passages they are."),
     ("openharmony", "OpenHarmony dev set: the right page and the right section",
      "Labeled developer questions (`benchmarks/data/openharmony_dev.yaml`, written from the pages "
      "before any retrieval ran). File Hit@k: the gold page among the first k distinct pages; "

@@ -208,6 +208,24 @@ def _request(index, question: str, results):
                       max_tokens=1024)
 
 
+_CITATION = re.compile(r"\[(\d+)\]")
+
+
+def uncited_note(text: str, base: dict) -> str:
+    """'' when the answer cites one of its numbered sources; else a line saying it
+    cited none and which passages it was given (and a trace note). A small model
+    (SmolLM2-135M in ``make e2e-llm``) answers without the ``[n]`` it was asked
+    for: the reader still learns where the context came from, and that the
+    model did not say which part it used."""
+    sources = base.get("sources") or []
+    if not sources or {int(n) for n in _CITATION.findall(text)} & {s["n"] for s in sources}:
+        return ""
+    base["trace"]["notes"] = [*base["trace"].get("notes", []),
+                              "answer: the model cited none of its context passages"]
+    given = ", ".join(f"[{s['n']}] {s['path']}" for s in sources[:5])
+    return f"\n\n(The model cited none of the context passages it was given: {given}.)"
+
+
 def _fallback(question: str, results, base: dict, error: str) -> Answer:
     lead = (f"The LLM could not answer ({error}), so this is an "
             "extractive answer: the retrieved sentences that best match the question.")
@@ -241,7 +259,7 @@ def ask(index, question: str, mode: str | None = None, llm=None, k: int = 8,
             error, text = f"{type(e).__name__}: {e}", ""
         if error or not text:
             return _fallback(question, results, base, error or "empty reply")
-        return Answer(text=text, extractive=False, **base)
+        return Answer(text=text + uncited_note(text, base), extractive=False, **base)
     finally:
         if owned:
             client.close()
@@ -294,7 +312,10 @@ def ask_stream(index, question: str, mode: str | None = None, llm=None, k: int =
             yield "delta", answer.text
             yield "done", answer
             return
-        yield "done", Answer(text=text, extractive=False, **base)
+        note = uncited_note(text, base)
+        if note:
+            yield "delta", note
+        yield "done", Answer(text=text + note, extractive=False, **base)
     finally:
         if owned:
             client.close()

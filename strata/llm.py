@@ -55,6 +55,7 @@ from strata.endpoints import (EndpointError, describe_connection_error, probe, r
 from strata.llm_cache import ResponseCache, cache_key
 from strata.llm_json import parse_json
 from strata.settings import LLMSettings, default, load
+from strata.llm_throttle import Throttle
 from strata.stopping import RetryAbandoned
 
 __all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "LLMStreamError", "StageStats",
@@ -234,6 +235,9 @@ class LLM:
         self._client: Any = None
         self._client_lock = threading.Lock()
         self._send_response_format = config.json_mode != "off"  # auto may turn it off
+        # streamed answers ask for the server's token counts (a last chunk with ``usage``);
+        # dropped for good if a server refuses the parameter
+        self._send_stream_options = True
         self._closed = threading.Event()
         # the circuit breaker: connection failures in a row, and why the last one failed
         self._breaker_lock = threading.Lock()
@@ -244,6 +248,8 @@ class LLM:
         self._probed = False
         # the item a worker thread is on (the SDK's retries are reported on that thread)
         self._item = threading.local()
+        # requests in flight (openai backend): ``concurrency``, halved on each timeout
+        self._throttle = Throttle(config.concurrency, on_change=self._throttled)
 
     # ---- identity
 
@@ -299,12 +305,32 @@ class LLM:
 
     def _connection_failed(self, problem: str) -> None:
         limit = self.config.breaker_failures
+        if problem.startswith("does not answer") and self._busy_not_dead():
+            return
         with self._breaker_lock:
             self._failures_in_a_row += 1
             self._last_connection_problem = problem
             if limit and self._failures_in_a_row >= limit and not self._tripped.is_set():
                 self._tripped_after = self._failures_in_a_row
                 self._tripped.set()
+
+    def _busy_not_dead(self) -> bool:
+        """After a timeout: does the endpoint still answer a cheap request? A local
+        server that answers one request at a time (llama.cpp's, Ollama with one
+        slot) times out requests queued behind a slow model while it answers
+        ``GET /models`` at once: busy, which the throttle deals with, not dead,
+        which the breaker is for (seen in ``make e2e-llm``: SmolLM2 on a loaded
+        CPU tripped the breaker with 8 queued requests before its first answer)."""
+        if self.config.backend != "openai":
+            return False
+        try:
+            # as long as a request may take: a CPU busy with a model answers late
+            probe("LLM", self.config.base_url, timeout_s=min(60.0, self.config.timeout_s),
+                  key_env=self.config.api_key_env)
+        except EndpointError:
+            return False
+        log.info("LLM endpoint %s timed out but answers: busy, not down", self.endpoint)
+        return True
 
     def _why_stop(self) -> str | None:
         """Why no (further) request should be sent for an item, or None."""
@@ -646,15 +672,23 @@ class LLM:
                 )
             return self._client
 
+    def _throttled(self, old: int, new: int) -> None:
+        log.warning("LLM endpoint %s timed out: sending %d request(s) at a time instead of %d "
+                    "(a server that answers one at a time queues the rest; see the README's "
+                    "local-server notes)", self.endpoint, new, old)
+
     def _sdk_retry(self, answer: Any, failure: BaseException | None, delay: float, n: int,
                    of: int) -> None:
         """The SDK is about to retry this thread's item: an HTTP answer (429, 5xx)
-        resets the breaker, no answer counts towards it."""
+        resets the breaker, no answer counts towards it, and a timeout lowers the
+        requests in flight."""
         if answer is not None:
             self._answered()
             self._retrying(f"HTTP {answer.status_code}", delay, n, of)
             return
         problem = self._connection_problem(failure)
+        if problem.startswith("does not answer"):  # timed out (not refused, not unresolved)
+            self._throttle.timed_out()
         self._connection_failed(problem)
         self._retrying(f"no answer: the endpoint {problem}", delay, n, of)
 
@@ -698,9 +732,10 @@ class LLM:
         return kwargs, send_format
 
     @contextlib.contextmanager
-    def _openai_errors(self, send_format: bool = False):
+    def _openai_errors(self, send_format: bool = False, stream_options: bool = False):
         """The SDK's exceptions (its own retries spent, or not worth retrying) as
-        ours: a failure, or a refused ``response_format``; every message redacted."""
+        ours: a failure, or a refused ``response_format`` or ``stream_options``;
+        every message redacted."""
         import openai
 
         cfg = self.config
@@ -714,8 +749,12 @@ class LLM:
                     and "response_format" in f"{e.message} {e.body}"):
                 self._send_response_format = False
                 raise _FormatRejected(msg) from None
+            if status == 400 and stream_options and "stream_options" in f"{e.message} {e.body}":
+                self._send_stream_options = False
+                raise _FormatRejected(msg) from None
             raise _Failed(msg) from None  # the SDK's retries spent, or a 4xx
         except openai.APITimeoutError:
+            self._throttle.timed_out()
             raise _Failed(f"timeout: no answer within {cfg.timeout_s:g}s",
                           connection=self._connection_problem(None)) from None
         except openai.APIConnectionError as e:
@@ -728,8 +767,14 @@ class LLM:
     def _call_openai(self, req: LLMRequest) -> tuple[str | None, int, int]:
         client = self._get_client()
         kwargs, send_format = self._openai_kwargs(req)
-        with self._openai_errors(send_format):
-            resp = client.chat.completions.create(**kwargs)
+        why = self._throttle.acquire(self._why_stop)
+        if why:
+            raise _Failed(f"not sent: {why}")
+        try:
+            with self._openai_errors(send_format):
+                resp = client.chat.completions.create(**kwargs)
+        finally:
+            self._throttle.release()
         choice = resp.choices[0] if resp.choices else None
         text = choice.message.content if choice is not None and choice.message else None
         if text is None:
@@ -766,6 +811,7 @@ class LLM:
         self._bump(stage, calls=1)
         item = self._item  # the backend's retries are counted for this thread's item
         item.stage, item.key, item.retries, item.last = stage, req.key, 0, ""
+        item.usage = None
         t0 = time.monotonic()
         parts: list[str] = []
         try:
@@ -797,7 +843,11 @@ class LLM:
             self._bump(stage, seconds=time.monotonic() - t0)
         self._answered()
         text = self._redact_key("".join(parts))
-        pt, ct = _est_tokens(_prompt_text(req.messages)), _est_tokens(text)
+        usage = getattr(item, "usage", None)
+        if usage is not None:  # the server's own counts (stream_options.include_usage)
+            pt, ct = usage
+        else:  # a server that does not send them (llama.cpp's): estimated
+            pt, ct = _est_tokens(_prompt_text(req.messages)), _est_tokens(text)
         self._bump(stage, prompt_tokens=pt, completion_tokens=ct)
         try:
             self._cache.put(key, text, pt, ct, backend=self.name, template=req.template,
@@ -806,12 +856,21 @@ class LLM:
             log.warning("LLM %s: could not cache %s: %s", stage, req.key, e)
 
     def _stream_openai(self, req: LLMRequest) -> Iterator[str]:
+        """The answer's pieces; the server's token counts, when it sends them (the
+        last chunk, asked for with ``stream_options``), go to this thread's item."""
         client = self._get_client()
         kwargs, send_format = self._openai_kwargs(req)
-        with self._openai_errors(send_format):
+        send_options = self._send_stream_options
+        if send_options:
+            kwargs["stream_options"] = {"include_usage": True}
+        item = self._item
+        with self._openai_errors(send_format, stream_options=send_options):
             chunks = client.chat.completions.create(**kwargs, stream=True)
             try:
                 for chunk in chunks:
+                    usage = getattr(chunk, "usage", None)
+                    if usage is not None and getattr(usage, "prompt_tokens", None) is not None:
+                        item.usage = (int(usage.prompt_tokens), int(usage.completion_tokens or 0))
                     choice = chunk.choices[0] if chunk.choices else None
                     piece = choice.delta.content if choice is not None and choice.delta else None
                     if piece:

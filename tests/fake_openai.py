@@ -18,7 +18,11 @@ Endpoints:
   ``encoding_format="base64"``.
 
 With ``"stream": true`` a chat completion is sent as server-sent events, one
-chunk per word of the reply, then ``data: [DONE]``; when ``server.stream_gate``
+chunk per word of the reply (and, when the request asks with
+``stream_options={"include_usage": true}``, a last chunk with ``usage`` and no
+choices, as OpenAI, vLLM and Ollama send it), then ``data: [DONE]``; with
+``server.reject_stream_options = True`` a request naming ``stream_options`` gets
+a 400 naming it (a server that does not know the parameter); when ``server.stream_gate``
 is a ``threading.Event`` the stream stops after half of its words until the
 test sets it (a model caught in the middle of its answer).
 
@@ -101,6 +105,7 @@ class FakeOpenAI:
         self.faults: list[Fault | tuple] = []
         self.requests: list[Recorded] = []
         self.reject_response_format = False
+        self.reject_stream_options = False
         self.embedding_dim = embedding_dim
         self.model = "fake-model"
         self.stream_gate: threading.Event | None = None
@@ -277,6 +282,10 @@ class _Handler(BaseHTTPRequestHandler):
         if wants_json and self.fake.reject_response_format:
             self._response_format_error()
             return
+        if "stream_options" in body and self.fake.reject_stream_options:
+            self._error(400, "Unrecognized request argument supplied: stream_options",
+                        "invalid_request_error", param="stream_options")
+            return
         kind = fault.kind if fault else None
         finish = "stop"
         if kind == "truncated":
@@ -298,7 +307,9 @@ class _Handler(BaseHTTPRequestHandler):
         pt = max(1, len(prompt) // 4)
         ct = max(1, len(content) // 4)
         if body.get("stream"):
-            self._stream(body, prompt, content, finish)
+            usage = ({"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
+                     if (body.get("stream_options") or {}).get("include_usage") else None)
+            self._stream(body, prompt, content, finish, usage)
             return
         self._send(200, {
             "id": f"chatcmpl-{hashlib.sha1(prompt.encode()).hexdigest()[:16]}",
@@ -310,8 +321,9 @@ class _Handler(BaseHTTPRequestHandler):
             "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
         })
 
-    def _stream(self, body: dict, prompt: str, content: str, finish: str) -> None:
-        """The reply as chat.completion.chunk events, one per word."""
+    def _stream(self, body: dict, prompt: str, content: str, finish: str,
+                usage: dict | None = None) -> None:
+        """The reply as chat.completion.chunk events, one per word (then ``usage``)."""
         import re
 
         words = re.findall(r"\S+\s*|\s+", content) or [""]
@@ -340,6 +352,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(event({"content": word}))
                 self.wfile.flush()
             self.wfile.write(event({}, finish))
+            if usage is not None:
+                last = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+                        "model": body.get("model", self.fake.model), "choices": [],
+                        "usage": usage}
+                self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):

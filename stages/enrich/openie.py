@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - only while strata.llm is being written
 __all__ = [
     "OpenIEOut", "OpenIEResult", "TEMPLATE", "STAGE", "OFFLINE_VERSION", "normalize",
     "openie_units", "unit_context", "offline_openie", "openie_request", "parse_openie", "validate",
-    "load_openie_import", "match_import", "match_import_cached", "run_openie",
+    "load_openie_import", "match_import", "match_import_cached", "run_openie", "grounded_entities",
 ]
 
 TEMPLATE = "openie/v2"  # v2: the location inside the quoted passage
@@ -68,6 +68,7 @@ class OpenIEResult:
     source: dict[str, str] = field(default_factory=dict)  # import | llm | cache | offline (| offline-fallback)
     failures: list[dict] = field(default_factory=list)  # {stage, node_id, error, attempts}
     dropped_triples: int = 0
+    dropped_entities: int = 0  # a model's entities whose names are not in the unit's text
     stats: StageStats = field(default_factory=StageStats)
     counts: dict[str, int] = field(default_factory=dict)  # units per source, entities, triples
     offline_cache: dict[str, list] = field(default_factory=dict)  # what this run's units used
@@ -174,6 +175,7 @@ def parse_openie(text: str) -> OpenIEOut:
     if not isinstance(ents, list) or not isinstance(trips, list):
         raise ValueError("'entities' and 'triples' must be lists")
     entities: list[tuple[str, str]] = []
+    triples: list[tuple] = []
     for e in ents:
         e = _scalar(e)
         if isinstance(e, str):
@@ -183,17 +185,26 @@ def parse_openie(text: str) -> OpenIEOut:
             desc = _scalar(_lookup(e, "description", "desc", "type"))
             if isinstance(name, str):
                 entities.append((name, desc if isinstance(desc, str) else ""))
-    triples: list[tuple] = []
+            # a small model (SmolLM2-135M) writes its facts into the entity objects:
+            # {"name", "description", "head", "tail"}, or {"tail": ...} alone. With a
+            # tail it was meant as a triple: kept as one, so validate() keeps it when
+            # whole and grounded and drops and counts it when half (no relation)
+            if _lookup(e, "tail", "object") is not None:
+                triples.append(_triple_of(e))
     for t in trips:
         if isinstance(t, dict):
-            t = [_lookup(t, "head", "subject", "h", "s"),
-                 _lookup(t, "relation", "predicate", "rel", "r", "p"),
-                 _lookup(t, "tail", "object", "t", "o")]
+            t = _triple_of(t)
         if isinstance(t, (list, tuple)):
             triples.append(tuple(_scalar(x) for x in t))
     if (ents or trips) and not entities and not triples:
         raise ValueError("no entity or triple has a usable shape")
     return OpenIEOut(entities=entities, triples=triples)  # type: ignore[arg-type]
+
+
+def _triple_of(d: dict) -> tuple:
+    return tuple(_scalar(x) for x in (_lookup(d, "head", "subject", "h", "s"),
+                                      _lookup(d, "relation", "predicate", "rel", "r", "p"),
+                                      _lookup(d, "tail", "object", "t", "o")))
 
 
 # --------------------------------------------------------------------------- validation
@@ -251,6 +262,19 @@ def validate(out: OpenIEOut, text: str) -> tuple[OpenIEOut, int]:
         seen.add((nh, nr, nt))
         triples.append((h, r, tl))
     return OpenIEOut(entities=list(entities.values()), triples=triples, ref=out.ref), dropped
+
+
+def grounded_entities(out: OpenIEOut, text: str) -> tuple[OpenIEOut, int]:
+    """A model's entities less those whose names do not occur in ``text`` (same
+    comparison as :func:`validate`'s), and how many went. For a model's output
+    only: SmolLM2-135M named things that are not in the passage (``water_density``,
+    ``relation:title``, a sentence it made up), and a small model asked about a
+    passage often names people and places from elsewhere. Case and punctuation do
+    not matter. An imported extraction is kept as published."""
+    hay = f" {normalize(text)} "
+    kept = [(n, d) for n, d in out.entities
+            if (k := normalize(n)) and (f" {k} " in hay or f" {strip_article(k)} " in hay)]
+    return OpenIEOut(entities=kept, triples=out.triples, ref=out.ref), len(out.entities) - len(kept)
 
 
 # --------------------------------------------------------------------------- HippoRAG import
@@ -554,10 +578,13 @@ def run_openie(units: pl.DataFrame, llm, imported: dict[str, OpenIEOut] | None =
                 if fallback:
                     offline(row, "offline-fallback")
                 continue
-            clean, dropped = validate(out, unit_context(row["text"] or "", row["title"]))
+            ctx = unit_context(row["text"] or "", row["title"])
+            clean, dropped = validate(out, ctx)
+            clean, invented = grounded_entities(clean, ctx)
             res.per_unit[row["node_id"]] = clean
             res.source[row["node_id"]] = "cache" if r.cached else "llm"
             res.dropped_triples += dropped
+            res.dropped_entities += invented
         res.stats = _llm_stats(llm, results, time.perf_counter() - t0)
     else:
         res.stats = StageStats(seconds=time.perf_counter() - t0)
@@ -567,7 +594,8 @@ def run_openie(units: pl.DataFrame, llm, imported: dict[str, OpenIEOut] | None =
                   "failed": len(res.failures),
                   "entities": sum(len(o.entities) for o in res.per_unit.values()),
                   "triples": sum(len(o.triples) for o in res.per_unit.values()),
-                  "dropped_triples": res.dropped_triples}
+                  "dropped_triples": res.dropped_triples,
+                  "dropped_entities": res.dropped_entities}
     return res
 
 

@@ -28,6 +28,11 @@ MAX_FILE_PARTS = 40
 # completion tokens a dry run expects per summary until the cache has seen answers
 # to this template (the prompt asks for at most 3 sentences)
 TYPICAL_COMPLETION_TOKENS = 70
+# the answer's length: three sentences fit in ~100 tokens. A model that does not stop
+# (SmolLM2-135M wrote 440-510 tokens a summary, the whole default max_tokens, a minute
+# each on a busy CPU) is cut here, and _parse keeps its first whole sentences.
+MAX_SUMMARY_TOKENS = 160
+MAX_SENTENCES = 3
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -91,7 +96,7 @@ def _request(node: dict, attrs: dict) -> LLMRequest:
     prompt = (f"Summarize this {what} (its location in the corpus comes first).\n"
               f"<data>\nLocation: {quote(node['breadcrumb'])}\n\n"
               f"{quote(node['text'][:MAX_INPUT_CHARS])}\n</data>{context}")
-    return LLMRequest(key=node["node_id"], template=TEMPLATE,
+    return LLMRequest(key=node["node_id"], template=TEMPLATE, max_tokens=MAX_SUMMARY_TOKENS,
                       messages=({"role": "system", "content": SYSTEM},
                                 {"role": "user", "content": prompt}))
 
@@ -102,15 +107,21 @@ def _file_request(node: dict, parts: list[str]) -> LLMRequest:
               f"<data>\nFile: {quote(node['path'])}\n{quote(node['title'])}\n"
               f"{quote(node['text'][:1500])}\n{quote(listing)}\n</data>")
     return LLMRequest(key=node["node_id"], template=TEMPLATE + "/file",
-                      messages=({"role": "system", "content": SYSTEM},
+                      max_tokens=MAX_SUMMARY_TOKENS, messages=({"role": "system", "content": SYSTEM},
                                 {"role": "user", "content": prompt}))
 
 
 def _parse(text: str) -> str:
-    s = text.strip().strip('"').strip()
+    """The summary: at most :data:`MAX_SENTENCES` sentences, a last one cut off by
+    the token limit dropped when a whole one comes before it."""
+    s = " ".join(text.split()).strip('"').strip()
     if not s:
         raise ValueError("empty summary")
-    return s[:1200]
+    sentences = _SENTENCE.split(s)
+    kept = sentences[:MAX_SENTENCES]
+    if len(kept) > 1 and not kept[-1].rstrip('"\')*_').endswith((".", "!", "?")):
+        kept = kept[:-1]  # cut mid-sentence by max_tokens
+    return " ".join(kept)[:1200]
 
 
 def planned_requests(nodes: pl.DataFrame) -> list[LLMRequest]:

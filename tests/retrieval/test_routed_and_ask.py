@@ -366,3 +366,15 @@ def test_cli_ask_json_and_plain(sample_index):
     assert "Sources consulted:" in proc.stdout and "Reasoning:" in proc.stdout
     proc = strata("ask", "--index", str(sample_index), "--mode", "nope", DRIFT_Q)
     assert proc.returncode == 2 and "routed" in proc.stderr
+
+
+def test_an_answer_that_cites_nothing_says_so_and_names_its_context(idx):
+    """SmolLM2-135M (make e2e-llm) answered without the [n] it was asked for: the
+    answer then says that it cites none of its passages and which it was given."""
+    ans = idx.ask(DRIFT_Q, mode="hybrid", k=4, llm=lambda prompt: "Use a barometer.")
+    first = ans.sources[0]
+    assert ans.text.startswith("Use a barometer.\n\n(The model cited none of the context")
+    assert f"[1] {first['path']}" in ans.text
+    assert "answer: the model cited none of its context passages" in ans.trace["notes"]
+    cited = idx.ask(DRIFT_Q, mode="hybrid", k=4, llm=lambda prompt: "Use a barometer [2].")
+    assert cited.text == "Use a barometer [2]."
