@@ -207,10 +207,6 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
     # file the run's resources and any step process read (through dg.EnvVar).
     os.environ.setdefault("STRATA_SHARDS", str(max(1, workers)))
     os.environ["STRATA_CORPORA"] = str(config_path)
-    if workers > 1:
-        # each step process gets its share of the cores for torch
-        os.environ.setdefault("STRATA_TORCH_THREADS",
-                              str(max(1, (os.cpu_count() or 1) // workers)))
 
     import dagster as dg
 

