@@ -59,6 +59,7 @@ bench: install
 	$(PY) -m benchmarks.context_budget
 	$(PY) -m benchmarks.fusion_sweep
 	$(PY) -m benchmarks.scale_out
+	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.service_load
 	$(PY) -m benchmarks.openie_quality
 	$(PY) -m benchmarks.hardening
