@@ -103,7 +103,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
             "vectors_by_kind": md(result.by_kind, ("kind", "vectors")),
             "lexical_docs": lexical.docs,
             "lexical_rewritten": not lexical.unchanged,
-            "model": f"{enc_spec.backend}:{canonical_model(enc_spec.model)}",
+            "model": enc_spec.label,
             "encoder_loaded": result.loaded_encoder,
             "dim": result.dim,
             "seconds": round(result.seconds, 3),

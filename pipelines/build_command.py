@@ -117,7 +117,8 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     embedding = EncoderSpec(
         backend=backend, model=args.model or (base.model if same else DEFAULT_MODEL),
         base_url=args.embed_base_url or (base.base_url if same else None),
-        api_key_env=base.api_key_env)
+        api_key_env=base.api_key_env,
+        runtime=getattr(args, "embed_runtime", None) or (base.runtime if same else "torch"))
     llm = _llm_flags(args)
     given = {k: v for k, v in llm.items() if v is not None}
     remembered = {**((declared.llm or {}) if declared else {}), **given} or None

@@ -375,6 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=["sentence-transformers", "openai"],
                     help="default: what the corpus was built with, else sentence-transformers")
     ix.add_argument("--embed-base-url", default=None, help="OpenAI-compatible embeddings endpoint")
+    ix.add_argument("--embed-runtime", default=None, choices=["torch", "onnx", "onnx-int8"],
+                    help="how a local model runs: torch, or ONNX Runtime on a graph exported "
+                         "here from the same weights (onnx, onnx-int8; needs the onnx extra); "
+                         "default: what the corpus was built with, else $STRATA_EMBED_RUNTIME "
+                         "or torch")
     ix.add_argument("--chunk-tokens", type=int, default=200, help="chunk budget (estimated tokens)")
     ix.add_argument("--openie-import", default=None,
                     help="HippoRAG openie_results JSON to use instead of LLM OpenIE calls")
@@ -481,6 +486,7 @@ EXIT_PIPE = 141  # the reader of stdout went away (`strata search ... | head`), 
 
 def main(argv: list[str] | None = None) -> int:
     from pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
+    from strata.embedding import EmbeddingModelMismatch
     from strata.endpoints import EndpointError
     from strata.layout import IndexDamaged
 
@@ -489,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT
-    except (IndexDamaged, EndpointError) as e:  # one line, never a stack trace
+    except (IndexDamaged, EndpointError, EmbeddingModelMismatch) as e:  # one line, no trace
         _print(f"error: {e}", err=True)
         rc = EXIT_FAILED
     except BrokenPipeError:

@@ -33,6 +33,7 @@ ENVIRONMENT = {
         "backend": "STRATA_EMBED_BACKEND",
         "model": "STRATA_EMBED_MODEL",
         "base_url": "STRATA_EMBED_BASE_URL",
+        "runtime": "STRATA_EMBED_RUNTIME",
     },
 }
 RESOURCE_CLASSES = {"llm": LLMResource, "corpora": CorpusRegistry, "embedder": EmbedderResource}

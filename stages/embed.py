@@ -131,6 +131,8 @@ def _table_names(db) -> list[str]:
 def _texts(nodes: pl.DataFrame, spec: EncoderSpec) -> tuple[pl.DataFrame, list[str], list[str]]:
     """The embedded rows in table order, their encoder texts and text hashes."""
     model_key = f"{spec.backend}:{canonical_model(spec.model)}"
+    if spec.runtime != "torch":  # another runtime's vectors are its own (torch's keys unchanged)
+        model_key += f":{spec.runtime}"
     todo = nodes.filter(pl.col("embedded")).sort("node_id")  # a deterministic table order
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
