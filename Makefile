@@ -60,7 +60,7 @@ bench: install
 	$(PY) -m benchmarks.fusion_sweep
 	$(PY) -m benchmarks.scale_out
 	$(PY) -m benchmarks.throughput
-	$(PY) -m benchmarks.onnx_runtime --reuse-torch benchmarks/scratch/throughput/torch/musique/plain
+	$(PY) -m benchmarks.onnx_runtime --musique-builds
 	$(PY) -m benchmarks.service_load
 	$(PY) -m benchmarks.openie_quality
 	$(PY) -m benchmarks.hardening

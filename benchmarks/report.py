@@ -72,12 +72,12 @@ SECTIONS = (
     ("onnx_runtime", "Embedding runtimes: torch, ONNX Runtime, ONNX Runtime int8",
      "`benchmarks.onnx_runtime`: all-MiniLM-L6-v2 on each runtime, the ONNX graphs exported here "
      "from the packaged weights (int8: dynamic quantisation, per-channel weight scales). Cosine "
-     "to torch on 2,000 of the MuSiQue build's texts; bare texts/s on them (sorted, batches of "
-     "64); one query's encoding p50 over 200 queries, warm. Each runtime builds MuSiQue (with "
-     "the imported triples) and the OpenHarmony pages with `strata index --embed-runtime`, and "
-     "each index is queried with the runtime that built it (latency warm, query embedding "
-     "included). Load = the 1-minute load average before the MuSiQue build → after the "
-     "evaluation (2 shared cores)."),
+     "to torch over the 1,890 MuSiQue passages; bare texts/s on them (sorted, batches of 64); "
+     "one query's encoding p50 over the 100 MuSiQue questions, warm; MuSiQue dense R@k = the "
+     "questions against the passage vectors (the part of retrieval a runtime changes). The "
+     "OpenHarmony pages are built with `strata index --embed-runtime` and each index is queried "
+     "with the runtime that built it (latency warm, query embedding included). Load = the "
+     "1-minute load average after the encoder run → after the evaluation (2 shared cores)."),
     ("service_load", "HTTP service under load: N concurrent clients on loopback",
      "`benchmarks.service_load`: `strata serve` on the sample index in a child process; per mode, "
      "N client threads (each its own `httpx.Client`) send distinct questions (12 about the "

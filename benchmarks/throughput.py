@@ -18,8 +18,8 @@ benchmark, in one run:
 
 The load average is recorded with every figure: the machine is shared.
 
-Usage: ``python -m benchmarks.throughput [--files 2000] [--only musique|corpus]
-[--runtime torch|onnx|onnx-int8]``
+Usage: ``python -m benchmarks.throughput [--files 2000] [--passages N] [--no-plain]
+[--only musique|corpus] [--runtime torch|onnx|onnx-int8]``
 """
 
 from __future__ import annotations
@@ -222,8 +222,13 @@ def tables(results: dict, runtime: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--passages", type=int, default=0,
+                    help="the first N MuSiQue passages only (default all 1,890; the import "
+                         "matches what it finds)")
+    ap.add_argument("--no-plain", action="store_true",
+                    help="skip MuSiQue's plain first build (its time): the profiled one only")
     ap.add_argument("--only", choices=("musique", "corpus"))
-    ap.add_argument("--runtime", default="torch", choices=("torch",))
+    ap.add_argument("--runtime", default="torch", choices=("torch", "onnx", "onnx-int8"))
     ap.add_argument("--bare", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.bare:
@@ -240,9 +245,14 @@ def main() -> None:
 
         shutil.rmtree(work, ignore_errors=True)
         write_corpus(work / "docs")
-        results["MuSiQue (imported triples)"] = measure(
+        label = "MuSiQue (imported triples)"
+        if args.passages:
+            for f in sorted((work / "docs").glob("p*.md"))[args.passages:]:
+                f.unlink()
+            label = f"MuSiQue, first {args.passages} passages (imported triples)"
+        results[label] = measure(
             "musique", work / "docs", work, ["--openie-import", str(OPENIE_FILE)], args.runtime,
-            plain_first=True)
+            plain_first=not args.no_plain)
     if args.only in (None, "corpus"):
         work = root / "corpus"
         import shutil
@@ -253,6 +263,8 @@ def main() -> None:
                                               plain_first=False)
     report = {"machine": machine(), "runtime": args.runtime, "loadavg_end": load(),
               "results": results}
+    report["args"] = {"files": args.files, "passages": args.passages or 1890,
+                      "plain_build": not args.no_plain}
     name = "throughput" if args.runtime == "torch" else f"throughput_{args.runtime}"
     write_result(name, report, tables(results, args.runtime))
 
