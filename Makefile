@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,docx,bench,scale,langchain,llamaindex]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,docx,bench,scale,langchain,llamaindex,onnx]'
 	$(PY) -m strata.pipelines.instance_config $(DAGSTER_HOME)  # telemetry off, one run per corpus at a time
 	touch $@
 
@@ -85,6 +85,8 @@ bench: install
 	$(PY) -m benchmarks.context_budget
 	$(PY) -m benchmarks.fusion_sweep
 	$(PY) -m benchmarks.scale_out
+	$(PY) -m benchmarks.throughput
+	$(PY) -m benchmarks.onnx_runtime --musique-builds
 	$(PY) -m benchmarks.service_load
 	$(PY) -m benchmarks.openie_quality
 	$(PY) -m benchmarks.openie_llm

@@ -81,9 +81,11 @@ def stoppable(fn):
     @functools.wraps(fn)
     def body(*args, **kwargs):
         from strata import stopping
+        from strata.profiling import step_profile
 
         try:
-            return fn(*args, **kwargs)
+            with step_profile(fn.__name__):  # STRATA_PROFILE: where the step's time goes
+                return fn(*args, **kwargs)
         except dg.Failure:
             raise
         except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError) as e:

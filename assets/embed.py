@@ -45,7 +45,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     from strata.assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
     from strata.stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
-    from strata.embedding import EncoderSpec, canonical_model
+    from strata.embedding import EncoderSpec, canonical_model, encoder_threads
     from strata.layout import read_json_or_empty, write_json_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
@@ -60,7 +60,9 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
 
     def load():
         context.log.info(f"loading encoder {enc_spec.backend}:{enc_spec.model}")
-        return embedder.load(enc_spec)
+        encoder = embedder.load(enc_spec)
+        encoder.set_threads(encoder_threads())  # the shards are done: every core is ours
+        return encoder
 
     with stop_on_dead_endpoint():
         result = build_vectors(nodes, enc_spec, load, layout.build_lance,
@@ -101,7 +103,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
             "vectors_by_kind": md(result.by_kind, ("kind", "vectors")),
             "lexical_docs": lexical.docs,
             "lexical_rewritten": not lexical.unchanged,
-            "model": f"{enc_spec.backend}:{canonical_model(enc_spec.model)}",
+            "model": enc_spec.label,
             "encoder_loaded": result.loaded_encoder,
             "dim": result.dim,
             "seconds": round(result.seconds, 3),

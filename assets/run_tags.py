@@ -31,9 +31,7 @@ def build_tags(spec, llm=None, embedder=None) -> dict[str, str]:
 
 
 def embedding_label(enc_spec) -> str:
-    from strata.embedding import canonical_model
-
-    return f"{enc_spec.backend}:{canonical_model(enc_spec.model)}"
+    return enc_spec.label
 
 
 def launched_by(tags: dict) -> str:

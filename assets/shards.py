@@ -44,6 +44,24 @@ def shard_count() -> int:
     return load(BuildSettings).shards
 
 
+STEP_PROCESSES_TAG = "strata/step_processes"  # the executor's: steps it runs side by side
+
+
+def encoding_processes(shards: int, tags: dict) -> int:
+    """How many embedding shards encode at the same time: as many as the run's
+    step processes (the run tag ``strata/step_processes``, which the strata
+    executor adds when it starts them; absent: every step in one process),
+    never more than the shards. ``STRATA_ENCODING_PROCESSES`` set by an
+    operator (other executors, a shared machine) wins."""
+    from strata.embedding import PROCESSES_ENV
+
+    raw = os.environ.get(PROCESSES_ENV, "").strip()
+    if raw:
+        return max(1, int(raw)) if raw.isdigit() else 1
+    steps = str(tags.get(STEP_PROCESSES_TAG, "1"))
+    return max(1, min(int(steps) if steps.isdigit() else 1, shards))
+
+
 def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
     @dg.op(name=f"parse_shard_{shard}", out=dg.Out(dg.Nothing),
            tags={"strata/shard": f"{shard}/{shards}"},
@@ -99,41 +117,53 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
     def embed_shard(context: dg.OpExecutionContext, corpora: CorpusRegistry,
                     embedder: EmbedderResource) -> None:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         from strata.stages.embed import encode_shard
-        from strata.layout import write_parquet_atomic
+        from strata.embedding import encoder_threads
+        from strata.layout import read_cache_table, write_parquet_atomic
 
         spec, layout = corpus_and_layout(context, corpora)
         items = load_embedding_items(layout)
         enc_spec = embedder.spec_for(spec.embedding)
-        target = vector_cache_dir(layout) / f"{shard:03d}.parquet"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            old = pq.read_table(target) if target.exists() else None
-        except Exception as e:  # noqa: BLE001 - damaged: encode its share again
-            context.log.warning(f"vector cache {target.name} is unreadable ({e}); removed")
-            target.unlink(missing_ok=True)
-            old = None
-        known = set(old.column("text_hash").to_pylist()) if old is not None else set()
+        cache = vector_cache_dir(layout)
+        cache.mkdir(parents=True, exist_ok=True)
+        # what this shard wrote in an interrupted earlier attempt is not encoded again
+        parts = sorted(cache.glob(f"{shard:03d}*.parquet"))
+        known: set[str] = set()
+        for part in parts:
+            t = read_cache_table(part, "vector cache")
+            if t is None:  # damaged: encode its share again
+                part.unlink(missing_ok=True)
+            else:
+                known.update(t["text_hash"].to_list())
+        counter = [len(parts)]
+
+        def sink(text_hashes: list[str], vectors) -> None:
+            flat = pa.array(vectors.reshape(-1), pa.float32())
+            table = pa.table({"text_hash": pa.array(text_hashes, pa.string()),
+                              "vector": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])})
+            while (cache / f"{shard:03d}-{counter[0]:05d}.parquet").exists():
+                counter[0] += 1
+            write_parquet_atomic(table, cache / f"{shard:03d}-{counter[0]:05d}.parquet")
+
+        processes = encoding_processes(shards, dict(context.run.tags))
+        threads = encoder_threads(processes)
+
+        def load():
+            encoder = embedder.load(enc_spec)
+            encoder.set_threads(threads)
+            return encoder
+
         with stop_on_dead_endpoint():
-            result = encode_shard(items, enc_spec, lambda: embedder.load(enc_spec),
-                                  layout.build_lance, shard, shards,
+            result = encode_shard(items, enc_spec, load, layout.build_lance, shard, shards, sink,
                                   progress=progress_logger(context, f"embed shard {shard}"),
                                   known=known)
-        if result.text_hashes:
-            dim = result.vectors.shape[1]
-            flat = pa.array(result.vectors.reshape(-1), pa.float32())
-            new = pa.table({"text_hash": pa.array(result.text_hashes, pa.string()),
-                            "vector": pa.FixedSizeListArray.from_arrays(flat, dim)})
-            if old is not None and old.schema.equals(new.schema):  # same dimension
-                new = pa.concat_tables([old, new])
-            write_parquet_atomic(new, target)
         summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
-                   "computed": len(result.text_hashes), "seconds": round(result.seconds, 3),
-                   "pid": os.getpid()}
-        write_json_atomic(target.with_suffix(".json"), summary)
-        context.log.info(f"embed shard {shard}/{shards}: {len(result.text_hashes)} texts encoded")
+                   "computed": result.computed, "seconds": round(result.seconds, 3),
+                   "pid": os.getpid(), "threads": threads, "encoding_processes": processes}
+        write_json_atomic(cache / f"{shard:03d}.json", summary)
+        context.log.info(f"embed shard {shard}/{shards}: {result.computed} texts encoded "
+                         f"({threads} threads, {processes} encoding processes)")
 
     return embed_shard
 
@@ -154,8 +184,10 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
         total = sum(s["seconds"] for s in rows)
         processes = len({s["pid"] for s in rows})
         # the slowest shard stands for the stage's time: shards may run side by side
+        extra = {k: max(s.get(k, 0) for s in rows) for k in ("threads", "encoding_processes")
+                 if rows and what == "embedding"}  # how the shards shared the cores
         record_stage(layout, f"{what}_shards", seconds=busiest, shards=len(rows),
-                     shard_seconds_total=round(total, 3), processes=processes)
+                     shard_seconds_total=round(total, 3), processes=processes, **extra)
         columns = [k for k in (rows[0] if rows else {"shard": 0}) if k not in ("run_id", "shards")]
         return dg.Output(
             {"shards": len(rows), "run_id": context.run.run_id, "at": time.time()},

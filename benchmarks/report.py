@@ -67,6 +67,24 @@ SECTIONS = (
      "`--workers 2` (Dagster's multiprocess executor, one process per step, forkserver; the peak "
      "RSS of forked step processes is not visible to the parent and is not shown). The edit "
      "appends a section or a function to 1% of the files."),
+    ("throughput", "Build throughput against the encoder's own: MuSiQue and the 2,000-file corpus",
+     "`benchmarks.throughput`: each corpus built by `strata index` in a child process, then the "
+     "bare model (one process, the texts sorted by length, one call) on the very texts the build "
+     "encoded, in the same run: the ratio of the two is the figure that holds on a shared "
+     "machine. Build texts/s = embeddings computed / the embedding shard steps' wall time (model "
+     "load and cache writes included). Load = the 1-minute load average before the build and "
+     "after the bare model (2 cores: above 2, other work shared them). The profiled build runs "
+     "every step under cProfile (`STRATA_PROFILE`); CPU % = the process's CPU seconds, every "
+     "thread, over wall × cores: near 100 is bound by the cores, well below is waiting."),
+    ("onnx_runtime", "Embedding runtimes: torch, ONNX Runtime, ONNX Runtime int8",
+     "`benchmarks.onnx_runtime`: all-MiniLM-L6-v2 on each runtime, the ONNX graphs exported here "
+     "from the packaged weights (int8: dynamic quantisation, per-channel weight scales). Cosine "
+     "to torch over the 1,890 MuSiQue passages; bare texts/s on them (sorted, batches of 64); "
+     "one query's encoding p50 over the 100 MuSiQue questions, warm; MuSiQue dense R@k = the "
+     "questions against the passage vectors (the part of retrieval a runtime changes). The "
+     "OpenHarmony pages are built with `strata index --embed-runtime` and each index is queried "
+     "with the runtime that built it (latency warm, query embedding included). Load = the "
+     "1-minute load average after the encoder run → after the evaluation (2 shared cores)."),
     ("service_load", "HTTP service under load: N concurrent clients on loopback",
      "`benchmarks.service_load`: `strata serve` on the sample index in a child process; per mode, "
      "N client threads (each its own `httpx.Client`) send distinct questions (12 about the "

@@ -123,7 +123,8 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     embedding = EncoderSpec(
         backend=backend, model=args.model or (base.model if same else DEFAULT_MODEL),
         base_url=args.embed_base_url or (base.base_url if same else None),
-        api_key_env=base.api_key_env)
+        api_key_env=base.api_key_env,
+        runtime=getattr(args, "embed_runtime", None) or (base.runtime if same else "torch"))
     llm = _llm_flags(args)
     given = {k: v for k, v in llm.items() if v is not None}
     remembered = {**((declared.llm or {}) if declared else {}), **given} or None
@@ -213,10 +214,6 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
     # file the run's resources and any step process read (through dg.EnvVar).
     os.environ.setdefault("STRATA_SHARDS", str(max(1, workers)))
     os.environ["STRATA_CORPORA"] = str(config_path)
-    if workers > 1:
-        # each step process gets its share of the cores for torch
-        os.environ.setdefault("STRATA_TORCH_THREADS",
-                              str(max(1, (os.cpu_count() or 1) // workers)))
 
     import dagster as dg
 

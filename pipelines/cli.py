@@ -388,6 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=["sentence-transformers", "openai"],
                     help="default: what the corpus was built with, else sentence-transformers")
     ix.add_argument("--embed-base-url", default=None, help="OpenAI-compatible embeddings endpoint")
+    ix.add_argument("--embed-runtime", default=None, choices=["torch", "onnx", "onnx-int8"],
+                    help="how a local model runs: torch, or ONNX Runtime on a graph exported "
+                         "here from the same weights (onnx, onnx-int8; needs the onnx extra); "
+                         "default: what the corpus was built with, else $STRATA_EMBED_RUNTIME "
+                         "or torch")
     from strata.settings import ChunkingSettings
 
     chunking = ChunkingSettings.model_fields["chunk_tokens"]
@@ -507,6 +512,7 @@ EXIT_PIPE = 141  # the reader of stdout went away (`strata search ... | head`), 
 
 def main(argv: list[str] | None = None) -> int:
     from strata.pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
+    from strata.embedding import EmbeddingModelMismatch
     from strata.endpoints import EndpointError
     from strata.layout import IndexDamaged
     from strata.settings import SettingsError
@@ -516,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT
-    except (IndexDamaged, EndpointError) as e:  # one line, never a stack trace
+    except (IndexDamaged, EndpointError, EmbeddingModelMismatch) as e:  # one line, no trace
         _print(f"error: {e}", err=True)
         rc = EXIT_FAILED
     except SettingsError as e:  # a STRATA_* variable (or flag) that cannot be used

@@ -137,6 +137,10 @@ class _CorpusExecutor(dg.Executor):
                 EngineEventData(metadata={"workers": 1, "why": why}))
             yield from self._in_process.execute(plan_context, execution_plan)
             return
+        from strata.assets.shards import STEP_PROCESSES_TAG
+
+        # read by the embedding shards, which share the cores among themselves
+        plan_context.instance.add_run_tags(plan_context.run_id, {STEP_PROCESSES_TAG: str(workers)})
         start = self._start_method or {"forkserver": {"preload_modules": PRELOAD}}
         delegate = dg.multiprocess_executor.executor_creation_fn(self._context(
             dg.multiprocess_executor, {"max_concurrent": workers, "start_method": start,

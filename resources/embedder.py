@@ -24,13 +24,17 @@ class EmbedderResource(dg.ConfigurableResource):
     base_url: str | None = default(EmbedSettings, "base_url")
     api_key_env: str = default(EmbedSettings, "api_key_env")
     batch_size: int = default(EmbedSettings, "batch_size")
+    runtime: str = default(EmbedSettings, "runtime")
+    """How a local model runs: torch, onnx or onnx-int8 (ONNX Runtime on a graph
+    exported locally from the same weights; see strata.onnx_runtime)."""
 
     def spec_for(self, corpus_spec: EncoderSpec | None) -> EncoderSpec:
         if corpus_spec is not None and (corpus_spec.model != DEFAULT_MODEL
-                                        or corpus_spec.backend != "sentence-transformers"):
+                                        or corpus_spec.backend != "sentence-transformers"
+                                        or corpus_spec.runtime != "torch"):
             return corpus_spec
         return EncoderSpec(backend=self.backend, model=self.model, base_url=self.base_url,
-                           api_key_env=self.api_key_env)
+                           api_key_env=self.api_key_env, runtime=self.runtime)
 
     def load(self, spec: EncoderSpec) -> Encoder:
         from strata.embedding import load_encoder

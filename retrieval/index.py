@@ -63,6 +63,7 @@ class Index:
         self._vdir = IndexLayout(path).version_dir(version)
         self.source = str(path)  # where it was opened from (a URI for a mirrored index)
         self._query_cache: dict[str, object] = {}
+        self.runtime_agreement: float | None = None  # mean cosine, when another runtime queries
 
     @classmethod
     def open(cls, path: str | Path, version: int | None = None,
@@ -101,7 +102,10 @@ class Index:
                     f"{manifest['dim']}); the given encoder is {encoder.spec.backend}:"
                     f"{encoder.spec.model} (dim {encoder.dim}). Query with the same model or "
                     f"rebuild the index with the new one.")
-        return cls(path, int(manifest["version"]), manifest, encoder)
+        idx = cls(path, int(manifest["version"]), manifest, encoder)
+        if encoder is not None:
+            idx.check_runtime(encoder)
+        return idx
 
     @property
     def corpus(self) -> str:
@@ -179,11 +183,63 @@ class Index:
     # -- vectors ----------------------------------------------------------------
     @property
     def encoder(self) -> Encoder:
+        """The encoder the manifest names; ``STRATA_EMBED_RUNTIME`` may ask for
+        another runtime of the same model (checked by :meth:`check_runtime`)."""
         if self._encoder is None:
-            from strata.embedding import load_encoder
+            from dataclasses import replace
 
-            self._encoder = load_encoder(EncoderSpec.from_manifest(self.manifest["embedding"]))
+            from strata.embedding import load_encoder
+            from strata.settings import EmbedSettings, load
+
+            spec = EncoderSpec.from_manifest(self.manifest["embedding"])
+            asked = load(EmbedSettings)  # $STRATA_EMBED_RUNTIME, only when the user set it
+            wanted = asked.runtime if "runtime" in asked.model_fields_set else ""
+            if wanted and spec.backend == "sentence-transformers":
+                spec = replace(spec, runtime=wanted)
+            encoder = load_encoder(spec)
+            self.check_runtime(encoder)
+            self._encoder = encoder
         return self._encoder
+
+    def check_runtime(self, encoder: Encoder) -> None:
+        """An encoder running the index's model on another runtime (torch, onnx,
+        onnx-int8) may embed its queries only when its vectors of the index's own
+        texts agree with the stored ones (:func:`strata.embedding.disagreement`);
+        otherwise one line says why (:class:`EmbeddingModelMismatch`)."""
+        import numpy as np
+
+        from strata.embedding import disagreement
+
+        built = EncoderSpec.from_manifest(self.manifest["embedding"])
+        if built.same_runtime(encoder.spec):
+            return
+        texts, stored = self._probe()
+        got = encoder.encode(texts) if texts else np.zeros((0, stored.shape[1]), np.float32)
+        why = disagreement((got * stored).sum(1))
+        self.runtime_agreement = None if why else round(float((got * stored).sum(1).mean()), 5)
+        if why:
+            raise EmbeddingModelMismatch(
+                f"index {self.path} was built with {built.label}; {encoder.spec.label} may not "
+                f"embed its queries: {why}. Query with runtime {built.runtime} "
+                f"(STRATA_EMBED_RUNTIME) or rebuild the index with {encoder.spec.runtime}.")
+
+    def _probe(self, per_table: int = 16):
+        """Up to ``per_table`` texts and their stored vectors from each vector table."""
+        import numpy as np
+
+        texts, vectors = [], []
+        for kind in EMBEDDED_KINDS:
+            name = vector_table_name(kind)
+            if not (self._vdir / LANCE_DIR / f"{name}.lance").exists():
+                continue
+            try:
+                t = self._lance.open_table(name).head(per_table)
+            except Exception as e:  # noqa: BLE001 - an I/O or format error from Lance
+                raise self._lance_damage(kind, e) from None
+            texts += t.column("text").to_pylist()
+            vectors += t.column("vector").to_pylist()
+        dim = int(self.manifest["dim"])
+        return texts, np.asarray(vectors, dtype=np.float32).reshape(len(texts), dim)
 
     def embed_query(self, query: str):
         v = self._query_cache.get(query)

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from strata.stages.discover import check_patterns
-from strata.embedding import DEFAULT_MODEL, EncoderSpec
+from strata.embedding import DEFAULT_MODEL, RUNTIMES, EncoderSpec
 from strata.settings import corpora_file
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # what a corpus may remember about its LLM (never a key: only the *name* of its variable)
@@ -58,6 +58,8 @@ class CorpusSpec:
              "embedding": {"backend": self.embedding.backend, "model": self.embedding.model}}
         if self.embedding.base_url:
             d["embedding"]["base_url"] = self.embedding.base_url
+        if self.embedding.runtime != "torch":
+            d["embedding"]["runtime"] = self.embedding.runtime
         if self.embedding.api_key_env != "OPENAI_API_KEY":
             d["embedding"]["api_key_env"] = self.embedding.api_key_env
         if self.llm:
@@ -99,6 +101,9 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
     emb = raw.get("embedding") or {}
     if isinstance(emb, str):
         emb = {"model": emb}
+    if emb.get("runtime", "torch") not in RUNTIMES:
+        raise CorpusError(f"corpus {name!r}: embedding runtime {emb['runtime']!r} is not one of "
+                          f"{', '.join(RUNTIMES)}")
     out = raw.get("out")
     include = _patterns(name, "include", raw.get("include") or ["**/*"])
     exclude = _patterns(name, "exclude", raw.get("exclude") or [])
@@ -111,7 +116,8 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
         embedding=EncoderSpec(backend=emb.get("backend", "sentence-transformers"),
                               model=emb.get("model", DEFAULT_MODEL),
                               base_url=emb.get("base_url"),
-                              api_key_env=emb.get("api_key_env", "OPENAI_API_KEY")),
+                              api_key_env=emb.get("api_key_env", "OPENAI_API_KEY"),
+                              runtime=emb.get("runtime", "torch")),
         url_template=raw.get("url_template"),
         mirror=raw.get("mirror"),
         llm=_llm_settings(name, raw.get("llm")),

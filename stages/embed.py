@@ -30,12 +30,15 @@ from strata.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMN
 # Bump when embedding_text() changes: every vector is recomputed.
 EMBED_TEXT_VERSION = "2"
 MAX_EMBED_CHARS = 2000
-# Texts per encoder call, taken shortest first. Sorted by length, a call pads its
-# texts to nearly the same length, so small calls cost no more than large ones
-# (measured on the sample: 512 texts in calls of 64 sorted, 23-26 s; of 256 in
-# corpus order, 32-35 s; of 64 in corpus order, 52 s; a loaded 2-core machine),
-# and the progress line moves every call instead of every few hundred texts.
+# Texts per encoder call (one forward pass), taken shortest first over everything
+# a build or shard must encode, so a call pads its texts to nearly the same
+# length. Calls this size run at the model's own speed (issue 21: measured on
+# MuSiQue's texts, see benchmarks.throughput) and last well under a second, so a
+# stop request is seen between two of them.
 ENCODE_BATCH = 64
+# Vectors a shard holds before it writes them to its cache: memory stays bounded
+# however large the shard, and an interrupted shard keeps what it wrote.
+FLUSH_TEXTS = 4096
 Progress = Callable[[int, int], None]
 
 
@@ -128,12 +131,38 @@ def _table_names(db) -> list[str]:
 def _texts(nodes: pl.DataFrame, spec: EncoderSpec) -> tuple[pl.DataFrame, list[str], list[str]]:
     """The embedded rows in table order, their encoder texts and text hashes."""
     model_key = f"{spec.backend}:{canonical_model(spec.model)}"
+    if spec.runtime != "torch":  # another runtime's vectors are its own (torch's keys unchanged)
+        model_key += f":{spec.runtime}"
     todo = nodes.filter(pl.col("embedded")).sort("node_id")  # a deterministic table order
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
     texts = [embedding_text(*r) for r in todo.select(
         "kind", "title", "breadcrumb", "text", "attrs", "summary").iter_rows()]
     return todo, texts, [stable_hash(model_key, EMBED_TEXT_VERSION, t) for t in texts]
+
+
+def encode_sorted(texts: list[str], encoder: Encoder, batch_size: int = ENCODE_BATCH,
+                  progress: Progress | None = None,
+                  emit: Callable[[list[int], np.ndarray], None] | None = None) -> None:
+    """Encode ``texts`` shortest first, ``batch_size`` per call, handing each
+    call's positions (into ``texts``) and vectors to ``emit`` as they come.
+
+    Sorting the whole set once is what makes many small calls as fast as one
+    large one: every call pads to its longest text, and sorted neighbours have
+    nearly the same length. Between two calls a stop request is honoured."""
+    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+    total = len(order)
+    step = max(1, batch_size)
+    for start in range(0, total, step):
+        stopping.check()
+        if progress:
+            progress(start, total)
+        idx = order[start:start + step]
+        vectors = encoder.encode([texts[i] for i in idx])
+        if emit is not None:
+            emit(idx, vectors)
+    if progress:
+        progress(total, total)
 
 
 def shard_of(key: str, shards: int) -> int:
@@ -152,44 +181,73 @@ def read_vector_cache(cache_dir: Path | None) -> dict[str, np.ndarray]:
     for f in sorted(cache_dir.glob("*.parquet")):
         t = read_cache_table(f, "vector cache")
         if t is not None and t.height:
-            vecs = np.asarray(t["vector"].to_list(), dtype=np.float32)
-            out.update(zip(t["text_hash"].to_list(), vecs))
+            out.update(zip(t["text_hash"].to_list(), vector_matrix(t.to_arrow()["vector"])))
     return out
+
+
+def vector_matrix(column) -> np.ndarray:
+    """An Arrow list column of equal-length float vectors as one (rows, dim)
+    float32 matrix, without a Python list per row (36k rows: 0.05 s, not 3 s)."""
+    import pyarrow.compute as pc
+
+    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    rows = len(arr)
+    if rows == 0:
+        return np.zeros((0, 0), np.float32)
+    flat = pc.list_flatten(arr).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    return flat.reshape(rows, -1)
 
 
 @dataclass
 class ShardVectors:
-    text_hashes: list[str]
-    vectors: np.ndarray
+    computed: int
+    dim: int = 0
     seconds: float = 0.0
 
 
 def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
-                 lance_dir: Path, shard: int, shards: int, batch_size: int = ENCODE_BATCH,
-                 progress: Progress | None = None, known: set[str] = frozenset()) -> ShardVectors:
+                 lance_dir: Path, shard: int, shards: int,
+                 sink: Callable[[list[str], np.ndarray], None], batch_size: int = ENCODE_BATCH,
+                 progress: Progress | None = None, known: set[str] = frozenset(),
+                 flush_texts: int = FLUSH_TEXTS) -> ShardVectors:
     """Encode this shard's share of the texts that no previous vector covers
     (``known``: hashes an interrupted earlier attempt already encoded). Texts
-    are split by their hash, so shards never encode the same text."""
+    are split by their hash, so shards never encode the same text. Vectors go
+    to ``sink(text_hashes, vectors)`` every ``flush_texts`` texts and when the
+    shard ends or is stopped, so at most that many are held in memory."""
     t0 = time.perf_counter()
     _, texts, hashes = _texts(nodes, spec)
     previous = _previous_vectors(lance_dir)
     mine = {h: t for h, t in zip(hashes, texts)
             if h not in previous and h not in known and shard_of(h, shards) == shard}
-    keys = sorted(mine, key=lambda h: (len(mine[h]), h))  # by length: see ENCODE_BATCH
-    if not keys:
-        return ShardVectors([], np.zeros((0, 0), np.float32), time.perf_counter() - t0)
+    if not mine:
+        return ShardVectors(0, 0, time.perf_counter() - t0)
     if progress:
-        progress(0, len(keys))  # the count is known before the model is loaded
+        progress(0, len(mine))  # the count is known before the model is loaded
+    keys = list(mine)
     encoder = load_encoder()
-    out = np.zeros((len(keys), encoder.dim), dtype=np.float32)
-    for start in range(0, len(keys), batch_size):
-        stopping.check()
-        if progress:
-            progress(start, len(keys))
-        out[start:start + batch_size] = encoder.encode([mine[k] for k in keys[start:start + batch_size]])
-    if progress:
-        progress(len(keys), len(keys))
-    return ShardVectors(keys, out, time.perf_counter() - t0)
+    pending_keys: list[str] = []
+    pending: list[np.ndarray] = []
+    written = [0]
+
+    def flush() -> None:
+        if pending_keys:
+            sink(list(pending_keys), np.concatenate(pending))
+            written[0] += len(pending_keys)
+            pending_keys.clear()
+            pending.clear()
+
+    def emit(idx: list[int], vectors: np.ndarray) -> None:
+        pending_keys.extend(keys[i] for i in idx)
+        pending.append(vectors)
+        if len(pending_keys) >= flush_texts:
+            flush()
+
+    try:
+        encode_sorted([mine[k] for k in keys], encoder, batch_size, progress, emit)
+    finally:  # stopped or failed: what was encoded is kept for the next attempt
+        flush()
+    return ShardVectors(written[0], encoder.dim, time.perf_counter() - t0)
 
 
 def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
@@ -213,22 +271,19 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     encoder = load_encoder() if missing or not dim else None
     if encoder is not None:
         dim = encoder.dim
-        missing = sorted((i for i, h in enumerate(hashes)
-                          if h not in previous or previous[h].shape[0] != dim),
-                         key=lambda i: (len(texts[i]), i))  # by length: see ENCODE_BATCH
+        missing = [i for i, h in enumerate(hashes)
+                   if h not in previous or previous[h].shape[0] != dim]
     assert dim is not None
     vectors = np.zeros((len(texts), dim), dtype=np.float32)
     for i, h in enumerate(hashes):
         if h in previous and previous[h].shape[0] == dim:
             vectors[i] = previous[h]
-    for start in range(0, len(missing), batch_size):
-        stopping.check()
-        if progress:
-            progress(start, len(missing))
-        idx = missing[start:start + batch_size]
-        vectors[idx] = encoder.encode([texts[i] for i in idx])  # type: ignore[union-attr]
-    if progress:
-        progress(len(missing), len(missing))
+    if missing:
+        def emit(idx: list[int], got: np.ndarray) -> None:
+            vectors[[missing[i] for i in idx]] = got
+
+        encode_sorted([texts[i] for i in missing], encoder, batch_size, progress,  # type: ignore[arg-type]
+                      emit)
 
     base = todo.select([c for c in VECTOR_COLUMNS.names if c not in ("text_hash", "text")])
     table = base.to_arrow().append_column("text_hash", pa.array(hashes, pa.string())) \

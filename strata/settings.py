@@ -166,6 +166,13 @@ class EmbedSettings(_Group):
                             "Name of the variable holding the embeddings endpoint's key")
     batch_size: int = _env("STRATA_EMBED_BATCH_SIZE", 64, "Texts encoded per batch",
                            ge=1, le=4096)
+    runtime: Literal["torch", "onnx", "onnx-int8"] = _env(
+        "STRATA_EMBED_RUNTIME", "torch",
+        "How a local model runs: `torch`, or ONNX Runtime on a graph exported locally from the "
+        "same weights (`onnx`, `onnx-int8`; the `onnx` extra); a corpus keeps what it was built with")
+    model_cache: str | None = _env(
+        "STRATA_MODEL_CACHE", None,
+        "Where ONNX graphs exported from a local model are kept (default `~/.cache/strata/models`)")
     torch_threads: int | None = _env(
         "STRATA_TORCH_THREADS", None,
         "torch threads of a local encoder (default: torch's; `--workers N` sets cores / N)",

@@ -27,6 +27,9 @@ def test_in_process_build_runs_every_shard_in_one_process(sample_index):
     assert report["parse_shards"]["shards"] >= 2 and report["parse_shards"]["processes"] == 1
     assert report["parse"]["parsed_in_shards"] == report["parse"]["parsed"] > 30
     assert report["embed"]["computed_in_shards"] == report["embed"]["computed"] > 500
+    # one shard encodes at a time: it gets every core this process may use
+    assert report["embedding_shards"]["encoding_processes"] == 1
+    assert report["embedding_shards"]["threads"] == len(os.sched_getaffinity(0))
 
 
 def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
@@ -45,6 +48,9 @@ def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
     # the two shards of each stage ran in two different processes
     assert report["parse_shards"]["processes"] == 2
     assert report["embedding_shards"]["processes"] == 2
+    # the two encoding processes share the cores instead of each taking them all
+    assert report["embedding_shards"]["encoding_processes"] == 2
+    assert report["embedding_shards"]["threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
     assert report["embed"]["computed_in_shards"] == report["embed"]["computed"] > 500
     diffs = index_differences(IndexLayout(out).resolve(), IndexLayout(sample_index).resolve())
     assert not diffs, "\n".join(diffs)

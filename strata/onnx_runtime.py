@@ -1,0 +1,171 @@
+"""A sentence-transformers model on ONNX Runtime: the same weights, exported here.
+
+Why ONNX Runtime: on a CPU it runs MiniLM's small matrices with less overhead
+than torch, and its int8 variant (dynamic quantisation: int8 weights, activations
+quantised per call) does the matrix products in integer arithmetic
+(``benchmarks.onnx_runtime`` measures both against torch: speed, vector
+agreement, recall).
+
+Why not sentence-transformers' own ``backend="onnx"``: it loads through
+optimum-onnx, whose only release (0.1.0) needs transformers < 4.58 and
+huggingface-hub < 1, which the sentence-transformers we run (6.x) cannot use;
+installing it broke the environment. So the pieces are used directly, each a
+library we already have: torch exports the model (with its mean pooling and
+normalisation, so the graph returns the sentence vector), ``onnxruntime`` runs
+it and quantises it (``onnxruntime.quantization``, which needs ``onnx``), and
+the model's own ``tokenizer.json`` tokenizes (``tokenizers``).
+
+Nothing is downloaded: the graph is exported once from the local model folder
+(the packaged all-MiniLM-L6-v2 by default) into ``STRATA_MODEL_CACHE``
+(default ``~/.cache/strata/models``), written to a temporary name and renamed,
+so processes exporting at the same time never read half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+EXPORT_VERSION = "1"  # bump when the export changes: graphs are exported again
+OPSET = 17
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def model_cache() -> Path:
+    from strata.settings import EmbedSettings, load
+
+    raw = (load(EmbedSettings).model_cache or "").strip()  # $STRATA_MODEL_CACHE
+    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "strata" / "models"
+
+
+def _weights_key(location: Path) -> str:
+    """Changes when the model's files do: their names, sizes and times."""
+    h = hashlib.sha256(f"{EXPORT_VERSION}:{location.resolve()}".encode())
+    for f in sorted(location.rglob("*")):
+        if f.is_file():
+            st = f.stat()
+            h.update(f"{f.relative_to(location)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def exported_graph(location: str, int8: bool) -> Path:
+    """The ONNX graph of the model in ``location`` (float32, or int8), exported
+    on first use."""
+    src = Path(location)
+    if not (src / "config.json").is_file():
+        raise RuntimeError(f"the onnx runtimes need a local model folder; {location!r} is not "
+                           "one (give the folder of a sentence-transformers model)")
+    folder = model_cache() / f"{src.name}-{_weights_key(src)}"
+    fp32 = folder / "model.onnx"
+    if not fp32.exists():
+        _export(src, fp32)
+    if not int8:
+        return fp32
+    q = folder / "model_int8.onnx"
+    if not q.exists():
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        tmp = q.with_name(f".{q.name}.{os.getpid()}.tmp")
+        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8,
+                         per_channel=True)  # per-tensor scales: cosine 0.96 to torch; per channel: 0.99
+        os.replace(tmp, q)
+    return q
+
+
+def _export(src: Path, target: Path) -> None:
+    import torch
+    from transformers import AutoModel
+
+    class SentenceVector(torch.nn.Module):
+        """The transformer, mean pooling over real tokens, and L2 normalisation:
+        what the model's modules.json (Transformer, Pooling mean, Normalize) does."""
+
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            h = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                           token_type_ids=token_type_ids).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(h.dtype)
+            v = (h * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(v, p=2, dim=1)
+
+    _check_pooling(src)
+    model = SentenceVector(AutoModel.from_pretrained(str(src)).eval())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    ids = torch.ones((2, 8), dtype=torch.long)
+    axes = {0: "batch", 1: "tokens"}
+    with torch.no_grad():
+        torch.onnx.export(model, (ids, ids, torch.zeros_like(ids)), str(tmp),
+                          input_names=list(INPUTS), output_names=["embedding"],
+                          dynamic_axes={**dict.fromkeys(INPUTS, axes), "embedding": {0: "batch"}},
+                          opset_version=OPSET, dynamo=False)
+    os.replace(tmp, target)
+
+
+def _check_pooling(src: Path) -> None:
+    modules = json.loads((src / "modules.json").read_text()) if (src / "modules.json").exists() \
+        else []
+    kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
+    pooling = src / "1_Pooling" / "config.json"
+    mean = json.loads(pooling.read_text()).get("pooling_mode_mean_tokens") \
+        if pooling.exists() else False
+    if kinds != ["Transformer", "Pooling", "Normalize"] or not mean:
+        raise RuntimeError(f"the onnx runtimes export mean-pooled, normalised models; {src} "
+                           f"has modules {kinds}: use the torch runtime for it")
+
+
+class OnnxSentenceModel:
+    """``encode`` as sentence-transformers' model has it (the arguments the
+    encoder and the benchmarks use), on an ONNX Runtime session."""
+
+    def __init__(self, location: str, graph: Path, threads: int):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        src = Path(location)
+        cfg = src / "sentence_bert_config.json"
+        max_len = json.loads(cfg.read_text()).get("max_seq_length", 256) if cfg.exists() else 256
+        self.tokenizer = Tokenizer.from_file(str(src / "tokenizer.json"))
+        self.tokenizer.enable_truncation(max_len)
+        pad = self.tokenizer.token_to_id("[PAD]") or 0
+        self.tokenizer.enable_padding(pad_id=pad, pad_token="[PAD]")
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = max(1, threads)
+        so.inter_op_num_threads = 1
+        # no spinning between calls: the cores are shared with other steps and processes
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(graph), so, providers=["CPUExecutionProvider"])
+        self.graph = graph
+        self.dim = int(self.session.get_outputs()[0].shape[1] or
+                       len(self._run(["dimension"])[0]))
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.dim
+
+    def _run(self, texts: list[str]) -> np.ndarray:
+        enc = self.tokenizer.encode_batch(texts)
+        feed = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
+        return self.session.run(["embedding"], feed)[0]
+
+    def encode(self, texts: list[str], batch_size: int = 32, normalize_embeddings: bool = True,
+               convert_to_numpy: bool = True, show_progress_bar: bool = False) -> np.ndarray:
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), max(1, batch_size)):
+            idx = order[start:start + batch_size]
+            out[idx] = self._run([texts[i] for i in idx])
+        return out  # normalised inside the graph
+
+
+def load_onnx(location: str, int8: bool, threads: int) -> OnnxSentenceModel:
+    return OnnxSentenceModel(location, exported_graph(location, int8), threads)
