@@ -146,7 +146,10 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                 counter[0] += 1
             write_parquet_atomic(table, cache / f"{shard:03d}-{counter[0]:05d}.parquet")
 
-        processes = encoding_processes(shards, dict(context.run.tags))
+        # the tag the executor added after the run started: read back from the instance
+        # (a step process is handed the run as it was at launch)
+        stored = context.instance.get_run_by_id(context.run.run_id)
+        processes = encoding_processes(shards, dict((stored or context.run).tags))
         threads = encoder_threads(processes)
 
         def load():
