@@ -45,7 +45,8 @@ def test_the_key_file_holds_hashes_only(keys):
     ("carol:sha256:" + "a" * 64 + ":fast", "not a number"),
     ("carol:sha256:" + "a" * 64 + ":-1", "positive"),
     ("car ol:sha256:" + "a" * 64, "invalid key name"),
-])
+], ids=lambda v: "carol:<a new key>" if v.startswith("carol:strata_") else None)
+# (the new key is random; pytest-xdist's workers must collect the same test ids)
 def test_bad_key_entries_are_refused_with_the_line(tmp_path, line, says):
     path = tmp_path / "keys.txt"
     path.write_text("\n" + line + "\n")
