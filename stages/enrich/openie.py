@@ -17,6 +17,10 @@ Every output goes through :func:`validate` before use: triples must be three
 non-empty strings whose head and tail occur in the unit's text (compared
 case-, whitespace- and punctuation-insensitively); the rest is dropped and
 counted. Plain functions on plain data: no Dagster here.
+
+Just over 600 lines: the three sources (a model, an import, the heuristic) meet in one
+validation and one run loop here; the import matcher (:func:`match_import` and its
+helpers, ~200 lines) is what moves out if the module grows further.
 """
 
 from __future__ import annotations
