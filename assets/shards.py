@@ -53,11 +53,11 @@ def encoding_processes(shards: int, tags: dict) -> int:
     executor adds when it starts them; absent: every step in one process),
     never more than the shards. ``STRATA_ENCODING_PROCESSES`` set by an
     operator (other executors, a shared machine) wins."""
-    from strata.embedding import PROCESSES_ENV
+    from strata.settings import EmbedSettings, load
 
-    raw = os.environ.get(PROCESSES_ENV, "").strip()
-    if raw:
-        return max(1, int(raw)) if raw.isdigit() else 1
+    explicit = load(EmbedSettings).encoding_processes  # checked by the model
+    if explicit:
+        return explicit
     steps = str(tags.get(STEP_PROCESSES_TAG, "1"))
     return max(1, min(int(steps) if steps.isdigit() else 1, shards))
 

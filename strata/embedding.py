@@ -99,7 +99,6 @@ class Encoder(Protocol):
     def set_threads(self, n: int) -> None: ...
 
 
-PROCESSES_ENV = "STRATA_ENCODING_PROCESSES"  # encoding processes running side by side (default 1)
 
 
 def usable_cores() -> int:
@@ -119,15 +118,11 @@ def encoder_threads(processes: int | None = None) -> int:
     Why always: torch starts as many threads as the machine has cores in every
     process, so two shard processes on 2 cores ran four threads that took turns
     on two cores (issue 21); one process alone must still get every core."""
-    explicit = load(EmbedSettings).torch_threads  # $STRATA_TORCH_THREADS, checked by the model
-    if explicit:
-        return explicit
+    settings = load(EmbedSettings)  # $STRATA_TORCH_THREADS, $STRATA_ENCODING_PROCESSES
+    if settings.torch_threads:
+        return settings.torch_threads
     if processes is None:
-        raw = os.environ.get(PROCESSES_ENV, "").strip() or "1"
-        try:
-            processes = int(raw)
-        except ValueError:
-            raise ValueError(f"{PROCESSES_ENV} must be a whole number, got {raw!r}") from None
+        processes = settings.encoding_processes or 1
     return max(1, usable_cores() // max(1, processes))
 
 

@@ -173,10 +173,14 @@ class EmbedSettings(_Group):
     model_cache: str | None = _env(
         "STRATA_MODEL_CACHE", None,
         "Where ONNX graphs exported from a local model are kept (default `~/.cache/strata/models`)")
+    encoding_processes: int | None = _env(
+        "STRATA_ENCODING_PROCESSES", None,
+        "Encoding processes sharing the cores (default: the run's step processes, at most its "
+        "embedding shards)", ge=1, le=1024)
     torch_threads: int | None = _env(
         "STRATA_TORCH_THREADS", None,
-        "torch threads of a local encoder (default: torch's; `--workers N` sets cores / N)",
-        ge=1, le=1024)
+        "torch threads of one encoding process (default: the usable cores / the encoding "
+        "processes)", ge=1, le=1024)
 
 
 class ChunkingSettings(BaseModel):
