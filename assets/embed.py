@@ -8,7 +8,8 @@ from strata.assets.common import (corpus_and_layout, md, output_version, path_me
                            record_stage, stop_on_dead_endpoint, stoppable)
 from strata.assets.groups import INDEX
 from strata.assets.partitions import corpora_partitions
-from strata.assets.shard_cache import load_embedding_items, shard_summaries, vector_cache_dir
+from strata.assets.shard_cache import (built_encoder, load_embedding_items, shard_summaries,
+                                      vector_cache_dir)
 from strata.resources.corpora import CorpusRegistry
 from strata.resources.embedder import EmbedderResource
 
@@ -52,7 +53,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     nodes = load_embedding_items(layout)
     cache = vector_cache_dir(layout)
     in_shards = sum(s["computed"] for s in shard_summaries(cache, "*.json", context.run.run_id))
-    enc_spec = embedder.spec_for(spec.embedding)
+    enc_spec = embedder.spec_for(spec.embedding, built_encoder(layout))
     fill_run_tags(context, {EMBEDDING_TAG: embedding_label(enc_spec)})
     encoder_json = layout.build / "encoder.json"
     previous = read_json_or_empty(encoder_json)

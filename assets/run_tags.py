@@ -26,7 +26,11 @@ def build_tags(spec, llm=None, embedder=None) -> dict[str, str]:
     if llm is not None:
         tags[LLM_TAG] = llm.label(spec.llm)
     if embedder is not None:
-        tags[EMBEDDING_TAG] = embedding_label(embedder.spec_for(spec.embedding))
+        from strata.assets.shard_cache import built_encoder
+        from strata.layout import IndexLayout
+
+        previous = built_encoder(IndexLayout(spec.out))
+        tags[EMBEDDING_TAG] = embedding_label(embedder.spec_for(spec.embedding, previous))
     return tags
 
 

@@ -29,8 +29,9 @@ from strata.assets.common import (corpus_and_layout, md, progress_logger, record
 from strata.assets.parse_config import ParseConfig
 from strata.assets.groups import INDEX, INGEST
 from strata.assets.partitions import corpora_partitions
-from strata.assets.shard_cache import (PARSED_PATHS, SUMMARY, load_embedding_items, parse_shard_dir, parse_shards_root,
-                                previous_build, shard_summaries, vector_cache_dir)
+from strata.assets.shard_cache import (PARSED_PATHS, SUMMARY, built_encoder, load_embedding_items,
+                                      parse_shard_dir, parse_shards_root, previous_build,
+                                      shard_summaries, vector_cache_dir)
 from strata.resources.corpora import CorpusRegistry
 from strata.resources.embedder import EmbedderResource
 from strata.layout import write_json_atomic
@@ -124,7 +125,7 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
 
         spec, layout = corpus_and_layout(context, corpora)
         items = load_embedding_items(layout)
-        enc_spec = embedder.spec_for(spec.embedding)
+        enc_spec = embedder.spec_for(spec.embedding, built_encoder(layout))
         cache = vector_cache_dir(layout)
         cache.mkdir(parents=True, exist_ok=True)
         # what this shard wrote in an interrupted earlier attempt is not encoded again

@@ -76,7 +76,10 @@ SECTIONS = (
      "after the bare model (2 cores: above 2, other work shared them). The profiled build runs "
      "every step under cProfile (`STRATA_PROFILE`); CPU % = the process's CPU seconds, every "
      "thread, over wall × cores: near 100 is bound by the cores, well below is waiting."),
-    ("onnx_runtime", "Embedding runtimes: torch, ONNX Runtime, ONNX Runtime int8",
+    ("throughput_torch", "Build throughput with torch in float32 (the runtime before `auto`)",
+     "`benchmarks.throughput --runtime torch`: as above, with float32 torch in the build and in "
+     "the bare model."),
+    ("onnx_runtime", "Embedding runtimes: torch float32 and bfloat16, ONNX Runtime, ONNX Runtime int8",
      "`benchmarks.onnx_runtime`: all-MiniLM-L6-v2 on each runtime, the ONNX graphs exported here "
      "from the packaged weights (int8: dynamic quantisation, per-channel weight scales). Cosine "
      "to torch over the 1,890 MuSiQue passages; bare texts/s on them (sorted, batches of 64); "

@@ -19,7 +19,9 @@ benchmark, in one run:
 The load average is recorded with every figure: the machine is shared.
 
 Usage: ``python -m benchmarks.throughput [--files 2000] [--passages N] [--no-plain]
-[--only musique|corpus] [--runtime torch|onnx|onnx-int8]``
+[--only musique|corpus] [--runtime torch|torch-bf16|onnx|onnx-int8]`` (default: what
+``auto`` takes on this machine; results in ``throughput.md``, another runtime's in
+``throughput_<runtime>.md``)
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common import REPO, SCRATCH, build_with_cli, machine, write_result
+from strata.embedding import AUTO, resolve_runtime
+from strata.settings import RUNTIMES
 
 TARGET_RATIO = 0.85  # the build's texts/s against the bare model's
 TARGET_FIRST_BUILD_S = 100.0  # MuSiQue with the imported triples, torch
@@ -64,7 +68,7 @@ def bare_child(texts_file: Path, runtime: str) -> None:
     from strata.embedding import EncoderSpec, encoder_threads, load_encoder
 
     texts = json.loads(texts_file.read_text())
-    encoder = load_encoder(EncoderSpec(**({} if runtime == "torch" else {"runtime": runtime})))
+    encoder = load_encoder(EncoderSpec(runtime=runtime))
     encoder.set_threads(encoder_threads())
     model = encoder.model
     model.encode(texts[:64], batch_size=64)  # warm
@@ -97,7 +101,7 @@ def bare_model(texts: list[str], work: Path, runtime: str) -> dict:
 
 def build(docs: Path, work: Path, name: str, extra: list[str], profile: Path | None,
           runtime: str) -> dict:
-    env = {} if runtime == "torch" else {"STRATA_EMBED_RUNTIME": runtime}
+    env = {"STRATA_EMBED_RUNTIME": runtime}
     if profile is not None:
         env["STRATA_PROFILE"] = str(profile)
     saved = {k: os.environ.get(k) for k in env}
@@ -228,7 +232,7 @@ def main() -> None:
     ap.add_argument("--no-plain", action="store_true",
                     help="skip MuSiQue's plain first build (its time): the profiled one only")
     ap.add_argument("--only", choices=("musique", "corpus"))
-    ap.add_argument("--runtime", default="torch", choices=("torch", "onnx", "onnx-int8"))
+    ap.add_argument("--runtime", default=resolve_runtime(AUTO), choices=RUNTIMES)
     ap.add_argument("--bare", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.bare:
@@ -265,7 +269,7 @@ def main() -> None:
               "results": results}
     report["args"] = {"files": args.files, "passages": args.passages or 1890,
                       "plain_build": not args.no_plain}
-    name = "throughput" if args.runtime == "torch" else f"throughput_{args.runtime}"
+    name = "throughput" if args.runtime == resolve_runtime(AUTO) else f"throughput_{args.runtime}"
     write_result(name, report, tables(results, args.runtime))
 
 

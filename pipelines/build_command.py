@@ -88,7 +88,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
                                 validate_name)
     from strata.buildlock import (BuildLock, BuildLocked, register_cli_lock,
                                   unregister_cli_lock)
-    from strata.embedding import DEFAULT_MODEL, EncoderSpec
+    from strata.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
 
     root = Path(args.root).expanduser().resolve()
     if not root.is_dir():
@@ -117,14 +117,14 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         return EXIT_USAGE
     # Flags are remembered for the corpus (its sensor and scheduled runs use them);
     # what a flag does not say, the corpus keeps from before
-    base = declared.embedding if declared else EncoderSpec()
+    base = declared.embedding if declared else EncoderSpec(runtime=AUTO)
     backend = args.embed_backend or ("openai" if args.embed_base_url else base.backend)
     same = backend == base.backend
     embedding = EncoderSpec(
         backend=backend, model=args.model or (base.model if same else DEFAULT_MODEL),
         base_url=args.embed_base_url or (base.base_url if same else None),
         api_key_env=base.api_key_env,
-        runtime=getattr(args, "embed_runtime", None) or (base.runtime if same else "torch"))
+        runtime=getattr(args, "embed_runtime", None) or (base.runtime if same else AUTO))
     llm = _llm_flags(args)
     given = {k: v for k, v in llm.items() if v is not None}
     remembered = {**((declared.llm or {}) if declared else {}), **given} or None

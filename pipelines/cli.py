@@ -16,6 +16,7 @@ import sys
 from strata.pipelines.build_command import cmd_index
 from strata.pipelines.console import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE
 from strata.pipelines.console import say as _print
+from strata.settings import RUNTIMES
 
 
 def _open_index(path: str, version: int | None = None):
@@ -388,11 +389,12 @@ def build_parser() -> argparse.ArgumentParser:
                     choices=["sentence-transformers", "openai"],
                     help="default: what the corpus was built with, else sentence-transformers")
     ix.add_argument("--embed-base-url", default=None, help="OpenAI-compatible embeddings endpoint")
-    ix.add_argument("--embed-runtime", default=None, choices=["torch", "onnx", "onnx-int8"],
-                    help="how a local model runs: torch, or ONNX Runtime on a graph exported "
-                         "here from the same weights (onnx, onnx-int8; needs the onnx extra); "
-                         "default: what the corpus was built with, else $STRATA_EMBED_RUNTIME "
-                         "or torch")
+    ix.add_argument("--embed-runtime", default=None, choices=RUNTIMES,
+                    help="how a local model runs: torch (float32), torch-bf16 (bfloat16), or "
+                         "ONNX Runtime on a graph exported here from the same weights (onnx, "
+                         "onnx-int8; needs the onnx extra); default: what the corpus was built "
+                         "with, else $STRATA_EMBED_RUNTIME (auto: torch-bf16 on a CPU with "
+                         "native bfloat16, else torch)")
     from strata.settings import ChunkingSettings
 
     chunking = ChunkingSettings.model_fields["chunk_tokens"]

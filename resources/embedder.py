@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dagster as dg
 
-from strata.embedding import DEFAULT_MODEL, Encoder, EncoderSpec
+from strata.embedding import AUTO, DEFAULT_MODEL, Encoder, EncoderSpec, resolve_runtime
 from strata.settings import EmbedSettings, default
 
 
@@ -25,16 +27,29 @@ class EmbedderResource(dg.ConfigurableResource):
     api_key_env: str = default(EmbedSettings, "api_key_env")
     batch_size: int = default(EmbedSettings, "batch_size")
     runtime: str = default(EmbedSettings, "runtime")
-    """How a local model runs: torch, onnx or onnx-int8 (ONNX Runtime on a graph
-    exported locally from the same weights; see strata.onnx_runtime)."""
+    """How a local model runs: torch, torch-bf16, onnx or onnx-int8 (ONNX Runtime
+    on a graph exported locally from the same weights; see strata.onnx_runtime),
+    or auto (torch-bf16 on a CPU with native bfloat16, else torch)."""
 
-    def spec_for(self, corpus_spec: EncoderSpec | None) -> EncoderSpec:
-        if corpus_spec is not None and (corpus_spec.model != DEFAULT_MODEL
-                                        or corpus_spec.backend != "sentence-transformers"
-                                        or corpus_spec.runtime != "torch"):
-            return corpus_spec
-        return EncoderSpec(backend=self.backend, model=self.model, base_url=self.base_url,
-                           api_key_env=self.api_key_env, runtime=self.runtime)
+    def spec_for(self, corpus_spec: EncoderSpec | None,
+                 previous: EncoderSpec | None = None) -> EncoderSpec:
+        """The encoder a build of a corpus declaring ``corpus_spec`` uses: the
+        corpus's own model when it names one, else this resource's; the corpus's
+        runtime when it declares one, else this resource's. ``previous`` (what
+        the index was last built with) settles ``auto`` so that a rebuild keeps its
+        runtime and encodes nothing again."""
+        declared = corpus_spec is not None and (corpus_spec.model != DEFAULT_MODEL
+                                                or corpus_spec.backend != "sentence-transformers")
+        spec = corpus_spec if declared else EncoderSpec(
+            backend=self.backend, model=self.model, base_url=self.base_url,
+            api_key_env=self.api_key_env)
+        assert spec is not None
+        if spec.backend != "sentence-transformers":  # runtimes are a local model's
+            return replace(spec, runtime="torch")
+        setting = corpus_spec.runtime if corpus_spec is not None and corpus_spec.runtime != AUTO \
+            else self.runtime
+        before = previous.runtime if previous is not None and previous.same_model(spec) else None
+        return replace(spec, runtime=resolve_runtime(setting, before))
 
     def load(self, spec: EncoderSpec) -> Encoder:
         from strata.embedding import load_encoder

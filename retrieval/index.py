@@ -188,22 +188,27 @@ class Index:
         if self._encoder is None:
             from dataclasses import replace
 
-            from strata.embedding import load_encoder
+            from strata.embedding import AUTO, load_encoder, native_bf16
             from strata.settings import EmbedSettings, load
 
             spec = EncoderSpec.from_manifest(self.manifest["embedding"])
             asked = load(EmbedSettings)  # $STRATA_EMBED_RUNTIME, only when the user set it
-            wanted = asked.runtime if "runtime" in asked.model_fields_set else ""
-            if wanted and spec.backend == "sentence-transformers":
-                spec = replace(spec, runtime=wanted)
+            wanted = asked.runtime if "runtime" in asked.model_fields_set else AUTO
+            if spec.backend == "sentence-transformers":
+                if wanted != AUTO:
+                    spec = replace(spec, runtime=wanted)
+                elif spec.runtime == "torch-bf16" and not native_bf16():
+                    # emulated bfloat16 is slower than float32 here: query in float32,
+                    # which check_runtime lets through (they agree to ~0.9999)
+                    spec = replace(spec, runtime="torch")
             encoder = load_encoder(spec)
             self.check_runtime(encoder)
             self._encoder = encoder
         return self._encoder
 
     def check_runtime(self, encoder: Encoder) -> None:
-        """An encoder running the index's model on another runtime (torch, onnx,
-        onnx-int8) may embed its queries only when its vectors of the index's own
+        """An encoder running the index's model on another runtime (torch,
+        torch-bf16, onnx, onnx-int8) may embed its queries only when its vectors of the index's own
         texts agree with the stored ones (:func:`strata.embedding.disagreement`);
         otherwise one line says why (:class:`EmbeddingModelMismatch`)."""
         import numpy as np

@@ -17,7 +17,8 @@ from pathlib import Path
 import yaml
 
 from strata.stages.discover import check_patterns
-from strata.embedding import DEFAULT_MODEL, RUNTIMES, EncoderSpec
+from strata.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
+from strata.settings import RUNTIME_CHOICES
 from strata.settings import corpora_file
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # what a corpus may remember about its LLM (never a key: only the *name* of its variable)
@@ -37,7 +38,7 @@ class CorpusSpec:
     out: Path
     include: list[str] = field(default_factory=lambda: ["**/*"])
     exclude: list[str] = field(default_factory=list)
-    embedding: EncoderSpec = field(default_factory=EncoderSpec)
+    embedding: EncoderSpec = field(default_factory=lambda: EncoderSpec(runtime=AUTO))
     url_template: str | None = None
     mirror: str | None = None  # object-storage URI every published version is copied to
     # LLM settings this corpus is built with (LLM_FIELDS); they win over the llm
@@ -58,7 +59,7 @@ class CorpusSpec:
              "embedding": {"backend": self.embedding.backend, "model": self.embedding.model}}
         if self.embedding.base_url:
             d["embedding"]["base_url"] = self.embedding.base_url
-        if self.embedding.runtime != "torch":
+        if self.embedding.runtime != AUTO:
             d["embedding"]["runtime"] = self.embedding.runtime
         if self.embedding.api_key_env != "OPENAI_API_KEY":
             d["embedding"]["api_key_env"] = self.embedding.api_key_env
@@ -101,9 +102,9 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
     emb = raw.get("embedding") or {}
     if isinstance(emb, str):
         emb = {"model": emb}
-    if emb.get("runtime", "torch") not in RUNTIMES:
+    if emb.get("runtime", AUTO) not in RUNTIME_CHOICES:
         raise CorpusError(f"corpus {name!r}: embedding runtime {emb['runtime']!r} is not one of "
-                          f"{', '.join(RUNTIMES)}")
+                          f"{', '.join(RUNTIME_CHOICES)}")
     out = raw.get("out")
     include = _patterns(name, "include", raw.get("include") or ["**/*"])
     exclude = _patterns(name, "exclude", raw.get("exclude") or [])
@@ -117,7 +118,7 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
                               model=emb.get("model", DEFAULT_MODEL),
                               base_url=emb.get("base_url"),
                               api_key_env=emb.get("api_key_env", "OPENAI_API_KEY"),
-                              runtime=emb.get("runtime", "torch")),
+                              runtime=emb.get("runtime", AUTO)),
         url_template=raw.get("url_template"),
         mirror=raw.get("mirror"),
         llm=_llm_settings(name, raw.get("llm")),

@@ -73,6 +73,13 @@ class ProjectSettings(_Group):
 
 #: a folder holding one of these is a Strata project (:func:`project_dir`): the
 #: corpora file, or the registry `strata index` writes in a folder that had none
+# The runtimes a local sentence-transformers model may run on (strata.embedding
+# loads each; the one registry: the CLI's choices and corpus validation read it).
+# Here, not in strata.embedding, because this model names them and embedding
+# imports this module. ``auto`` is a setting, never a built index's runtime.
+RUNTIMES = ("torch", "torch-bf16", "onnx", "onnx-int8")
+RUNTIME_CHOICES = ("auto", *RUNTIMES)
+
 PROJECT_MARKERS = ("strata.toml", "data/corpora.yaml", "data/corpora.local.yaml")
 
 
@@ -166,10 +173,12 @@ class EmbedSettings(_Group):
                             "Name of the variable holding the embeddings endpoint's key")
     batch_size: int = _env("STRATA_EMBED_BATCH_SIZE", 64, "Texts encoded per batch",
                            ge=1, le=4096)
-    runtime: Literal["torch", "onnx", "onnx-int8"] = _env(
-        "STRATA_EMBED_RUNTIME", "torch",
-        "How a local model runs: `torch`, or ONNX Runtime on a graph exported locally from the "
-        "same weights (`onnx`, `onnx-int8`; the `onnx` extra); a corpus keeps what it was built with")
+    runtime: Literal[RUNTIME_CHOICES] = _env(  # type: ignore[valid-type]
+        "STRATA_EMBED_RUNTIME", "auto",
+        "How a local model runs: `torch` (float32), `torch-bf16` (bfloat16 matmuls), or ONNX "
+        "Runtime on a graph exported locally from the same weights (`onnx`, `onnx-int8`; the "
+        "`onnx` extra). `auto`: `torch-bf16` where the CPU computes bfloat16 natively "
+        "(AVX512-BF16 or AMX), else `torch`; a corpus keeps what it was built with")
     model_cache: str | None = _env(
         "STRATA_MODEL_CACHE", None,
         "Where ONNX graphs exported from a local model are kept (default `~/.cache/strata/models`)")

@@ -67,8 +67,12 @@ def test_cli_runs_are_recorded_in_the_dagster_instance(oh_index):
         assert tags["dagster/partition"] == tags["strata/corpus"] == "oh"
         assert tags["strata/launched_by"] == "strata index" and tags["user"]
         assert tags["strata/llm"] == "offline"
+        from strata.embedding import AUTO, resolve_runtime
+
+        runtime = resolve_runtime(AUTO)  # the default: bfloat16 where the CPU computes it
         assert tags["strata/embedding"] == \
-            "sentence-transformers:sentence-transformers/all-MiniLM-L6-v2"
+            "sentence-transformers:sentence-transformers/all-MiniLM-L6-v2" + \
+            ("" if runtime == "torch" else f" ({runtime})")
 
 
 def test_index_shows_progress_per_step(oh_index):

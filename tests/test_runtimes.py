@@ -1,0 +1,85 @@
+"""The torch runtimes of the packaged model (issue 21): torch-bf16 (bfloat16
+weights and matmuls, ~1.8x float32's speed on a CPU with AVX512-BF16 or AMX) is
+what ``auto`` (the default) takes on such a CPU; a rebuild keeps the runtime an
+index was built with; a corpus that declares a runtime keeps it; and a bf16-built
+index is queried in float32 on a CPU without native bfloat16."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from strata import embedding
+from strata.embedding import AUTO, EncoderSpec, load_encoder, resolve_runtime
+from strata.layout import IndexLayout
+from strata.resources.embedder import EmbedderResource
+from strata.retrieval import Index
+
+TEXTS = ["How do I correct pressure readings for barometric drift?",
+         "The harbour gauge reads the tide every minute.",
+         "Calibration", "sensor offset table, hourly, against the reference station " * 6]
+
+
+def test_bf16_vectors_agree_with_float32():
+    fp32 = load_encoder(EncoderSpec(runtime="torch"))
+    bf16 = load_encoder(EncoderSpec(runtime="torch-bf16"))
+    assert (fp32.spec.runtime, bf16.spec.runtime) == ("torch", "torch-bf16")
+    a, b = fp32.encode(TEXTS), bf16.encode(TEXTS)
+    assert b.dtype == np.float32 and b.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-3)
+    cos = (a * b).sum(1)
+    assert cos.min() >= 0.999, cos
+    assert not np.array_equal(a, b)  # really computed in bfloat16
+
+
+def test_auto_takes_bf16_only_where_the_cpu_computes_it(monkeypatch):
+    monkeypatch.setattr(embedding, "native_bf16", lambda: True)
+    assert resolve_runtime(AUTO) == "torch-bf16"
+    monkeypatch.setattr(embedding, "native_bf16", lambda: False)
+    assert resolve_runtime(AUTO) == "torch"
+    # a rebuild keeps what the index was built with, whatever the CPU
+    assert resolve_runtime(AUTO, previous="torch-bf16") == "torch-bf16"
+    assert resolve_runtime(AUTO, previous="onnx") == "onnx"
+    assert resolve_runtime("torch", previous="torch-bf16") == "torch"  # asked for: itself
+
+
+def test_the_resource_settles_auto_and_a_declared_runtime_wins(monkeypatch):
+    monkeypatch.setattr(embedding, "native_bf16", lambda: True)
+    res = EmbedderResource()
+    assert res.runtime == AUTO  # the default
+    undeclared = EncoderSpec(runtime=AUTO)
+    assert res.spec_for(undeclared).runtime == "torch-bf16"
+    assert res.spec_for(None).runtime == "torch-bf16"
+    # built before with float32: kept, so a rebuild encodes nothing again
+    assert res.spec_for(undeclared, EncoderSpec(runtime="torch")).runtime == "torch"
+    # a corpus that declares float32 gets it on a bf16 CPU
+    assert res.spec_for(EncoderSpec(runtime="torch")).runtime == "torch"
+    # a resource configured for a runtime: that one
+    assert EmbedderResource(runtime="onnx").spec_for(undeclared).runtime == "onnx"
+    # another model's previous runtime does not count
+    other = EncoderSpec(model="intfloat/e5-small-v2", runtime="onnx-int8")
+    assert res.spec_for(undeclared, other).runtime == "torch-bf16"
+    with pytest.raises(ValueError, match="unknown embedding runtime 'fp16'"):
+        EncoderSpec(runtime="fp16")
+
+
+def test_a_default_build_records_a_concrete_runtime(sample_index):
+    manifest = json.loads((IndexLayout(sample_index).resolve() / "manifest.json").read_text())
+    assert manifest["embedding"]["runtime"] == resolve_runtime(AUTO)
+    idx = Index.open(sample_index)
+    assert idx.encoder.spec.runtime == resolve_runtime(AUTO)
+    assert idx.runtime_agreement is None  # the index's own runtime: nothing to check
+
+
+def test_a_bf16_index_is_queried_in_float32_without_native_bf16(sample_index, monkeypatch):
+    built = json.loads((IndexLayout(sample_index).resolve() / "manifest.json").read_text())
+    if built["embedding"]["runtime"] != "torch-bf16":
+        pytest.skip("this CPU has no native bfloat16: the sample was built in float32")
+    monkeypatch.setattr(embedding, "native_bf16", lambda: False)
+    idx = Index.open(sample_index)
+    assert idx.encoder.spec.runtime == "torch"
+    assert idx.runtime_agreement is not None and idx.runtime_agreement >= 0.999
+    hits = idx.search("barometric drift correction", mode="flat", k=3)
+    assert hits and hits[0].score > 0
