@@ -191,9 +191,12 @@ def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
     path = layout.build_table("failures")
     old = read_cache_table(path, "failure list")
     old = old.filter(pl.col("stage") != stage) if old is not None else None
-    new = pa.Table.from_pylist([{**r, "stage": stage} for r in rows], schema=FAILURES)
+    new = pa.Table.from_pylist([{"cause": "llm", **r, "stage": stage} for r in rows],
+                               schema=FAILURES)
     if old is not None and old.height:
-        new = pa.concat_tables([old.to_arrow().cast(FAILURES), new])
+        if "cause" not in old.columns:  # written before the column: every one was the LLM's
+            old = old.with_columns(pl.lit("llm").alias("cause"))
+        new = pa.concat_tables([old.select(FAILURES.names).to_arrow().cast(FAILURES), new])
     write_parquet_atomic(new, path)
     return len(rows)
 

@@ -12,10 +12,11 @@ from strata.assets.shard_cache import (built_encoder, load_embedding_items, shar
                                       vector_cache_dir)
 from strata.resources.corpora import CorpusRegistry
 from strata.resources.embedder import EmbedderResource
+from strata.stages.embed import ENCODE_BATCH
 
 
 class EmbedConfig(dg.Config):
-    batch_size: int = 64
+    batch_size: int = ENCODE_BATCH
     """Texts per encoder call, shortest first (also the progress step)."""
 
 

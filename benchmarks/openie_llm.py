@@ -122,11 +122,15 @@ def recall(index_dir: Path, questions: list[str], gold: list[set[str]]) -> dict:
 
 def markdown(report: dict) -> str:
     ex = report["extraction"]
-    lines = [f"SmolLM2 on {report['passages']} passages: {ex['seconds']} s "
-             f"({ex['seconds_per_passage']} s a passage, one request at a time, "
-             f"{report['machine'].get('cpus', '?')} CPUs), {ex['stats']['prompt_tokens']} prompt "
-             f"and {ex['stats']['completion_tokens']} completion tokens, "
-             f"{ex['stats']['retries']} parse retries, {len(ex['failures'])} passages unusable "
+    run = ex.get("asked_in") or {**ex, "machine": report["machine"]}
+    when = (f"; answers from the cache of the run of {run['machine'].get('date', '?')}"
+            if "asked_in" in ex else "")
+    threads = f", {run['llama_threads']} llama.cpp thread(s)" if run.get("llama_threads") else ""
+    lines = [f"SmolLM2 on {report['passages']} passages: {run['seconds']} s "
+             f"({run['seconds_per_passage']} s a passage, one request at a time{threads}, "
+             f"{run['machine'].get('cpus', '?')} CPUs{when}), {run['stats']['prompt_tokens']} "
+             f"prompt and {run['stats']['completion_tokens']} completion tokens, "
+             f"{run['stats']['retries']} parse retries, {len(ex['failures'])} passages unusable "
              f"after them, {ex['dropped_triples']} triples dropped by validation (ungrounded, "
              f"half, duplicate) and {ex.get('dropped_entities', 0)} entities not in the passage.",
              "",
@@ -159,7 +163,17 @@ def main(argv: list[str] | None = None) -> None:
           flush=True)
     with LlamaServer(log_path=work / "llama_server.log") as server:
         ex = extract(passages, server.base_url, work / "llm.sqlite")
+        threads = server.threads
     ex["seconds_per_passage"] = round(ex["seconds"] / max(n, 1), 2)
+    # what the model cost is the run that asked it: kept beside the cache, so a rerun
+    # answered from the cache still reports it (not its own 0 tokens in 0 s)
+    asked = work / f"asked_{n}.json"
+    if ex["stats"]["calls"]:
+        asked.write_text(json.dumps({
+            "seconds": ex["seconds"], "seconds_per_passage": ex["seconds_per_passage"],
+            "stats": ex["stats"], "llama_threads": threads, "machine": machine()}, indent=1))
+    elif asked.exists():
+        ex["asked_in"] = json.loads(asked.read_text())
     predictions = work / "smollm2_openie.json"
     quality.save_predictions(ex["outs"], passages, predictions)
     quality.main(["--label", LABEL, "--predictions", str(predictions), "--subsets", str(n),

@@ -326,9 +326,12 @@ def _close_abandoned_runs(instance, out: Path) -> None:
 
 
 def _llm_failures(stats: dict) -> dict:
+    """The items the LLM failed on, by stage (not the ones never sent to it: a
+    missing or unreadable image is its file's problem, listed apart)."""
     by_stage: dict[str, int] = {}
     for f in stats.get("failures") or []:
-        by_stage[f["stage"]] = by_stage.get(f["stage"], 0) + 1
+        if f.get("cause") != "input":
+            by_stage[f["stage"]] = by_stage.get(f["stage"], 0) + 1
     return {"total": sum(by_stage.values()), "by_stage": by_stage}
 
 

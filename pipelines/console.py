@@ -198,7 +198,15 @@ def print_stats(idx, stats: dict) -> None:
         say(f"\nparser notes ({len(stats['notes'])}):")
         for n in stats["notes"][:10]:
             say(f"  {n['path']}: {n['note']}")
-    failures = stats.get("failures") or []
+    everything = stats.get("failures") or []
+    unusable = [f for f in everything if f.get("cause") == "input"]
+    if unusable:
+        say(f"\nnot sent to the LLM ({len(unusable)}; offline stand-ins used):")
+        for f in unusable[:10]:
+            say(f"  {f['stage']} {f['node_id']}: {_snippet(f['error'], 160)}")
+        if len(unusable) > 10:
+            say(f"  … and {len(unusable) - 10} more (strata map --stats --json)")
+    failures = [f for f in everything if f.get("cause") != "input"]
     if failures:
         say(f"\nLLM failures ({len(failures)}; offline stand-ins used, retried next build):")
         for f in failures[:10]:

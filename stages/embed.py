@@ -32,10 +32,12 @@ EMBED_TEXT_VERSION = "2"
 MAX_EMBED_CHARS = 2000
 # Texts per encoder call (one forward pass), taken shortest first over everything
 # a build or shard must encode, so a call pads its texts to nearly the same
-# length. Calls this size run at the model's own speed (issue 21: measured on
-# MuSiQue's texts, see benchmarks.throughput) and last well under a second, so a
-# stop request is seen between two of them.
-ENCODE_BATCH = 64
+# length. Sorted, small calls are the fastest: their activations stay in the CPU's
+# caches (benchmarks.throughput's sweep, texts/s at 16/32/64/128: MuSiQue bfloat16
+# 443/410/337/280, float32 254/254/222/163; the 2,000-file corpus bfloat16
+# 156/148/134/135). They last a few milliseconds, so a stop request is seen
+# between two of them.
+ENCODE_BATCH = 16
 # Vectors a shard holds before it writes them to its cache: memory stays bounded
 # however large the shard, and an interrupted shard keeps what it wrote.
 FLUSH_TEXTS = 4096

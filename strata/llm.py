@@ -170,11 +170,13 @@ class _Transient(Exception):
 class _Failed(Exception):
     """An item's request failed for good (its retries spent, or not worth retrying).
     ``connection``: there was no answer at all (refused, reset, timed out), which the
-    circuit breaker counts; an HTTP answer of any status resets it."""
+    circuit breaker counts; an HTTP answer of any status resets it. ``status``: that
+    answer's HTTP status, when the server gave one."""
 
-    def __init__(self, message: str, connection: str | None = None):
+    def __init__(self, message: str, connection: str | None = None, status: int | None = None):
         super().__init__(message)
         self.connection = connection
+        self.status = status
 
 
 class _FormatRejected(Exception):
@@ -244,6 +246,10 @@ class LLM:
         self._failures_in_a_row = 0
         self._last_connection_problem = ""
         self._tripped = threading.Event()
+        # why images are no longer sent (an endpoint that failed one after its retries,
+        # e.g. llama.cpp's server with a text-only model answers each with a 500):
+        # the other images fail at once instead of spending the same retries
+        self._images_refused: str | None = None
         self._tripped_after = 0
         self._probed = False
         # the item a worker thread is on (the SDK's retries are reported on that thread)
@@ -538,6 +544,8 @@ class LLM:
                 why = self._why_stop()
                 if why:
                     return fail(f"not sent: {why}")
+                if req.image is not None and self._images_refused:
+                    return fail(f"not sent: {self._images_refused}")
                 if calls == 0:
                     self._bump(stage, calls=1)
                 calls += 1
@@ -557,6 +565,13 @@ class LLM:
                         self._connection_failed(e.connection)
                     else:
                         self._answered()  # an HTTP answer, even a 500: the server is there
+                        if req.image is not None and e.status is not None \
+                                and self._images_refused is None:  # refused, not slow
+                            self._images_refused = (
+                                f"the endpoint failed an image request after its retries "
+                                f"({self._redact(str(e))[:200]}); no more images are sent to it "
+                                "this run")
+                            log.warning("LLM %s: %s", stage, self._images_refused)
                     return fail(str(e))
                 self._answered()
                 value, problem = None, None
@@ -752,7 +767,7 @@ class LLM:
             if status == 400 and stream_options and "stream_options" in f"{e.message} {e.body}":
                 self._send_stream_options = False
                 raise _FormatRejected(msg) from None
-            raise _Failed(msg) from None  # the SDK's retries spent, or a 4xx
+            raise _Failed(msg, status=status) from None  # the SDK's retries spent, or a 4xx
         except openai.APITimeoutError:
             self._throttle.timed_out()
             raise _Failed(f"timeout: no answer within {cfg.timeout_s:g}s",

@@ -91,13 +91,17 @@ SKIPPED = pa.schema([
 ])
 
 # Items an enrichment stage could not process this run (they are retried on
-# the next run: only successes are cached).
+# the next run: only successes are cached). ``cause``: "llm" (the endpoint or
+# the model's answer failed) or "input" (the item itself could not be sent: a
+# missing or unreadable image); a file from before the column reads as "llm".
 FAILURES = pa.schema([
     ("stage", pa.string()),
     ("node_id", pa.string()),
     ("error", pa.string()),
     ("attempts", pa.int32()),
+    ("cause", pa.string()),
 ])
+FAILURE_CAUSES = ("llm", "input")
 
 # OpenIE facts: one row per (triple, chunk it was extracted from). ``fact_id``
 # derives from the normalized triple, so it repeats when several chunks state

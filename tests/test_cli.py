@@ -114,3 +114,23 @@ def test_errors_say_what_to_do(tmp_path):
     assert proc.returncode == 2 and "strata index" in proc.stderr
     proc = strata("index", str(tmp_path), "--corpus", "bad name!", check=False)
     assert proc.returncode == 2 and "invalid corpus name" in proc.stderr
+
+
+def test_a_missing_image_is_reported_as_the_files_problem_not_the_llms(tmp_path):
+    """An image a page links to that is not there is listed once, with its path,
+    as never sent to the LLM; the build does not call it an LLM failure (offline,
+    no LLM was asked anything)."""
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "page.md").write_text("# Pumps\n\nThe intake pump is flushed monthly.\n\n"
+                                  "![Wiring of the pump](images/wiring.png)\n")
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"),
+           "STRATA_CORPORA": str(tmp_path / "corpora.yaml")}
+    (tmp_path / "dh").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "index", str(root),
+                           "--corpus", "pumps", "--out", str(tmp_path / "index")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "not sent to the LLM (1;" in out and "images/wiring.png" in out, out[-3000:]
+    assert "LLM failure" not in out, out[-3000:]

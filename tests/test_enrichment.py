@@ -47,8 +47,9 @@ def test_offline_enrichment_builds_the_semantic_layer(builder, corpus):
     assert not dup_ids & set(idx.edges().filter(pl.col("type") != "structural")["dst"])
     # the broken image path is recorded, not fatal
     failures = idx.table("failures")
-    assert failures.filter(pl.col("stage") == "caption")["error"].str.contains(
-        "missing-diagram.png").any()
+    missing = failures.filter(pl.col("error").str.contains("missing-diagram.png"))
+    assert missing["stage"].to_list() == ["caption"]
+    assert missing["cause"].to_list() == ["input"]  # the file's problem, not the LLM's
     summaries = idx.table("summaries")
     assert set(summaries["source"]) == {"offline"}
     assert summaries.filter(pl.col("kind") == "file").height == stats["files"]

@@ -573,3 +573,40 @@ def test_http_faults_on_a_live_endpoint_never_trip_the_breaker(server):
     failed = {r.key for r in res if not r.ok}
     assert failed == {f"node-{i}" for i in range(20)}
     assert all(r.ok for r in res[20:])
+
+
+def test_an_endpoint_that_fails_an_image_is_not_sent_the_others(server):
+    """llama.cpp's server with a text-only model answers every image with a 500:
+    the first image spends its retries, the others are not sent (each a failure
+    saying why, retried by the next build), and text requests go on."""
+    server.add_fault("500", match="Caption picture", times=None)
+
+    def picture(i):
+        return LLMRequest(key=f"img-{i}", template="caption/v1", json_mode=False, image=PNG,
+                          messages=({"role": "user", "content": f"Caption picture {i}."},))
+
+    reqs = [req(1), picture(1), picture(2), req(2), picture(3)]
+    with LLM(cfg(server, concurrency=1)) as llm:
+        res = llm.run(reqs, stage="caption")
+    assert [r.ok for r in res] == [True, False, False, True, False]
+    assert "500" in res[1].error and res[1].attempts == 4  # 1 + max_retries 3
+    for r in (res[2], res[4]):
+        assert r.error.startswith("not sent: the endpoint failed an image request")
+        assert "500" in r.error and r.attempts == 0
+    pictures = [q for q in server.chat_requests() if "Caption picture" in q.prompt]
+    assert len(pictures) == 4  # the first image's four tries, none for the other two
+    assert len(server.chat_requests()) == 6
+
+
+def test_a_slow_image_does_not_stop_the_others(server):
+    """A timeout is not a refusal: the next image is still sent."""
+    server.add_fault("slow", 3.0, match="Caption picture 1", times=None)
+
+    def picture(i):
+        return LLMRequest(key=f"img-{i}", template="caption/v1", json_mode=False, image=PNG,
+                          messages=({"role": "user", "content": f"Caption picture {i}."},))
+
+    with LLM(cfg(server, concurrency=1, timeout_s=0.5, max_retries=0)) as llm:
+        res = llm.run([picture(1), picture(2)], stage="caption")
+    assert not res[0].ok and "timeout" in res[0].error
+    assert res[1].ok

@@ -326,9 +326,9 @@ def run_captions(records: Sequence[ImageRecord], llm: Any, mapping: Mapping[str,
     failures: list[dict] = []
     stats = StageStats()
 
-    def fail(record: ImageRecord, error: str, attempts: int = 0) -> None:
+    def fail(record: ImageRecord, error: str, attempts: int = 0, cause: str = "llm") -> None:
         failures.append({"stage": STAGE, "node_id": record.node_id, "error": error,
-                         "attempts": attempts})
+                         "attempts": attempts, "cause": cause})
 
     ocr_of: dict[str, str | None] = {}  # representative -> its OCR text (offline rows only)
 
@@ -342,14 +342,14 @@ def run_captions(records: Sequence[ImageRecord], llm: Any, mapping: Mapping[str,
     pending: list[tuple[ImageRecord, bytes]] = []
     for r in reps:
         if r.status != OK:
-            if r.status != EXTERNAL:
-                fail(r, r.error or f"image is {r.status}")
+            if r.status != EXTERNAL:  # the file's problem, not the model's
+                fail(r, r.error or f"image is {r.status}", cause="input")
             offline_row(r, r.status, r.error)
             continue
         data = _safe_bytes(load_bytes, r)
         if data is None:
             error = f"image file could not be read: {r.image_path}"
-            fail(r, error)
+            fail(r, error, cause="input")
             offline_row(r, "missing", error)
         elif use_llm:
             pending.append((r, data))

@@ -498,10 +498,12 @@ def test_run_captions_llm_failures_and_duplicates():
     failures = {f["node_id"]: f for f in res.failures}
     assert set(failures) == {"image-arch", "image-missing"}
     assert failures["image-arch"] == {"stage": "caption", "node_id": "image-arch",
-                                      "error": "HTTP 500: boom", "attempts": 3}
+                                      "error": "HTTP 500: boom", "attempts": 3, "cause": "llm"}
     assert failures["image-missing"]["error"] == \
         "image file not found: docs/images/missing-diagram.png"
+    # the file's problem, never sent: not counted as the LLM's failure
     assert failures["image-missing"]["attempts"] == 0
+    assert failures["image-missing"]["cause"] == "input"
     assert res.stats.calls == 2 and res.stats.cache_hits == 1 and res.stats.failures == 2
     assert res.stats.retries == 2
     assert sorted(res.stats.failed_keys) == ["image-arch", "image-missing"]
