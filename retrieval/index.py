@@ -208,9 +208,10 @@ class Index:
 
     def check_runtime(self, encoder: Encoder) -> None:
         """An encoder running the index's model on another runtime (torch,
-        torch-bf16, onnx, onnx-int8) may embed its queries only when its vectors of the index's own
-        texts agree with the stored ones (:func:`strata.embedding.disagreement`);
-        otherwise one line says why (:class:`EmbeddingModelMismatch`)."""
+        torch-bf16, onnx, onnx-int8) may embed its queries only when its vectors
+        of the index's own texts agree with the stored ones
+        (:func:`strata.embedding.disagreement`); otherwise one line says why
+        (:class:`EmbeddingModelMismatch`)."""
         import numpy as np
 
         from strata.embedding import disagreement

@@ -18,8 +18,8 @@ import yaml
 
 from strata.stages.discover import check_patterns
 from strata.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
-from strata.settings import RUNTIME_CHOICES
-from strata.settings import corpora_file
+from strata.settings import RUNTIME_CHOICES, corpora_file
+
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # what a corpus may remember about its LLM (never a key: only the *name* of its variable)
 LLM_FIELDS = ("backend", "model", "base_url", "api_key_env", "callable_path",

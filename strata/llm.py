@@ -179,6 +179,21 @@ class _Failed(Exception):
         self.status = status
 
 
+def _refuses_images(status: int | None, message: str) -> bool:
+    """Whether an image request's final HTTP error says the endpoint takes no
+    images at all: a server error (llama.cpp's server with a text-only model
+    answers every image with a 500), or a 4xx naming what it does not support
+    (a text-only model behind OpenAI's API). A timeout (no status) is not a
+    refusal, nor a 4xx about one image (too large, undecodable)."""
+    if status is None:
+        return False
+    if status >= 500:
+        return True
+    text = message.lower()
+    return status in (400, 404, 415, 422) and any(
+        w in text for w in ("not support", "unsupported", "vision", "multimodal", "multi-modal"))
+
+
 class _FormatRejected(Exception):
     """The server refused ``response_format``; ask again at once without it."""
 
@@ -565,8 +580,8 @@ class LLM:
                         self._connection_failed(e.connection)
                     else:
                         self._answered()  # an HTTP answer, even a 500: the server is there
-                        if req.image is not None and e.status is not None \
-                                and self._images_refused is None:  # refused, not slow
+                        if req.image is not None and self._images_refused is None \
+                                and _refuses_images(e.status, str(e)):
                             self._images_refused = (
                                 f"the endpoint failed an image request after its retries "
                                 f"({self._redact(str(e))[:200]}); no more images are sent to it "

@@ -598,9 +598,14 @@ def test_an_endpoint_that_fails_an_image_is_not_sent_the_others(server):
     assert len(server.chat_requests()) == 6
 
 
-def test_a_slow_image_does_not_stop_the_others(server):
-    """A timeout is not a refusal: the next image is still sent."""
-    server.add_fault("slow", 3.0, match="Caption picture 1", times=None)
+@pytest.mark.parametrize("fault", ["slow", "400"])
+def test_a_slow_or_rejected_image_does_not_stop_the_others(server, fault):
+    """A timeout is not a refusal, nor a 4xx about one image: the next image is
+    still sent."""
+    if fault == "slow":
+        server.add_fault("slow", 3.0, match="Caption picture 1", times=None)
+    else:
+        server.add_fault("400", match="Caption picture 1", times=None)
 
     def picture(i):
         return LLMRequest(key=f"img-{i}", template="caption/v1", json_mode=False, image=PNG,
@@ -608,5 +613,5 @@ def test_a_slow_image_does_not_stop_the_others(server):
 
     with LLM(cfg(server, concurrency=1, timeout_s=0.5, max_retries=0)) as llm:
         res = llm.run([picture(1), picture(2)], stage="caption")
-    assert not res[0].ok and "timeout" in res[0].error
+    assert not res[0].ok and ("timeout" if fault == "slow" else "400") in res[0].error
     assert res[1].ok
