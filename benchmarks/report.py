@@ -82,7 +82,8 @@ SECTIONS = (
     ("onnx_runtime", "Embedding runtimes: torch float32 and bfloat16, ONNX Runtime, ONNX Runtime int8",
      "`benchmarks.onnx_runtime`: all-MiniLM-L6-v2 on each runtime, the ONNX graphs exported here "
      "from the packaged weights (int8: dynamic quantisation, per-channel weight scales). Cosine "
-     "to torch over the 1,890 MuSiQue passages; bare texts/s on them (sorted, batches of 64); "
+     "to torch (float32) over the 1,890 MuSiQue passages, each runtime's vectors as its encoder "
+     "returns them; texts/s on them (sorted, batches of 64); "
      "one query's encoding p50 over the 100 MuSiQue questions, warm; MuSiQue dense R@k = the "
      "questions against the passage vectors (the part of retrieval a runtime changes). The "
      "OpenHarmony pages are built with `strata index --embed-runtime` and each index is queried "
