@@ -47,18 +47,18 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     from strata.assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
     from strata.stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
-    from strata.embedding import EncoderSpec, canonical_model, encoder_threads
-    from strata.layout import read_json_or_empty, write_json_atomic
+    from strata.embedding import canonical_model, encoder_threads
+    from strata.layout import write_json_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = load_embedding_items(layout)
     cache = vector_cache_dir(layout)
     in_shards = sum(s["computed"] for s in shard_summaries(cache, "*.json", context.run.run_id))
-    enc_spec = embedder.spec_for(spec.embedding, built_encoder(layout))
+    previous = built_encoder(layout)  # build/encoder.json, read once
+    enc_spec = embedder.spec_for(spec.embedding, previous)
     fill_run_tags(context, {EMBEDDING_TAG: embedding_label(enc_spec)})
     encoder_json = layout.build / "encoder.json"
-    previous = read_json_or_empty(encoder_json)
-    same = bool(previous) and EncoderSpec.from_manifest(previous).same_model(enc_spec)
+    same = previous is not None and previous.same_model(enc_spec)
 
     def load():
         context.log.info(f"loading encoder {enc_spec.backend}:{enc_spec.model}")
@@ -70,7 +70,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         result = build_vectors(nodes, enc_spec, load, layout.build_lance,
                                batch_size=config.batch_size,
                                progress=progress_logger(context, "embed"),
-                               dim=previous.get("dim") if same else None,
+                               dim=previous.dim if same else None,
                                precomputed=read_vector_cache(cache))
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
     lexical = build_lexical(nodes, layout.build_lexical)

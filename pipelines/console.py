@@ -188,28 +188,28 @@ def print_stats(idx, stats: dict) -> None:
         parse = stages.get("parse", {})
         say(f"parse: {parse.get('parsed', 0)} files parsed, {parse.get('reused', 0)} reused; "
                f"embeddings: {emb.get('computed', 0)} computed, {emb.get('reused', 0)} reused")
-    if stats["skipped"]:
-        say(f"\nskipped ({len(stats['skipped'])}):")
-        for s in stats["skipped"][:30]:
-            say(f"  {s['path']}: {s['reason']}")
-        if len(stats["skipped"]) > 30:
-            say(f"  … and {len(stats['skipped']) - 30} more (strata map --stats --json)")
+    _listing("skipped", [f"{s['path']}: {s['reason']}" for s in stats["skipped"]], 30)
     if stats["notes"]:
         say(f"\nparser notes ({len(stats['notes'])}):")
         for n in stats["notes"][:10]:
             say(f"  {n['path']}: {n['note']}")
-    everything = stats.get("failures") or []
-    unusable = [f for f in everything if f.get("cause") == "input"]
-    if unusable:
-        say(f"\nnot sent to the LLM ({len(unusable)}; offline stand-ins used):")
-        for f in unusable[:10]:
-            say(f"  {f['stage']} {f['node_id']}: {_snippet(f['error'], 160)}")
-        if len(unusable) > 10:
-            say(f"  … and {len(unusable) - 10} more (strata map --stats --json)")
-    failures = [f for f in everything if f.get("cause") != "input"]
-    if failures:
-        say(f"\nLLM failures ({len(failures)}; offline stand-ins used, retried next build):")
-        for f in failures[:10]:
-            say(f"  {f['stage']} {f['node_id']}: {_snippet(f['error'], 160)}")
-        if len(failures) > 10:
-            say(f"  … and {len(failures) - 10} more (strata map --stats --json)")
+    failures = stats.get("failures") or []
+    _listing("not sent to the LLM", [_failure(f) for f in failures if f.get("cause") == "input"],
+             10, "offline stand-ins used")
+    _listing("LLM failures", [_failure(f) for f in failures if f.get("cause") != "input"],
+             10, "offline stand-ins used, retried next build")
+
+
+def _failure(f: dict) -> str:
+    return f"{f['stage']} {f['node_id']}: {_snippet(f['error'], 160)}"
+
+
+def _listing(title: str, rows: list[str], limit: int, about: str = "") -> None:
+    """A titled list of at most ``limit`` lines, then how many more there are."""
+    if not rows:
+        return
+    say(f"\n{title} ({len(rows)}{'; ' + about if about else ''}):")
+    for row in rows[:limit]:
+        say(f"  {row}")
+    if len(rows) > limit:
+        say(f"  … and {len(rows) - limit} more (strata map --stats --json)")

@@ -33,6 +33,7 @@ class EmbeddingModelMismatch(ValueError):
 # (dynamic quantisation). The same model either way; vectors agree to a measured
 # cosine (benchmarks.onnx_runtime).
 AUTO = "auto"
+TORCH_RUNTIMES = ("torch", "torch-bf16")  # the ones sentence-transformers runs itself
 
 
 def native_bf16() -> bool:
@@ -209,7 +210,7 @@ class SentenceTransformerEncoder:
     def _load(self):
         from sentence_transformers import SentenceTransformer
 
-        if self.runtime in ("torch", "torch-bf16"):
+        if self.runtime in TORCH_RUNTIMES:
             set_threads(self.threads)
             if self.runtime == "torch":
                 return SentenceTransformer(self._location, device=self._device)
@@ -227,7 +228,7 @@ class SentenceTransformerEncoder:
         return self._model
 
     def set_threads(self, n: int) -> None:
-        if self.runtime in ("torch", "torch-bf16"):
+        if self.runtime in TORCH_RUNTIMES:
             set_threads(n)
         elif n != self.threads:  # ONNX Runtime fixes its threads when a session starts
             self.threads = n
