@@ -77,6 +77,16 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         "build_seconds": round(sum(v.get("seconds", 0) for v in report.values()), 3),
         "run_id": context.run.run_id,
     }
+    # what queries memory-map (strata.query_arrays), and the query runtime readied (its ONNX
+    # graph exported, its agreement with the built runtime recorded): the first query of
+    # the new version then imports no torch and loads nothing whole
+    from strata.embedding import EncoderSpec
+    from strata.query_arrays import write as write_query_arrays
+    from strata.query_runtime import prepare
+
+    write_query_arrays(layout.build, int(encoder["dim"]))
+    query_side = prepare(layout.build, EncoderSpec.from_manifest(encoder))
+    manifest["query"] = query_side
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
     from strata.buildlock import release_for_run
@@ -92,6 +102,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
             "stage_seconds": md({k: round(v.get("seconds", 0), 3) for k, v in report.items()},
                                 ("stage", "seconds")),
             "source_fingerprint": fingerprint,
+            "query_runtime": query_side.get("query_runtime", ""),
             "path": path_metadata(layout.version_dir(version)),
         },
     )

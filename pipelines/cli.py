@@ -484,6 +484,12 @@ def build_parser() -> argparse.ArgumentParser:
         "LLM for /ask and the routed router (default: $STRATA_LLM_BACKEND or offline)"))
     sv.set_defaults(func=cmd_serve)
 
+    from strata.pipelines.upgrade_command import add_arguments as add_upgrade_arguments
+
+    add_upgrade_arguments(sub.add_parser(
+        "upgrade", help="write what this Strata's queries read into an index published by an "
+                        "older one (in place; nothing is encoded again)"))
+
     mc = sub.add_parser("mcp", help="serve indexes as MCP tools for agents (stdio; --http)")
     from strata.service.mcp_server import add_arguments as add_mcp_arguments
 

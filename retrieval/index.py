@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import logging
 from functools import cached_property
 from pathlib import Path
-
-import polars as pl
 
 from strata.retrieval.results import Result, SearchResults
 from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
 from strata.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
+from strata.query_arrays import NODE_FIELDS, QueryArrays
 from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
                            LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
                            vector_table_name)
 from strata.settings import QuerySettings, SettingsError, default, load
-from strata.stats import index_stats
 
-_NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "title",
-                "start_line", "end_line", "page", "language")
+if TYPE_CHECKING:
+    import polars as pl
+
+log = logging.getLogger(__name__)
+
+
+class _Columns(dict):
+    """Node fields by name, each a list aligned with the graph, converted from the
+    mapped Arrow table when first asked for (a mode that reads titles does not
+    pay for the texts)."""
+
+    def __init__(self, table):
+        super().__init__()
+        self._table = table
+
+    def __missing__(self, name: str) -> list:
+        if name not in NODE_FIELDS:
+            raise KeyError(name)
+        value = self[name] = self._table.column(name).to_pylist()
+        return value
 
 
 _BLAS_LIMITED = False
@@ -118,6 +137,8 @@ class Index:
         return IndexDamaged(self.path, str(rel), problem, version=self.version)
 
     def _table(self, name: str, optional: bool = False) -> pl.DataFrame | None:
+        import polars as pl  # the tables are for inspection: a query reads the arrays
+
         path = self._vdir / TABLE_FILES[name]
         if optional and not path.exists():
             return None
@@ -129,6 +150,8 @@ class Index:
     @cached_property
     def _nodes(self) -> pl.DataFrame:
         """Hierarchy nodes plus entity nodes (from OpenIE), one frame."""
+        import polars as pl
+
         nodes = self._table("nodes")
         entities = self._table("entities", optional=True)
         if entities is not None and entities.height:
@@ -159,6 +182,8 @@ class Index:
         return self._table(name, optional=True)
 
     def stats(self) -> dict:
+        from strata.stats import index_stats
+
         s = index_stats(self._nodes, self._edges, self.documents(), self.skipped())
         facts = self.facts()
         s["facts"] = facts.height if facts is not None else 0
@@ -169,40 +194,77 @@ class Index:
         return s
 
     @cached_property
+    def _arrays(self) -> QueryArrays:
+        """What queries read (:mod:`strata.query_arrays`): memory-mapped from the
+        version's ``query/`` folder, or, for a version published before it
+        existed, computed from the Parquet and Lance files (slower; a warning
+        names the command that writes them)."""
+        from strata.query_arrays import DamagedArrays, compute, open_arrays
+
+        try:
+            arrays = open_arrays(self._vdir)
+        except DamagedArrays as e:  # one line naming the file
+            raise self._damaged(e.path, e.cause) from None
+        if arrays is not None:
+            return arrays
+        log.warning("index %s (version %d) has no query arrays: it was published by an older "
+                    "Strata, so each process reads its tables and vectors whole. Write them once, "
+                    "without encoding again: strata upgrade --index %s", self.path, self.version,
+                    self.path)
+        self._check_vector_tables()
+        try:
+            return compute(self._vdir, int(self.manifest["dim"]))
+        except IndexDamaged:
+            raise
+        except Exception as e:  # noqa: BLE001 - a table that does not read: name the folder
+            raise self._damaged(self._vdir, e) from None
+
+    def _check_vector_tables(self) -> None:
+        """Every data and index file of the Lance tables still ends as a Lance file
+        does (four bytes read per file): a truncated one is named, not met later."""
+        for k in VECTOR_KINDS:
+            table_dir = self._vdir / LANCE_DIR / f"{vector_table_name(k)}.lance"
+            if table_dir.exists() and damaged_lance_file(table_dir) is not None:
+                raise self._lance_damage(k)
+
+    @property
     def _row_of(self) -> dict[str, int]:
-        return {nid: i for i, nid in enumerate(self._nodes["node_id"].to_list())}
+        return self.graph.index
 
     @cached_property
     def _columns(self) -> dict[str, list]:
-        return {c: self._nodes[c].to_list() for c in _NODE_FIELDS}
+        return _Columns(self._arrays.nodes)
 
     def node(self, node_id: str) -> dict:
         i = self._row_of[node_id]
-        return {c: v[i] for c, v in self._columns.items()}
+        table = self._arrays.nodes
+        return {c: table.column(c)[i].as_py() for c in NODE_FIELDS}
 
     # -- vectors ----------------------------------------------------------------
     @property
     def encoder(self) -> Encoder:
-        """The encoder the manifest names; ``STRATA_EMBED_RUNTIME`` may ask for
-        another runtime of the same model (checked by :meth:`check_runtime`)."""
+        """The encoder of the manifest's model, on the runtime queries use
+        (:func:`strata.query_runtime.query_spec`: ONNX Runtime where the model
+        exports, so a query imports no torch; ``STRATA_EMBED_RUNTIME`` picks one
+        explicitly). Another runtime than the build's is checked by
+        :meth:`check_runtime`; one chosen here that disagrees gives way to the
+        build's own runtime."""
         if self._encoder is None:
-            from dataclasses import replace
-
-            from strata.embedding import AUTO, load_encoder, native_bf16
+            from strata.embedding import AUTO, load_encoder
+            from strata.query_runtime import query_spec
             from strata.settings import EmbedSettings, load
 
-            spec = EncoderSpec.from_manifest(self.manifest["embedding"])
+            built = EncoderSpec.from_manifest(self.manifest["embedding"])
             asked = load(EmbedSettings)  # $STRATA_EMBED_RUNTIME, only when the user set it
             wanted = asked.runtime if "runtime" in asked.model_fields_set else AUTO
-            if spec.backend == "sentence-transformers":
+            encoder = load_encoder(query_spec(built, wanted))
+            try:
+                self.check_runtime(encoder)
+            except EmbeddingModelMismatch as e:
                 if wanted != AUTO:
-                    spec = replace(spec, runtime=wanted)
-                elif spec.runtime == "torch-bf16" and not native_bf16():
-                    # emulated bfloat16 is slower than float32 here: query in float32,
-                    # which check_runtime lets through (they agree to ~0.9999)
-                    spec = replace(spec, runtime="torch")
-            encoder = load_encoder(spec)
-            self.check_runtime(encoder)
+                    raise
+                log.warning("%s; querying with %s instead", e, built.runtime)
+                encoder = load_encoder(query_spec(built, built.runtime))
             self._encoder = encoder
         return self._encoder
 
@@ -210,42 +272,26 @@ class Index:
         """An encoder running the index's model on another runtime (torch,
         torch-bf16, onnx, onnx-int8) may embed its queries only when its vectors
         of the index's own texts agree with the stored ones
-        (:func:`strata.embedding.disagreement`); otherwise one line says why
-        (:class:`EmbeddingModelMismatch`)."""
-        import numpy as np
-
-        from strata.embedding import disagreement
+        (:func:`strata.query_runtime.agreement`: measured once per index content
+        and runtime, then read from the model cache); otherwise one line says
+        why (:class:`EmbeddingModelMismatch`)."""
+        from strata.query_runtime import agreement
 
         built = EncoderSpec.from_manifest(self.manifest["embedding"])
         if built.same_runtime(encoder.spec):
             return
         texts, stored = self._probe()
-        got = encoder.encode(texts) if texts else np.zeros((0, stored.shape[1]), np.float32)
-        why = disagreement((got * stored).sum(1))
-        self.runtime_agreement = None if why else round(float((got * stored).sum(1).mean()), 5)
+        mean, why = agreement(built, encoder, texts, stored)
+        self.runtime_agreement = mean
         if why:
             raise EmbeddingModelMismatch(
                 f"index {self.path} was built with {built.label}; {encoder.spec.label} may not "
                 f"embed its queries: {why}. Query with runtime {built.runtime} "
                 f"(STRATA_EMBED_RUNTIME) or rebuild the index with {encoder.spec.runtime}.")
 
-    def _probe(self, per_table: int = 16):
-        """Up to ``per_table`` texts and their stored vectors from each vector table."""
-        import numpy as np
-
-        texts, vectors = [], []
-        for kind in EMBEDDED_KINDS:
-            name = vector_table_name(kind)
-            if not (self._vdir / LANCE_DIR / f"{name}.lance").exists():
-                continue
-            try:
-                t = self._lance.open_table(name).head(per_table)
-            except Exception as e:  # noqa: BLE001 - an I/O or format error from Lance
-                raise self._lance_damage(kind, e) from None
-            texts += t.column("text").to_pylist()
-            vectors += t.column("vector").to_pylist()
-        dim = int(self.manifest["dim"])
-        return texts, np.asarray(vectors, dtype=np.float32).reshape(len(texts), dim)
+    def _probe(self):
+        """A few embedded texts of each vector table and their stored vectors."""
+        return self._arrays.probe_texts, self._arrays.probe_vectors
 
     def embed_query(self, query: str):
         v = self._query_cache.get(query)
@@ -256,12 +302,6 @@ class Index:
             self._query_cache[query] = v
         return v
 
-    @cached_property
-    def _lance(self):
-        import lancedb
-
-        return lancedb.connect(str(self._vdir / LANCE_DIR))
-
     def _lance_damage(self, kind: str, exc: BaseException | None = None) -> IndexDamaged:
         """The damaged file of a vector table (the one whose Lance footer is gone),
         or the table itself when no single file can be blamed."""
@@ -271,12 +311,6 @@ class Index:
             return self._damaged(bad, "truncated or overwritten: no Lance footer"
                                  + (f"; {short_error(exc)}" if exc is not None else ""))
         return self._damaged(table_dir, exc if exc is not None else "unreadable")
-
-    def _read_vectors(self, kind: str, table, columns: list[str]):
-        try:
-            return table.to_arrow().select(columns)
-        except Exception as e:  # noqa: BLE001 - an I/O or format error from Lance
-            raise self._lance_damage(kind, e) from None
 
     def _result(self, node_id: str, score: float, relation: str = "seed",
                 via: str | None = None) -> Result:
@@ -306,93 +340,44 @@ class Index:
                       relation=relation, via=chunk_id)
 
     # -- shared building blocks of the modes ------------------------------------
-    @cached_property
+    @property
     def graph(self):
-        """The graph as CSR arrays (built on first use, then kept)."""
-        from strata.retrieval.graph import Graph
+        """The graph as CSR arrays (:class:`strata.query_arrays.Graph`)."""
+        return self._arrays.graph
 
-        return Graph.build(self._nodes, self._edges)
-
-    @cached_property
+    @property
     def node_vectors(self):
-        """Vectors aligned with ``graph`` dense ids (zeros for nodes without one)."""
-        import numpy as np
-
-        g = self.graph
-        mat = np.zeros((len(g.ids), int(self.manifest["dim"])), dtype=np.float32)
-        for kind, table in self._all_vector_tables.items():
-            if kind == FACT:
-                continue
-            t = self._read_vectors(kind, table, ["node_id", "vector"])
-            vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
-            for nid, v in zip(t.column("node_id").to_pylist(), vecs):
-                j = g.index.get(nid)
-                if j is not None:
-                    mat[j] = v
-        return mat
+        """Unit vectors aligned with ``graph`` dense ids (zeros for nodes without
+        one), memory-mapped."""
+        return self._arrays.vectors
 
     def fact_vectors(self):
-        """(fact ids, row-normalised fact vectors): the fact store held in memory
-        for exact kNN (``([], empty)`` when the index has no facts)."""
-        import numpy as np
-
-        table = self._all_vector_tables.get(FACT)
-        dim = int(self.manifest["dim"])
-        if table is None:
-            return [], np.zeros((0, dim), dtype=np.float32)
-        t = self._read_vectors(FACT, table, ["node_id", "vector"])
-        vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
-        vecs = np.asarray(vecs, dtype=np.float32)
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        return t.column("node_id").to_pylist(), vecs / np.where(norms > 0, norms, 1.0)
-
-    @cached_property
-    def _all_vector_tables(self) -> dict:
-        """The vector tables, each checked once: every data and index file still
-        ends as a Lance file does (four bytes read per file). A truncated file can
-        otherwise go unnoticed until a query reads it."""
-        try:
-            names = set(getattr(r := self._lance.list_tables(), "tables", r))
-        except Exception as e:  # noqa: BLE001
-            raise self._damaged(self._vdir / LANCE_DIR, e) from None
-        tables = {}
-        for k in VECTOR_KINDS:
-            if vector_table_name(k) not in names:
-                continue
-            table_dir = self._vdir / LANCE_DIR / f"{vector_table_name(k)}.lance"
-            if damaged_lance_file(table_dir) is not None:
-                raise self._lance_damage(k)
-            try:
-                tables[k] = self._lance.open_table(vector_table_name(k))
-            except Exception as e:  # noqa: BLE001
-                raise self._lance_damage(k, e) from None
-        return tables
+        """(fact ids, row-normalised fact vectors) for exact kNN (``([], empty)``
+        when the index has no facts)."""
+        return self._fact_unit
 
     @cached_property
     def _unit_vectors(self):
         """(row-normalised node vectors, has-own-vector mask, kind codes), aligned
         with ``graph``: exact kNN is one matrix-vector product on these."""
-        import numpy as np
-
         limit_blas_threads()
-
-        vecs = np.asarray(self.node_vectors, dtype=np.float32)
-        norms = np.linalg.norm(vecs, axis=1)
-        own = norms > 0
-        return vecs / np.where(own, norms, 1.0)[:, None], own, self.graph.kind
+        a = self._arrays
+        return a.vectors, a.has_vector, a.graph.kind
 
     @cached_property
     def _fact_unit(self):
-        return self.fact_vectors()
+        a = self._arrays
+        ids = a.fact_ids if isinstance(a.fact_ids, list) else a.fact_ids.to_pylist()
+        return ids, a.fact_vectors
 
     def dense(self, vec, k: int, kinds=None) -> list[tuple[str, float]]:
         """(node_id, cosine similarity) of the k nearest vectors, over ``kinds``
         (default: the hierarchy kinds; entity and fact tables are opt-in).
 
-        Exact search on the vectors held in memory (loaded once from the Lance
-        tables): at the corpus sizes Strata targets a matrix-vector product
-        beats a table scan per kind by an order of magnitude (MuSiQue: 0.5 ms vs
-        6 ms per kind), and the results are the same."""
+        Exact search on the memory-mapped vectors: one matrix-vector product
+        over every row (the mask applied to the scores, so no rows are copied),
+        which at the sizes Strata targets beats a table scan per kind by an
+        order of magnitude, with the same results."""
         import numpy as np
 
         from strata.retrieval.graph import KIND_CODE, top_k
@@ -407,7 +392,7 @@ class Index:
         if node_kinds:
             unit, own, kind = self._unit_vectors
             cand = np.nonzero(own & np.isin(kind, node_kinds))[0]
-            rows, scores = top_k(unit[cand] @ q, cand, k)
+            rows, scores = top_k((unit @ q)[cand], cand, k)
             hits += [(self.graph.ids[r], float(s)) for r, s in zip(rows.tolist(), scores)]
         if FACT in kinds:
             ids, unit = self._fact_unit

@@ -207,10 +207,18 @@ class SentenceTransformerEncoder:
                                 dim=self.dim, runtime=self.runtime)
         self.batch_size = batch_size
 
-    def _load(self):
-        from sentence_transformers import SentenceTransformer
+    @property
+    def identity(self) -> str:
+        """What decides this encoder's vectors: runtime, weights and, for ONNX,
+        the exported graph (its folder name carries the weights' key)."""
+        graph = getattr(self._model, "graph", None)
+        where = f"{graph.parent.name}/{graph.name}" if graph is not None else self._location
+        return f"{self.runtime}:{where}"
 
-        if self.runtime in TORCH_RUNTIMES:
+    def _load(self):
+        if self.runtime in TORCH_RUNTIMES:  # sentence-transformers (and torch) only here
+            from sentence_transformers import SentenceTransformer
+
             set_threads(self.threads)
             if self.runtime == "torch":
                 return SentenceTransformer(self._location, device=self._device)

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from strata.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, TABLE_FILES
+from strata.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, QUERY_DIR, TABLE_FILES
 
 CURRENT = "CURRENT"
 VERSIONS = "versions"
@@ -187,7 +187,7 @@ class IndexLayout:
             src = self.build / fname
             if src.exists():
                 _link_or_copy(src, tmp / fname)
-        for folder in (LANCE_DIR, LEXICAL_DIR, BLOB_DIR):
+        for folder in (LANCE_DIR, LEXICAL_DIR, BLOB_DIR, QUERY_DIR):
             if (self.build / folder).exists():
                 shutil.copytree(self.build / folder, tmp / folder, copy_function=_link_or_copy)
         manifest = dict(manifest, version=version)

@@ -168,16 +168,17 @@ class LexicalIndex:
         from pathlib import Path
 
         import bm25s
-        import polars as pl
+        import pyarrow.parquet as pq
 
         folder = Path(folder)
         meta = json.loads((folder / META_FILE).read_text())
         if meta.get("format") != FORMAT:
             raise ValueError(f"{folder} holds lexical index format {meta.get('format')!r}; this "
                              f"Strata reads {FORMAT!r}. Rebuild the index with `strata index`.")
-        docs = pl.read_parquet(folder / DOCS_FILE)
-        model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False) if docs.height else None
-        return cls(model, docs["node_id"].to_list(), docs["kind"].to_list())
+        docs = pq.ParquetFile(folder / DOCS_FILE).read(columns=["node_id", "kind"])  # no dataset API: it imports pandas
+        model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False) \
+            if docs.num_rows else None
+        return cls(model, docs.column("node_id").to_pylist(), docs.column("kind").to_pylist())
 
     def query_tokens(self, query: str) -> list[str]:
         """The query's tokens that occur in the collection (others score 0); a

@@ -109,13 +109,30 @@ def _export(src: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
-def _check_pooling(src: Path) -> None:
+def _modules(src: Path) -> tuple[list[str], bool]:
+    """(the model's module kinds, whether its pooling is a mean over tokens)."""
     modules = json.loads((src / "modules.json").read_text()) if (src / "modules.json").exists() \
         else []
     kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
     pooling = src / "1_Pooling" / "config.json"
     mean = json.loads(pooling.read_text()).get("pooling_mode_mean_tokens") \
         if pooling.exists() else False
+    return kinds, bool(mean)
+
+
+def exportable(src: Path) -> bool:
+    """Whether the model in folder ``src`` is one this exporter reproduces
+    exactly: a local folder of a mean-pooled, normalised transformer."""
+    try:
+        kinds, mean = _modules(src)
+        return (src / "config.json").is_file() and (src / "tokenizer.json").is_file() and \
+            kinds == ["Transformer", "Pooling", "Normalize"] and mean
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _check_pooling(src: Path) -> None:
+    kinds, mean = _modules(src)
     if kinds != ["Transformer", "Pooling", "Normalize"] or not mean:
         raise RuntimeError(f"the onnx runtimes export mean-pooled, normalised models; {src} "
                            f"has modules {kinds}: use the torch runtime for it")

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from strata import embedding
+from strata import embedding, query_runtime
 from strata.embedding import AUTO, EncoderSpec, load_encoder, resolve_runtime
 from strata.layout import IndexLayout
 from strata.resources.embedder import EmbedderResource
@@ -68,9 +68,13 @@ def test_the_resource_settles_auto_and_a_declared_runtime_wins(monkeypatch):
 def test_a_default_build_records_a_concrete_runtime(sample_index):
     manifest = json.loads((IndexLayout(sample_index).resolve() / "manifest.json").read_text())
     assert manifest["embedding"]["runtime"] == resolve_runtime(AUTO)
+    # queries run the same weights on ONNX Runtime (no torch in a querying process),
+    # admitted by the agreement the publish measured
+    assert manifest["query"]["query_runtime"] == "onnx"
     idx = Index.open(sample_index)
-    assert idx.encoder.spec.runtime == resolve_runtime(AUTO)
-    assert idx.runtime_agreement is None  # the index's own runtime: nothing to check
+    assert idx.encoder.spec.runtime == "onnx"
+    assert idx.runtime_agreement is not None
+    assert idx.runtime_agreement >= 0.999
 
 
 def test_a_bf16_index_is_queried_in_float32_without_native_bf16(sample_index, monkeypatch):
@@ -78,6 +82,7 @@ def test_a_bf16_index_is_queried_in_float32_without_native_bf16(sample_index, mo
     if built["embedding"]["runtime"] != "torch-bf16":
         pytest.skip("this CPU has no native bfloat16: the sample was built in float32")
     monkeypatch.setattr(embedding, "native_bf16", lambda: False)
+    monkeypatch.setattr(query_runtime, "onnx_ready", lambda model: False)  # torch queries
     idx = Index.open(sample_index)
     assert idx.encoder.spec.runtime == "torch"
     assert idx.runtime_agreement is not None and idx.runtime_agreement >= 0.999

@@ -47,7 +47,10 @@ def _uses_walk(index, walk) -> bool:
     passage edges and most of its facts came from a model."""
     if walk in (False, "off"):
         return False
-    from strata.retrieval.modes.diffusion import _prepare
+    from strata.retrieval.modes.diffusion import _model_facts, _prepare
+
+    if walk == "auto" and not _model_facts(index.manifest):
+        return False  # decided by the manifest: nothing of the walk is loaded
 
     prep = _prepare(index)
     return prep.walk is not None and (walk in (True, "on") or prep.model_facts)

@@ -281,8 +281,7 @@ def _build_prepared(index) -> _Prepared:
             facts.setdefault(fid, []).append((g.index.get(h, -1), g.index.get(t, -1),
                                               g.index.get(c, -1)))
             fact_text.setdefault(fid, text or "")
-    title_of = dict(zip(index.nodes()["node_id"].to_list(), index.nodes()["title"].to_list()))
-    walk = build_walk(g, [title_of.get(i) for i in g.ids]) if facts else None
+    walk = build_walk(g, index._columns["title"]) if facts else None  # titles in graph order
     fact_ids, fact_unit = index._fact_unit if facts else ([], np.zeros((0, unit.shape[1]),
                                                                             dtype=np.float32))
     return _Prepared(n=n, unit=unit, sim_src=src, bucket=bucket, bucket_size=bucket_size,

@@ -63,21 +63,30 @@ def test_damage_is_one_line_with_the_file_and_the_rebuild_command(cli_env, tmp_p
         shutil.copytree(out, copy, symlinks=True)  # separate files: damage stays in the copy
         return copy, copy / "versions" / "v000001"
 
-    # a truncated Lance data file: every mode that reads vectors says which file;
-    # keyword mode reads only the lexical index, and answers in full
+    # a truncated Lance data file: queries read the memory-mapped query arrays, not
+    # Lance, so every mode still answers in full (the next build re-encodes it: below)
     assert main(["search", "--index", str(out), "--mode", "keyword", "--json",
                  "barometric drift"]) == 0
     whole = json.loads(capsys.readouterr().out)["results"]
     copy, vdir = damaged_copy("lance")
-    bad = _lance_data_file(vdir)
-    _truncate(bad)
-    for mode in ("auto", "flat", "hybrid"):
-        assert main(["search", "--index", str(copy), "--mode", mode, "barometric drift"]) == 1
-        line = _one_error_line(capsys)
-        assert bad.name in line and "of version 1" in line and rebuild in line
+    _truncate(_lance_data_file(vdir))
     assert main(["search", "--index", str(copy), "--mode", "keyword", "--json",
                  "barometric drift"]) == 0
     assert json.loads(capsys.readouterr().out)["results"] == whole
+    assert main(["search", "--index", str(copy), "--mode", "flat", "barometric drift"]) == 0
+    capsys.readouterr()
+
+    # a truncated query array: every mode says which file
+    for name in ("vectors.npy", "nodes.arrow", "graph/indptr.npy"):
+        copy, vdir = damaged_copy(f"query-{name.replace('/', '-')}")
+        _truncate(vdir / "query" / name)
+        for mode in ("auto", "flat", "keyword"):
+            assert main(["search", "--index", str(copy), "--mode", mode, "barometric drift"]) == 1
+            line = _one_error_line(capsys)
+            assert f"versions/v000001/query/{name} of version 1 is unreadable" in line, line
+            assert rebuild in line
+    assert main(["ask", "--index", str(copy), "what reads the tide?"]) == 1
+    assert "query/graph/indptr.npy" in _one_error_line(capsys)
 
     # a truncated lexical index: the modes that read it say which file
     copy, vdir = damaged_copy("lexical")
@@ -87,14 +96,12 @@ def test_damage_is_one_line_with_the_file_and_the_rebuild_command(cli_env, tmp_p
         line = _one_error_line(capsys)
         assert "lexical/units" in line and "of version 1" in line and rebuild in line
 
-    # a truncated nodes.parquet
+    # a truncated nodes.parquet: what reads the tables (map) says which file
     copy, vdir = damaged_copy("nodes")
     _truncate(vdir / "nodes.parquet")
-    assert main(["search", "--index", str(copy), "tide"]) == 1
+    assert main(["map", "--index", str(copy)]) == 1
     line = _one_error_line(capsys)
     assert "versions/v000001/nodes.parquet of version 1 is unreadable" in line and rebuild in line
-    assert main(["ask", "--index", str(copy), "what reads the tide?"]) == 1
-    assert "nodes.parquet" in _one_error_line(capsys)
 
     # a truncated manifest, then a CURRENT holding garbage
     copy, vdir = damaged_copy("manifest")

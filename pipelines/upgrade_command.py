@@ -1,0 +1,57 @@
+"""`strata upgrade`: bring a published index up to what this Strata's queries read,
+in place, without encoding anything again.
+
+A version published before the query arrays existed (:mod:`strata.query_arrays`)
+still answers, but every querying process then reads its Parquet and Lance
+files whole. Upgrading writes the arrays into each such version folder (a
+temporary folder renamed into place, so a reader sees none or all of them) and
+readies the query runtime (its ONNX graph exported and its agreement with the
+built runtime recorded). Nothing else in the version changes: its tables,
+vectors and manifest stay as they were published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from strata.pipelines.console import EXIT_OK, EXIT_USAGE, say
+
+
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from strata.embedding import EncoderSpec
+    from strata.layout import IndexLayout, read_manifest
+    from strata.query_arrays import present, write
+    from strata.query_runtime import prepare
+
+    layout = IndexLayout(args.index)
+    current = layout.current_version()  # IndexNotFound: one line from main()
+    versions = layout.versions() if args.all_versions else [current]
+    rows = []
+    for v in versions:
+        vdir = layout.version_dir(v)
+        manifest = read_manifest(vdir)
+        row = {"version": v, "path": str(vdir)}
+        if present(vdir):
+            row["arrays"] = "already there"
+        else:
+            write(vdir, int(manifest["dim"]))
+            row["arrays"] = "written"
+        row.update(prepare(vdir, EncoderSpec.from_manifest(manifest["embedding"])))
+        rows.append(row)
+    if args.json:
+        say(json.dumps(rows, indent=2))
+        return EXIT_OK
+    for r in rows:
+        say(f"version {r['version']}: query arrays {r['arrays']}; queries run on "
+            f"{r['query_runtime']}" + (f" ({r['query_runtime_problem']})"
+                                       if r.get("query_runtime_problem") else ""))
+    return EXIT_OK if rows else EXIT_USAGE
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--index", required=True, help="index folder")
+    p.add_argument("--all-versions", action="store_true",
+                   help="every published version kept on disk (default: the current one)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_upgrade)

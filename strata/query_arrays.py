@@ -1,0 +1,335 @@
+"""What a query reads, as arrays a querying process memory-maps instead of loading.
+
+A published version keeps its tables as Parquet and its vectors in LanceDB:
+the formats a build writes and people inspect. A query needs something else:
+the graph as CSR arrays, one row-normalised vector per node aligned with it,
+and a handful of node fields, opened in milliseconds with nothing heavy
+imported. Reading the Parquet and Lance files at query time cost an import
+of lancedb and a copy of every vector in every querying process; the arrays
+here are written once, at publish, into ``<version>/query/``:
+
+* ``nodes.arrow``: node id, kind, path, node path, breadcrumb, text, title,
+  lines, page, language of every node (hierarchy nodes, then entities), in the
+  graph's dense order; Arrow IPC, so it is mapped, not parsed.
+* ``graph/*.npy``: :class:`Graph`'s arrays; ``relations.arrow`` each edge's
+  relation in CSR order.
+* ``vectors.npy`` (float32, unit rows, zeros for nodes without a vector) and
+  ``has_vector.npy``; ``fact_vectors.npy`` with ``facts.arrow`` (fact ids).
+* ``probe.arrow`` and ``probe_vectors.npy``: a few embedded texts of each
+  vector table with their stored vectors, so another runtime's agreement can be checked without LanceDB.
+* ``arrays.json``, written last: the format and the counts. A folder without
+  it is incomplete and is not used.
+
+An index published before these arrays existed has no ``query/``: the same
+arrays are then computed in memory from the Parquet and Lance files
+(:func:`compute`), and ``strata upgrade`` writes them into the version folder
+without encoding anything again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from strata.schema import (EDGE_TYPES, EMBEDDED_KINDS, FACT, LANCE_DIR, NODE_KINDS, QUERY_DIR,
+                           TABLE_FILES, VECTOR_KINDS, vector_table_name)
+
+ARRAYS_FORMAT = 1  # bump when a file here changes meaning: older folders are then recomputed
+META = "arrays.json"
+NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "title",
+               "start_line", "end_line", "page", "language")
+GRAPH_ARRAYS = ("kind", "parent", "child_ptr", "child_idx", "indptr", "indices", "etype",
+                "weight")
+PROBE_PER_TABLE = 16
+
+EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
+KIND_CODE = {k: i for i, k in enumerate(NODE_KINDS)}
+
+
+class Graph:
+    """The index graph as compact arrays: dense integer ids, a CSR adjacency
+    (``indptr``, ``indices``, per-edge type code and weight), the hierarchy as a
+    parent array plus a children CSR. Query-time walks are array lookups.
+
+    ``ids`` (dense id → node id), ``index`` (node id → dense id) and
+    ``relation`` (per edge) are Python objects built on first use from the
+    Arrow columns they come from, so opening a large index does not pay for
+    them until a query needs them."""
+
+    def __init__(self, ids, kind, parent, child_ptr, child_idx, indptr, indices, etype, weight,
+                 relation):
+        self._ids, self._relation = ids, relation  # lists, or Arrow arrays turned into lists
+        self.kind, self.parent = kind, parent
+        self.child_ptr, self.child_idx = child_ptr, child_idx
+        self.indptr, self.indices, self.etype, self.weight = indptr, indices, etype, weight
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    @cached_property
+    def ids(self) -> list[str]:
+        return self._ids if isinstance(self._ids, list) else self._ids.to_pylist()
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        return {nid: i for i, nid in enumerate(self.ids)}
+
+    @cached_property
+    def relation(self) -> list[str]:
+        r = self._relation
+        return r if isinstance(r, list) else r.to_pylist()
+
+    @classmethod
+    def build(cls, nodes, edges) -> Graph:
+        """From the nodes (hierarchy and entities) and edges tables (polars)."""
+        import polars as pl
+
+        ids = nodes["node_id"].to_list()
+        index = {nid: i for i, nid in enumerate(ids)}
+        n = len(ids)
+        kind = np.array([KIND_CODE.get(k, -1) for k in nodes["kind"].to_list()], dtype=np.int8)
+        parent = np.array([index.get(p, -1) if p else -1 for p in nodes["parent_id"].to_list()],
+                          dtype=np.int32)
+        ordinal = nodes["ordinal"].fill_null(0).to_numpy() if "ordinal" in nodes.columns \
+            else np.zeros(n, dtype=np.int32)
+        has_parent = np.nonzero(parent >= 0)[0]
+        order = has_parent[np.lexsort((ordinal[has_parent], parent[has_parent]))]
+        child_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(child_ptr, parent[order] + 1, 1)
+        child_ptr = np.cumsum(child_ptr)
+        child_idx = order.astype(np.int32)
+
+        e = edges.filter(pl.col("src").is_in(ids) & pl.col("dst").is_in(ids)) if edges.height \
+            else edges
+        src = np.array([index[s] for s in e["src"].to_list()], dtype=np.int64)
+        dst = np.array([index[d] for d in e["dst"].to_list()], dtype=np.int32)
+        et = np.array([EDGE_CODE.get(t, len(EDGE_CODE)) for t in e["type"].to_list()],
+                      dtype=np.int8)
+        w = e["weight"].to_numpy().astype(np.float32) if e.height else np.zeros(0, np.float32)
+        rel = e["relation"].to_list()
+        order = np.argsort(src, kind="stable")
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(indptr, src + 1, 1)
+        indptr = np.cumsum(indptr)
+        g = cls(ids, kind, parent, child_ptr, child_idx, indptr, dst[order], et[order], w[order],
+                [rel[i] for i in order])
+        g.__dict__["index"] = index
+        return g
+
+    def children(self, i: int) -> np.ndarray:
+        return self.child_idx[self.child_ptr[i]:self.child_ptr[i + 1]]
+
+    def siblings(self, i: int) -> np.ndarray:
+        p = self.parent[i]
+        if p < 0:
+            return np.zeros(0, dtype=np.int32)
+        kids = self.children(p)
+        return kids[kids != i]
+
+    def neighbours(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, slice]:
+        """(dense ids, type codes, weights, edge slice) of i's out-edges."""
+        a, b = self.indptr[i], self.indptr[i + 1]
+        return self.indices[a:b], self.etype[a:b], self.weight[a:b], slice(a, b)
+
+
+@dataclass
+class QueryArrays:
+    """Everything of one version that a query reads (see the module docstring)."""
+
+    graph: Graph
+    nodes: object  # pyarrow.Table of NODE_FIELDS, aligned with the graph
+    vectors: np.ndarray  # (nodes, dim) float32 unit rows; zeros where a node has none
+    has_vector: np.ndarray  # bool per node
+    fact_ids: object  # pyarrow array (or list) of fact ids
+    fact_vectors: np.ndarray  # (facts, dim) float32 unit rows
+    probe_texts: list[str]
+    probe_vectors: np.ndarray
+    mapped: bool = False  # read from query/ (True) or computed from the tables (False)
+
+
+# --------------------------------------------------------------------------- compute
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    v = np.asarray(v, dtype=np.float32)
+    n = np.linalg.norm(v, axis=1, keepdims=True) if len(v) else np.zeros((0, 1), np.float32)
+    return v / np.where(n > 0, n, 1.0)
+
+
+def compute(folder: Path, dim: int) -> QueryArrays:
+    """The arrays of the version (or build) in ``folder``, from its Parquet
+    tables and Lance vector tables. Raises what the readers raise; callers that
+    answer users turn that into one line naming the file."""
+    import lancedb
+    import polars as pl
+    import pyarrow as pa
+
+    nodes = pl.read_parquet(folder / TABLE_FILES["nodes"])
+    ent_path = folder / TABLE_FILES["entities"]
+    if ent_path.exists():
+        entities = pl.read_parquet(ent_path)
+        if entities.height:
+            nodes = pl.concat([nodes, entities.select(nodes.columns)], how="vertical_relaxed")
+    edges = pl.read_parquet(folder / TABLE_FILES["edges"])
+    graph = Graph.build(nodes, edges)
+    table = nodes.select(NODE_FIELDS).to_arrow()
+
+    vectors = np.zeros((len(graph), dim), dtype=np.float32)
+    fact_ids: list[str] = []
+    fact_vecs = np.zeros((0, dim), dtype=np.float32)
+    probe_texts: list[str] = []
+    probe_vecs: list[np.ndarray] = []
+    lance_dir = folder / LANCE_DIR
+    db = lancedb.connect(str(lance_dir)) if lance_dir.exists() else None
+    names = set(getattr(r := db.list_tables(), "tables", r)) if db is not None else set()
+    for kind in VECTOR_KINDS:
+        name = vector_table_name(kind)
+        if name not in names:
+            continue
+        t = db.open_table(name).to_arrow()
+        ids = t.column("node_id").to_pylist()
+        vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
+        vecs = np.asarray(vecs, dtype=np.float32)
+        if kind in EMBEDDED_KINDS:
+            probe_texts += t.column("text").slice(0, PROBE_PER_TABLE).to_pylist()
+            probe_vecs.append(vecs[:PROBE_PER_TABLE])
+        if kind == FACT:
+            fact_ids, fact_vecs = ids, _unit(vecs)
+            continue
+        rows = [graph.index.get(nid, -1) for nid in ids]
+        for j, v in zip(rows, vecs):
+            if j >= 0:
+                vectors[j] = v
+    norms = np.linalg.norm(vectors, axis=1)
+    has = norms > 0
+    vectors /= np.where(has, norms, 1.0)[:, None]
+    probe = np.concatenate(probe_vecs) if probe_vecs else np.zeros((0, dim), np.float32)
+    return QueryArrays(graph=graph, nodes=table, vectors=vectors, has_vector=has,
+                       fact_ids=pa.array(fact_ids, pa.string()), fact_vectors=fact_vecs,
+                       probe_texts=probe_texts, probe_vectors=probe)
+
+
+# --------------------------------------------------------------------------- save, open
+
+def _write_arrow(table, path: Path) -> None:
+    import pyarrow as pa
+
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+
+
+def _read_arrow(path: Path):
+    import pyarrow as pa
+
+    with pa.memory_map(str(path), "r") as source:
+        return pa.ipc.open_file(source).read_all()  # zero-copy: the table maps the file
+
+
+def save(arrays: QueryArrays, folder: Path) -> Path:
+    """Write ``arrays`` into ``folder/query`` (a temporary folder renamed into
+    place, so a reader never sees half of it). Returns the folder."""
+    import pyarrow as pa
+
+    target = folder / QUERY_DIR
+    tmp = folder / f".{QUERY_DIR}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "graph").mkdir(parents=True)
+    g = arrays.graph
+    nodes = arrays.nodes
+    # large_string: a million nodes' text can pass the 2 GiB a plain string column holds
+    nodes = nodes.cast(pa.schema([pa.field(f.name, pa.large_string()) if f.type == pa.string()
+                                  else f for f in nodes.schema]))
+    _write_arrow(nodes, tmp / "nodes.arrow")
+    for name in GRAPH_ARRAYS:
+        np.save(tmp / "graph" / f"{name}.npy", np.ascontiguousarray(getattr(g, name)))
+    _write_arrow(pa.table({"relation": pa.array(g.relation, pa.large_string())}),
+                 tmp / "relations.arrow")
+    np.save(tmp / "vectors.npy", np.ascontiguousarray(arrays.vectors, dtype=np.float32))
+    np.save(tmp / "has_vector.npy", np.asarray(arrays.has_vector, dtype=bool))
+    np.save(tmp / "fact_vectors.npy", np.ascontiguousarray(arrays.fact_vectors, np.float32))
+    fact_ids = arrays.fact_ids if isinstance(arrays.fact_ids, list) else \
+        arrays.fact_ids.to_pylist()
+    _write_arrow(pa.table({"node_id": pa.array(fact_ids, pa.large_string())}),
+                 tmp / "facts.arrow")
+    dim = arrays.vectors.shape[1]
+    _write_arrow(pa.table({"text": pa.array(arrays.probe_texts, pa.large_string())}),
+                 tmp / "probe.arrow")
+    np.save(tmp / "probe_vectors.npy", np.asarray(arrays.probe_vectors, np.float32))
+    meta = {"format": ARRAYS_FORMAT, "nodes": len(g), "edges": int(len(g.indices)),
+            "dim": int(dim), "facts": int(len(arrays.fact_vectors))}
+    (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
+    if target.exists():
+        old = folder / f".{QUERY_DIR}.{os.getpid()}.old"
+        target.rename(old)
+        tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(target)
+    return target
+
+
+def write(folder: Path, dim: int) -> Path:
+    """Compute the arrays of ``folder`` (a build or a version) and save them there."""
+    return save(compute(folder, dim), folder)
+
+
+def present(folder: Path) -> bool:
+    """Whether ``folder`` holds complete arrays of the current format."""
+    try:
+        return json.loads((folder / QUERY_DIR / META).read_text()).get("format") == ARRAYS_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class DamagedArrays(RuntimeError):
+    """A file of ``query/`` that does not read (truncated, overwritten): ``path``
+    names it, ``cause`` says why."""
+
+    def __init__(self, path: Path, cause: BaseException):
+        super().__init__(f"{path}: {cause}")
+        self.path, self.cause = path, cause
+
+
+def _npy(path: Path, mmap: bool = True) -> np.ndarray:
+    """A ``.npy`` file, memory-mapped; never unpickled."""
+    try:
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - missing, truncated, not an array: name the file
+        raise DamagedArrays(path, e) from None
+
+
+def _arrow(path: Path):
+    try:
+        return _read_arrow(path)
+    except Exception as e:  # noqa: BLE001
+        raise DamagedArrays(path, e) from None
+
+
+def open_arrays(folder: Path) -> QueryArrays | None:
+    """The arrays of the version in ``folder``, memory-mapped; None when the
+    version has none (published before they existed, or another format).
+    A file that does not read raises :class:`DamagedArrays` naming it."""
+    if not present(folder):
+        return None
+    q = folder / QUERY_DIR
+    nodes = _arrow(q / "nodes.arrow")
+    graph = Graph(nodes.column("node_id"), *[_npy(q / "graph" / f"{n}.npy")
+                                              for n in GRAPH_ARRAYS],
+                  relation=_arrow(q / "relations.arrow").column("relation"))
+    arrays = QueryArrays(graph=graph, nodes=nodes, vectors=_npy(q / "vectors.npy"),
+                         has_vector=_npy(q / "has_vector.npy"),
+                         fact_ids=_arrow(q / "facts.arrow").column("node_id"),
+                         fact_vectors=_npy(q / "fact_vectors.npy"),
+                         probe_texts=_arrow(q / "probe.arrow").column("text").to_pylist(),
+                         probe_vectors=_npy(q / "probe_vectors.npy", mmap=False), mapped=True)
+    n = len(graph)
+    for name, a in (("vectors.npy", arrays.vectors), ("has_vector.npy", arrays.has_vector),
+                    ("nodes.arrow", nodes)):
+        if len(a) != n:
+            raise DamagedArrays(q / name, ValueError(f"{len(a)} rows for {n} nodes"))
+    return arrays

@@ -1,0 +1,147 @@
+"""Which runtime embeds a query, and whether it may: decided once, then remembered.
+
+A build encodes with torch (float32, or bfloat16 where the CPU has it). A
+query is one short text, and a querying process is often a fresh one (a
+shell command, an agent's tool call): importing torch, transformers and
+sentence-transformers cost it seconds before the first answer. So a query
+embeds through ONNX Runtime and ``tokenizers`` on the graph exported from the
+same weights (:mod:`strata.onnx_runtime`), exported once into the model cache
+(at publish, or on first use), never per process. Torch remains the fallback
+for a model that cannot be exported, and ``STRATA_EMBED_RUNTIME`` still picks a
+runtime explicitly.
+
+A runtime other than the one that built an index may embed its queries only
+when its vectors of the index's own texts agree with the stored ones
+(:func:`strata.embedding.disagreement`). That check encodes a probe of the
+index's texts; its outcome is recorded in the model cache under a key made of
+the probe itself (texts and stored vectors), the built runtime and the
+querying encoder's identity, so it is measured once per (index content,
+runtime, model) and read back by every later process. A publish records it
+ahead of the first query.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from strata.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement, load_encoder,
+                              model_location)
+
+log = logging.getLogger(__name__)
+QUERY_RUNTIME = "onnx"  # float32: agrees with torch float32 to a cosine of 1.0000
+
+
+def onnx_ready(model: str) -> bool:
+    """Whether queries of ``model`` can run on ONNX Runtime here: the runtime and
+    ``tokenizers`` installed, and the model a local mean-pooled folder the
+    exporter handles. Imports nothing heavy."""
+    from strata.onnx_runtime import exportable
+
+    if importlib.util.find_spec("onnxruntime") is None or \
+            importlib.util.find_spec("tokenizers") is None:
+        return False
+    try:
+        return exportable(Path(model_location(model)))
+    except RuntimeError:  # the default model's package is missing: torch says so later
+        return False
+
+
+def query_spec(built: EncoderSpec, asked: str = AUTO) -> EncoderSpec:
+    """The encoder a querying process loads for an index built with ``built``:
+    ``asked`` (a runtime the user set) when it is not ``auto``; else ONNX
+    float32 where the model exports and was built with torch; else the built
+    runtime (bfloat16 is
+    queried in float32 on a CPU without native bfloat16, where it is slower)."""
+    if built.backend != "sentence-transformers":
+        return built
+    if asked != AUTO:
+        return replace(built, runtime=asked)
+    if built.runtime not in TORCH_RUNTIMES:  # built on ONNX Runtime already: no torch to avoid
+        return built
+    if onnx_ready(built.model):
+        return replace(built, runtime=QUERY_RUNTIME)
+    if built.runtime == "torch-bf16":
+        from strata.embedding import native_bf16
+
+        if not native_bf16():
+            return replace(built, runtime="torch")
+    return built
+
+
+def _agreements_dir() -> Path:
+    from strata.onnx_runtime import model_cache
+
+    return model_cache() / "agreements"
+
+
+def _key(built: EncoderSpec, encoder, texts: list[str], stored: np.ndarray) -> str:
+    h = hashlib.sha256()
+    identity = getattr(encoder, "identity", encoder.spec.label)
+    h.update(f"{built.backend}:{canonical_model(built.model)}:{built.runtime}\n{identity}\n"
+             .encode())
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass") + b"\0")
+    h.update(np.ascontiguousarray(stored, dtype=np.float32).tobytes())
+    return h.hexdigest()[:32]
+
+
+def agreement(built: EncoderSpec, encoder, texts: list[str],
+              stored: np.ndarray) -> tuple[float | None, str | None]:
+    """(mean cosine, None) when ``encoder`` agrees with the vectors ``stored``
+    for ``texts`` (the index's probe), else (None, why). Read from the model
+    cache when this probe was checked before with this encoder; measured and
+    recorded otherwise."""
+    key = _key(built, encoder, texts, stored)
+    path = _agreements_dir() / f"{key}.json"
+    try:
+        rec = json.loads(path.read_text())
+        return rec.get("mean"), rec.get("why")
+    except (OSError, ValueError, AttributeError):
+        pass
+    got = encoder.encode(texts) if texts else np.zeros((0, stored.shape[1]), np.float32)
+    cos = (got * stored).sum(1) if len(texts) else np.zeros(0, np.float32)
+    why = disagreement(cos)
+    mean = None if why else round(float(cos.mean()), 5)
+    rec = {"built": built.label, "query": encoder.spec.label, "probe_texts": len(texts),
+           "mean": mean, "lowest": round(float(cos.min()), 5) if len(cos) else None, "why": why}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(rec, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only cache: measured again next time, still correct
+        log.debug("could not record the runtime agreement in %s: %s", path, e)
+    return mean, why
+
+
+def prepare(folder: Path, built: EncoderSpec) -> dict:
+    """Ready the query side of the version (or build) in ``folder`` at publish:
+    the ONNX graph exported into the model cache and the agreement of the query
+    runtime with the built one recorded, so the first query pays for neither.
+    Returns what it did (for the run's metadata); never fails the build: a
+    query falls back to doing this itself."""
+    from strata.query_arrays import open_arrays
+
+    spec = query_spec(built)
+    if spec.same_runtime(built):
+        return {"query_runtime": spec.runtime}
+    try:
+        encoder = load_encoder(spec)
+        arrays = open_arrays(folder)
+        if arrays is None:
+            return {"query_runtime": spec.runtime}
+        mean, why = agreement(built, encoder, arrays.probe_texts, arrays.probe_vectors)
+    except Exception as e:  # noqa: BLE001 - the query side repeats it and reports
+        log.warning("could not prepare the query runtime %s: %s", spec.runtime, e)
+        return {"query_runtime": built.runtime, "query_runtime_problem": str(e)[:200]}
+    if why:
+        return {"query_runtime": built.runtime, "query_runtime_problem": why}
+    return {"query_runtime": spec.runtime, "query_runtime_agreement": mean}
