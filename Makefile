@@ -88,6 +88,7 @@ bench: install
 	$(PY) -m benchmarks.throughput
 	$(PY) -m benchmarks.onnx_runtime --musique-builds
 	$(PY) -m benchmarks.service_load
+	$(PY) -m benchmarks.cold_start --reuse-build
 	$(PY) -m benchmarks.openie_quality
 	$(PY) -m benchmarks.openie_llm
 	$(PY) -m benchmarks.hardening

@@ -96,6 +96,16 @@ SECTIONS = (
      "warm-up; clients and server share the machine's cores. Latency is client-side wall time; "
      "server ms is the service's own `took_ms`. An error is a non-200 answer or a failed "
      "request; there must be none."),
+    ("cold_start", "Cold start: a fresh querying process, from 528 nodes to a million",
+     "`benchmarks.cold_start`: each wall time is the median of fresh processes run in "
+     "interleaved rounds after one uncounted run (the page cache is warm); load = the 1-minute "
+     "load average at the start of the runs (2 shared cores). `strata search` under "
+     "`benchmarks.measure` (peak RSS of the process). MCP: from starting `strata mcp` to its "
+     "answer to `initialize` over stdio; serve: to the first 200 of `/health`. Warm latency: "
+     "one process, 100 queries after a warm-up, each query embedded anew. The synthetic index "
+     "(`benchmarks.synthetic_index`) is written without a build: files, sections and chunks, "
+     "vectors drawn around a few thousand centres on the sphere; recall@10 = its approximate "
+     "dense search against an exact scan, for perturbed copies of stored vectors."),
     ("hardening", "Stopping a build, endpoints that are down, hostile files",
      "`benchmarks.hardening`: every figure is a `strata index` child process measured from "
      "outside. Stop time: from the signal to the process's exit, on a 12-page corpus, while the "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import logging
+import threading
 from functools import cached_property
 from pathlib import Path
 
@@ -79,6 +80,7 @@ class Index:
         self.version = version
         self.manifest = manifest
         self._encoder = encoder
+        self._encoder_lock = threading.RLock()
         self._vdir = IndexLayout(path).version_dir(version)
         self.source = str(path)  # where it was opened from (a URI for a mirrored index)
         self._query_cache: dict[str, object] = {}
@@ -113,18 +115,25 @@ class Index:
         if fmt != FORMAT_VERSION:
             raise ValueError(f"{vdir} has index format {fmt}; this Strata reads format "
                              f"{FORMAT_VERSION}. Rebuild the index with `strata index`.")
+        idx = cls(path, int(manifest["version"]), manifest)
         if encoder is not None:
-            built = EncoderSpec.from_manifest(manifest["embedding"])
-            if not built.same_model(encoder.spec) or encoder.dim != manifest["dim"]:
-                raise EmbeddingModelMismatch(
-                    f"index {path} was built with {built.backend}:{built.model} (dim "
-                    f"{manifest['dim']}); the given encoder is {encoder.spec.backend}:"
-                    f"{encoder.spec.model} (dim {encoder.dim}). Query with the same model or "
-                    f"rebuild the index with the new one.")
-        idx = cls(path, int(manifest["version"]), manifest, encoder)
-        if encoder is not None:
-            idx.check_runtime(encoder)
+            idx.use_encoder(encoder)
         return idx
+
+    def use_encoder(self, encoder: Encoder) -> None:
+        """Embed this index's queries with ``encoder`` (a service shares one
+        between versions, wrapped to batch concurrent queries): it must run the
+        index's model (:class:`EmbeddingModelMismatch` otherwise), on the
+        index's runtime or one that agrees with it (:meth:`check_runtime`)."""
+        built = EncoderSpec.from_manifest(self.manifest["embedding"])
+        if not built.same_model(encoder.spec) or encoder.dim != self.manifest["dim"]:
+            raise EmbeddingModelMismatch(
+                f"index {self.path} was built with {built.backend}:{built.model} (dim "
+                f"{self.manifest['dim']}); the given encoder is {encoder.spec.backend}:"
+                f"{encoder.spec.model} (dim {encoder.dim}). Query with the same model or "
+                f"rebuild the index with the new one.")
+        self.check_runtime(encoder)
+        self._encoder = encoder
 
     @property
     def corpus(self) -> str:
@@ -249,6 +258,10 @@ class Index:
         explicitly). Another runtime than the build's is checked by
         :meth:`check_runtime`; one chosen here that disagrees gives way to the
         build's own runtime."""
+        with self._encoder_lock:  # one load when requests arrive together
+            return self._load_encoder()
+
+    def _load_encoder(self) -> Encoder:
         if self._encoder is None:
             from strata.embedding import AUTO, load_encoder
             from strata.query_runtime import query_spec
@@ -365,6 +378,44 @@ class Index:
         return a.vectors, a.has_vector, a.graph.kind
 
     @cached_property
+    def _ann(self):
+        """The approximate index a large version was published with, else None."""
+        if not self._arrays.mapped:
+            return None
+        from strata.ann import open_ann
+        from strata.schema import QUERY_DIR
+
+        try:
+            nprobe = load(QuerySettings).ann_nprobe
+        except SettingsError:
+            nprobe = default(QuerySettings, "ann_nprobe")
+        try:
+            return open_ann(self._vdir / QUERY_DIR, nprobe)
+        except Exception as e:  # noqa: BLE001 - unreadable: one line naming it
+            from strata.ann import ANN_FILE
+
+            raise self._damaged(self._vdir / QUERY_DIR / ANN_FILE, e) from None
+
+    def _dense_rows(self, q, k: int, node_kinds: list[int]):
+        """(rows, cosines) of the ``k`` nearest node vectors of ``node_kinds``:
+        the approximate index's candidates scored exactly where the version has
+        one and they cover ``k``, else a scan of every row."""
+        import numpy as np
+
+        from strata.ann import RERANK
+        from strata.retrieval.graph import top_k
+
+        unit, own, kind = self._unit_vectors
+        ann = self._ann
+        if ann is not None:
+            cand = ann.candidates(q, max(RERANK * k, 100))
+            cand = np.sort(cand[own[cand] & np.isin(kind[cand], node_kinds)])
+            if len(cand) >= k:
+                return top_k(unit[cand] @ q, cand, k)
+        cand = np.nonzero(own & np.isin(kind, node_kinds))[0]
+        return top_k((unit @ q)[cand], cand, k)
+
+    @cached_property
     def _fact_unit(self):
         a = self._arrays
         ids = a.fact_ids if isinstance(a.fact_ids, list) else a.fact_ids.to_pylist()
@@ -375,9 +426,10 @@ class Index:
         (default: the hierarchy kinds; entity and fact tables are opt-in).
 
         Exact search on the memory-mapped vectors: one matrix-vector product
-        over every row (the mask applied to the scores, so no rows are copied),
-        which at the sizes Strata targets beats a table scan per kind by an
-        order of magnitude, with the same results."""
+        over every row (the mask applied to the scores, so no rows are copied).
+        A version large enough to have been published with an approximate
+        index (:mod:`strata.ann`) takes its candidates from it and scores them
+        exactly."""
         import numpy as np
 
         from strata.retrieval.graph import KIND_CODE, top_k
@@ -390,9 +442,7 @@ class Index:
         hits: list[tuple[str, float]] = []
         node_kinds = [KIND_CODE[kd] for kd in kinds if kd != FACT and kd in KIND_CODE]
         if node_kinds:
-            unit, own, kind = self._unit_vectors
-            cand = np.nonzero(own & np.isin(kind, node_kinds))[0]
-            rows, scores = top_k((unit @ q)[cand], cand, k)
+            rows, scores = self._dense_rows(q, k, node_kinds)
             hits += [(self.graph.ids[r], float(s)) for r, s in zip(rows.tolist(), scores)]
         if FACT in kinds:
             ids, unit = self._fact_unit

@@ -58,8 +58,21 @@ class IndexSlot:
         self._lock = threading.Lock()
         self._loading = False
         self._last_check = time.monotonic()
-        self._current = Loaded(self._open(None, None), _now())
+        # opening reads the manifest only; the encoder and the warm-up queries follow on a
+        # thread, so the service answers (health, the first request) while they run
+        self._current = Loaded(self._open(None, None, ready=False), _now())
         self.latest_seen = self._current.index.version
+        self.ready = threading.Event()
+        threading.Thread(target=self._get_ready, args=(self._current.index,), daemon=True,
+                         name=f"strata-ready-{name or location}").start()
+
+    def _get_ready(self, idx: Index) -> None:
+        try:
+            self._ready(idx)
+        except Exception as e:  # noqa: BLE001 - a request meets the same error, in one line
+            log.warning("index %s: warming up failed: %s", self.name, e)
+        finally:
+            self.ready.set()
 
     # -- reading the published state --------------------------------------------
     def _published(self) -> int | None:
@@ -74,23 +87,28 @@ class IndexSlot:
             return [self._current.index.version]
         return IndexLayout(self.location).versions()
 
-    def _open(self, version: int | None, previous: Index | None) -> Index:
-        """Open (and warm up) a version, embedding its queries with the previous
-        version's encoder when the model is the same (no second model load), else
-        with a new one; either way through one :class:`BatchingEncoder`, so
-        concurrent requests' queries are embedded together."""
+    def _open(self, version: int | None, previous: Index | None, ready: bool = True) -> Index:
+        """Open a version (and with ``ready``, get it ready: :meth:`_ready`),
+        embedding its queries with the previous version's encoder when the model
+        is the same (no second model load), else with a new one."""
         encoder = previous.encoder if previous is not None else None
         try:
             idx = Index.open(self.location, version=version, encoder=encoder)
         except EmbeddingModelMismatch:
             idx = Index.open(self.location, version=version)  # the new version changed model
+        if ready:
+            self._ready(idx)
+        return idx
+
+    def _ready(self, idx: Index) -> None:
+        """Queries embedded through one :class:`BatchingEncoder`, so concurrent
+        requests' queries are embedded together; then one query per mode when
+        warming up is on (the arrays mapped, each mode's state built)."""
         if not isinstance(idx.encoder, BatchingEncoder):
-            idx = Index.open(self.location, version=idx.version,
-                             encoder=BatchingEncoder(idx.encoder))
+            idx.use_encoder(BatchingEncoder(idx.encoder))
         if self.warm_up:
             for mode in WARM_UP_MODES:
                 idx.search("warm up", mode=mode, k=1)
-        return idx
 
     # -- serving ----------------------------------------------------------------
     @property

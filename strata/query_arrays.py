@@ -17,6 +17,8 @@ here are written once, at publish, into ``<version>/query/``:
   ``has_vector.npy``; ``fact_vectors.npy`` with ``facts.arrow`` (fact ids).
 * ``probe.arrow`` and ``probe_vectors.npy``: a few embedded texts of each
   vector table with their stored vectors, so another runtime's agreement can be checked without LanceDB.
+* ``ann.faiss``, only for large indexes: an approximate index over the
+  vectors (:mod:`strata.ann`).
 * ``arrays.json``, written last: the format and the counts. A folder without
   it is incomplete and is not used.
 
@@ -230,9 +232,11 @@ def _read_arrow(path: Path):
         return pa.ipc.open_file(source).read_all()  # zero-copy: the table maps the file
 
 
-def save(arrays: QueryArrays, folder: Path) -> Path:
+def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None) -> Path:
     """Write ``arrays`` into ``folder/query`` (a temporary folder renamed into
-    place, so a reader never sees half of it). Returns the folder."""
+    place, so a reader never sees half of it), with an approximate index
+    (:mod:`strata.ann`) when they hold at least ``ann_min_vectors`` vectors
+    (default ``STRATA_ANN_MIN_VECTORS``). Returns the folder."""
     import pyarrow as pa
 
     target = folder / QUERY_DIR
@@ -260,8 +264,18 @@ def save(arrays: QueryArrays, folder: Path) -> Path:
     _write_arrow(pa.table({"text": pa.array(arrays.probe_texts, pa.large_string())}),
                  tmp / "probe.arrow")
     np.save(tmp / "probe_vectors.npy", np.asarray(arrays.probe_vectors, np.float32))
+    rows = np.nonzero(np.asarray(arrays.has_vector))[0]
+    if ann_min_vectors is None:
+        from strata.settings import QuerySettings, load
+
+        ann_min_vectors = load(QuerySettings).ann_min_vectors  # $STRATA_ANN_MIN_VECTORS
+    ann = bool(ann_min_vectors) and len(rows) >= ann_min_vectors
+    if ann:
+        from strata.ann import ANN_FILE, build
+
+        build(arrays.vectors, rows, tmp / ANN_FILE)
     meta = {"format": ARRAYS_FORMAT, "nodes": len(g), "edges": int(len(g.indices)),
-            "dim": int(dim), "facts": int(len(arrays.fact_vectors))}
+            "dim": int(dim), "facts": int(len(arrays.fact_vectors)), "ann": ann}
     (tmp / META).write_text(json.dumps(meta, indent=2) + "\n")
     if target.exists():
         old = folder / f".{QUERY_DIR}.{os.getpid()}.old"

@@ -62,6 +62,11 @@ def markdown() -> str:
                 "`kind` str |")
     rows.append(f"| `{s.BLOB_DIR}/` | images extracted from PDFs and DOCX, named by content "
                 "hash | — |")
+    rows.append(f"| `{s.QUERY_DIR}/` | what a query memory-maps, written at publish "
+                "(`strata.query_arrays`): the graph as CSR arrays (`graph/*.npy`), the node "
+                "fields (`nodes.arrow`), one unit vector per node (`vectors.npy`, "
+                "`has_vector.npy`), the fact vectors, a probe of embedded texts, and for large "
+                "indexes an approximate index (`ann.faiss`) | Arrow IPC and `.npy` |")
     rows.append(f"| `{s.MANIFEST}` | the version: format, corpus, root, url_template, "
                 "embedding model and dim, counts, source fingerprint, per-stage figures | — |")
     return "\n".join(rows)

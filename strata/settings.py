@@ -276,6 +276,14 @@ class QuerySettings(_Group):
     blas_threads: int = _env("STRATA_BLAS_THREADS", 1,
                              "numpy BLAS threads in a querying process (0 leaves BLAS alone)",
                              ge=0, le=1024)
+    ann_min_vectors: int = _env(
+        "STRATA_ANN_MIN_VECTORS", 200_000,
+        "Vectors from which a publish also writes an approximate (IVF) index that dense "
+        "search uses, its candidates scored again exactly; below it every vector is scanned "
+        "(0: never)", ge=0)
+    ann_nprobe: int = _env("STRATA_ANN_NPROBE", 32,
+                           "Inverted lists an approximate search visits (more: higher recall, "
+                           "slower)", ge=1, le=65536)
 
 
 #: every group, in the README table's order

@@ -1,0 +1,178 @@
+"""The query side is a thin module: a querying process imports no torch,
+transformers, sentence-transformers, lancedb or dagster, reads the arrays a
+publish wrote instead of loading tables, measures a runtime's agreement once,
+and still answers from an index published before those arrays existed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from strata import query_runtime
+from strata.embedding import EncoderSpec
+from strata.layout import IndexLayout
+from strata.pipelines.cli import main
+from strata.query_arrays import compute, open_arrays, present, save
+from strata.retrieval import Index
+from tests.conftest import REPO
+
+HEAVY = ("torch", "transformers", "sentence_transformers", "lancedb", "dagster")
+QUESTIONS = ("how do I correct pressure readings for barometric drift?", "spike filter window",
+             "read_csv", "which sensors are supported")
+
+
+def _modules_after(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter, then report the heavy modules loaded."""
+    probe = code + (f"\nimport json, sys\nprint(json.dumps(sorted(m for m in {HEAVY!r} "
+                    "if m in sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_query_module_loads_nothing_heavy():
+    assert _modules_after("import strata.retrieval") == []
+
+
+@pytest.mark.parametrize("mode", ["auto", "flat", "hybrid", "hierarchical", "keyword"])
+def test_a_first_query_imports_no_torch_lancedb_or_dagster(sample_index, mode):
+    code = (f"from strata.retrieval import Index\nidx = Index.open({str(sample_index)!r})\n"
+            f"hits = idx.search({QUESTIONS[0]!r}, mode={mode!r}, k=5)\n"
+            "assert len(hits) == 5, hits\n")
+    assert _modules_after(code) == []
+
+
+def test_the_cli_search_imports_no_torch_lancedb_or_dagster(sample_index):
+    code = ("import contextlib, io\nfrom strata.pipelines.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+            f"    rc = main(['search', '--index', {str(sample_index)!r}, '-k', '3', 'tide'])\n"
+            "assert rc == 0 and '1. [' in out.getvalue(), out.getvalue()\n")
+    assert _modules_after(code) == []
+
+
+def test_the_published_arrays_are_what_the_tables_give(sample_index):
+    """The memory-mapped arrays equal the arrays computed from the Parquet and
+    Lance files (the path an index published before them takes)."""
+    vdir = IndexLayout(sample_index).resolve()
+    mapped = open_arrays(vdir)
+    assert mapped is not None and mapped.mapped
+    fresh = compute(vdir, mapped.vectors.shape[1])
+    assert mapped.graph.ids == fresh.graph.ids
+    for name in ("kind", "parent", "child_ptr", "child_idx", "indptr", "indices", "etype",
+                 "weight"):
+        assert np.array_equal(getattr(mapped.graph, name), getattr(fresh.graph, name)), name
+    assert mapped.graph.relation == fresh.graph.relation
+    assert np.array_equal(mapped.has_vector, fresh.has_vector)
+    assert np.allclose(mapped.vectors, fresh.vectors, atol=1e-7)
+    assert np.abs(np.linalg.norm(mapped.vectors[mapped.has_vector], axis=1) - 1).max() < 1e-5
+    assert mapped.nodes.column("text").to_pylist() == fresh.nodes.column("text").to_pylist()
+    assert mapped.probe_texts == fresh.probe_texts
+    assert len(mapped.probe_texts) > 0
+
+
+def _results(index_dir, mode: str) -> list[list[tuple[str, float]]]:
+    idx = Index.open(index_dir)
+    return [[(r.node_id, round(r.score, 5)) for r in idx.search(q, mode=mode, k=5)]
+            for q in QUESTIONS]
+
+
+def test_an_index_from_before_the_arrays_answers_the_same_and_upgrades_in_place(
+        sample_index, tmp_path, caplog, capsys):
+    old = tmp_path / "old"
+    shutil.copytree(sample_index, old)
+    for q in old.glob("versions/*/query"):
+        shutil.rmtree(q)
+    vdir = IndexLayout(old).resolve()
+    with caplog.at_level(logging.WARNING):
+        before = {m: _results(old, m) for m in ("flat", "auto")}
+    warning = [r.getMessage() for r in caplog.records if "no query arrays" in r.getMessage()]
+    assert warning
+    assert f"strata upgrade --index {old}" in warning[0]
+    assert "\n" not in warning[0]
+    assert not present(vdir)  # reading never writes into a published version
+
+    assert main(["upgrade", "--index", str(old), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["arrays"] for r in rows] == ["written"]
+    assert present(vdir)
+    assert {m: _results(old, m) for m in ("flat", "auto")} == before
+    assert before == {m: _results(sample_index, m) for m in ("flat", "auto")}
+    assert main(["upgrade", "--index", str(old), "--json"]) == 0  # again: nothing to do
+    assert [r["arrays"] for r in json.loads(capsys.readouterr().out)] == ["already there"]
+
+
+class _Counting:
+    """An encoder that counts what it is asked to encode."""
+
+    def __init__(self, inner):
+        self.inner, self.spec, self.dim, self.texts = inner, inner.spec, inner.dim, 0
+        self.identity = inner.identity
+
+    def encode(self, texts):
+        self.texts += len(texts)
+        return self.inner.encode(texts)
+
+
+def test_a_runtime_agreement_is_measured_once_and_then_read(sample_index, tmp_path, monkeypatch):
+    from strata.embedding import load_encoder
+
+    monkeypatch.setattr(query_runtime, "_agreements_dir", lambda: tmp_path / "agreements")
+    manifest = json.loads((IndexLayout(sample_index).resolve() / "manifest.json").read_text())
+    built = EncoderSpec.from_manifest(manifest["embedding"])
+    spec = query_runtime.query_spec(built)
+    assert spec.runtime == "onnx"
+    encoder = _Counting(load_encoder(spec))
+    texts, stored = Index.open(sample_index)._probe()
+    first = query_runtime.agreement(built, encoder, texts, stored)
+    assert encoder.texts == len(texts) > 0
+    assert first[0] is not None and first[0] >= 0.999 and first[1] is None
+    second = query_runtime.agreement(built, encoder, texts, stored)
+    assert second == first
+    assert encoder.texts == len(texts)  # read back, not measured again
+    assert len(list((tmp_path / "agreements").glob("*.json"))) == 1
+    # another probe (another index's content) is another decision
+    query_runtime.agreement(built, encoder, texts[:-1], stored[:-1])
+    assert encoder.texts == 2 * len(texts) - 1
+
+
+def test_a_recorded_disagreement_sends_queries_to_the_built_runtime(sample_index, tmp_path,
+                                                                     monkeypatch):
+    """The record is what decides: one saying the ONNX graph disagrees makes the
+    index query with the runtime that built it (and say so), never with
+    vectors that do not match."""
+    monkeypatch.setattr(query_runtime, "_agreements_dir", lambda: tmp_path / "agreements")
+    idx = Index.open(sample_index)
+    assert idx.encoder.spec.runtime == "onnx"
+    (record,) = (tmp_path / "agreements").glob("*.json")
+    rec = json.loads(record.read_text())
+    rec.update(mean=None, why="its vectors agree to a mean cosine of 0.5")
+    record.write_text(json.dumps(rec))
+    again = Index.open(sample_index)
+    built = again.manifest["embedding"]["runtime"]
+    assert again.encoder.spec.runtime == built
+    assert again.search("barometric drift", mode="flat", k=3)
+
+
+def test_a_large_index_searches_an_approximate_index_and_scores_exactly(sample_index, tmp_path):
+    copy = tmp_path / "ann"
+    shutil.copytree(sample_index, copy)
+    vdir = IndexLayout(copy).resolve()
+    save(compute(vdir, 384), vdir, ann_min_vectors=1)  # every index counts as large
+    assert (vdir / "query" / "ann.faiss").exists()
+    approx, exact = Index.open(copy), Index.open(sample_index)
+    assert approx._ann is not None
+    assert exact._ann is None
+    for q in QUESTIONS:
+        a = approx.search(q, mode="flat", k=5)
+        e = exact.search(q, mode="flat", k=5)
+        assert [r.node_id for r in a] == [r.node_id for r in e]  # a small index: all probed
+        assert [round(r.score, 5) for r in a] == [round(r.score, 5) for r in e]
+    code_only = approx.search("read_csv", mode="flat", k=3, kinds=["code"])
+    assert [r.kind for r in code_only] == ["code"] * 3
