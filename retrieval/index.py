@@ -24,6 +24,36 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class _RowOf:
+    """node id → graph row. A query that found its hits by row (dense search)
+    looks them up among the rows it has just seen; anything else builds the
+    whole map once (:attr:`Graph.index`), which a large index defers until a
+    mode needs it."""
+
+    def __init__(self, graph):
+        self._graph = graph
+        self._seen: dict[str, int] = {}
+
+    def remember(self, node_id: str, row: int) -> None:
+        if len(self._seen) > 65536:
+            self._seen.clear()
+        self._seen[node_id] = row
+
+    def _all(self) -> dict[str, int] | None:
+        return self._graph.__dict__.get("index")  # built already (cached_property)
+
+    def __getitem__(self, node_id: str) -> int:
+        row = self._seen.get(node_id)
+        return row if row is not None else self._graph.index[node_id]
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._seen or node_id in self._graph.index
+
+    def get(self, node_id: str, default=None):
+        row = self._seen.get(node_id)
+        return row if row is not None else self._graph.index.get(node_id, default)
+
+
 class _Columns(dict):
     """Node fields by name, each a list aligned with the graph, converted from the
     mapped Arrow table when first asked for (a mode that reads titles does not
@@ -236,9 +266,16 @@ class Index:
             if table_dir.exists() and damaged_lance_file(table_dir) is not None:
                 raise self._lance_damage(k)
 
-    @property
-    def _row_of(self) -> dict[str, int]:
-        return self.graph.index
+    @cached_property
+    def _row_of(self) -> _RowOf:
+        return _RowOf(self._arrays.graph)
+
+    def _id_at(self, row: int) -> str:
+        """The node id of graph row ``row``, read from the mapped column (no list
+        of every id is built for it)."""
+        nid = self._arrays.nodes.column("node_id")[row].as_py()
+        self._row_of.remember(nid, row)
+        return nid
 
     @cached_property
     def _columns(self) -> dict[str, list]:
@@ -334,11 +371,26 @@ class Index:
     @cached_property
     def _fact_source(self) -> dict[str, tuple[str, str]]:
         """fact id → (its triple's text, the first chunk it was extracted from)."""
-        facts = self.facts()
-        if facts is None or facts.height == 0:
-            return {}
-        first = facts.unique("fact_id", keep="first", maintain_order=True)
-        return {f: (t, c) for f, t, c in first.select("fact_id", "text", "chunk_id").iter_rows()}
+        cols = self.fact_columns("fact_id", "text", "chunk_id")
+        out: dict[str, tuple[str, str]] = {}
+        for f, t, c in zip(cols["fact_id"], cols["text"], cols["chunk_id"]):
+            out.setdefault(f, (t, c))
+        return out
+
+    def fact_columns(self, *names: str) -> dict[str, list]:
+        """Columns of the facts table as lists (empty when the index has none),
+        read with pyarrow: the modes that walk facts need a few columns, not a
+        DataFrame library."""
+        import pyarrow.parquet as pq
+
+        path = self._vdir / TABLE_FILES["facts"]
+        if not path.exists():
+            return {n: [] for n in names}
+        try:
+            table = pq.ParquetFile(path).read(columns=list(names))  # not the dataset API
+        except Exception as e:  # noqa: BLE001 - missing, truncated, not Parquet: one message
+            raise self._damaged(path, e) from None
+        return {n: table.column(n).to_pylist() for n in names}
 
     def _fact_result(self, fact_id: str, score: float, relation: str) -> Result:
         """A fact (an OpenIE triple, a vector but not a graph node) as a result:
@@ -411,9 +463,16 @@ class Index:
             cand = ann.candidates(q, max(RERANK * k, 100))
             cand = np.sort(cand[own[cand] & np.isin(kind[cand], node_kinds)])
             if len(cand) >= k:
-                return top_k(unit[cand] @ q, cand, k)
-        cand = np.nonzero(own & np.isin(kind, node_kinds))[0]
+                return top_k(ann.rows(unit, cand) @ q, cand, k)
+        key = tuple(sorted(node_kinds))
+        cand = self._kind_rows.get(key)
+        if cand is None:  # the rows of these kinds that have a vector, once per kind set
+            cand = self._kind_rows[key] = np.nonzero(own & np.isin(kind, node_kinds))[0]
         return top_k((unit @ q)[cand], cand, k)
+
+    @cached_property
+    def _kind_rows(self) -> dict:
+        return {}
 
     @cached_property
     def _fact_unit(self):
@@ -443,7 +502,7 @@ class Index:
         node_kinds = [KIND_CODE[kd] for kd in kinds if kd != FACT and kd in KIND_CODE]
         if node_kinds:
             rows, scores = self._dense_rows(q, k, node_kinds)
-            hits += [(self.graph.ids[r], float(s)) for r, s in zip(rows.tolist(), scores)]
+            hits += [(self._id_at(r), float(s)) for r, s in zip(rows.tolist(), scores)]
         if FACT in kinds:
             ids, unit = self._fact_unit
             if ids:

@@ -272,7 +272,10 @@ def main(args: argparse.Namespace, llm=None) -> int:
                         "or pass --allow-unauthenticated if the network in front is trusted")
         gate = Gate(KeyStore(keys), env.rate_per_minute, None, args.allow_unauthenticated)
     try:
-        registry = Registry(args.index, reload_interval_s=args.reload_interval, warm_up=False)
+        # nothing loaded in the background: on two cores it would slow the protocol's own
+        # start-up, and an agent's first tool call loads what it needs in a fraction of a second
+        registry = Registry(args.index, reload_interval_s=args.reload_interval, warm_up=False,
+                            background=False)
     except (IndexNotFound, IndexDamaged, ValueError) as e:
         return fail(str(e))
     server = build_server(Tools(registry, llm), default_budget=args.budget_tokens)

@@ -43,7 +43,8 @@ class Loaded:
 class IndexSlot:
     """One served index: the version in use, and the watch for newer ones."""
 
-    def __init__(self, name: str, location: str, reload_interval_s: float, warm_up: bool):
+    def __init__(self, name: str, location: str, reload_interval_s: float, warm_up: bool,
+                 background: bool = True):
         from strata.remote import is_remote
 
         self.name = name
@@ -58,21 +59,27 @@ class IndexSlot:
         self._lock = threading.Lock()
         self._loading = False
         self._last_check = time.monotonic()
-        # opening reads the manifest only; the encoder and the warm-up queries follow on a
-        # thread, so the service answers (health, the first request) while they run
+        # opening reads the manifest only; with ``background`` the encoder and the warm-up
+        # queries follow on a thread, so the service answers (health, the first request)
+        # while they run; without it the first request loads what it needs
         self._current = Loaded(self._open(None, None, ready=False), _now())
         self.latest_seen = self._current.index.version
         self.ready = threading.Event()
-        threading.Thread(target=self._get_ready, args=(self._current.index,), daemon=True,
-                         name=f"strata-ready-{name or location}").start()
+        self._ready_lock = threading.Lock()
+        if background:
+            threading.Thread(target=self._get_ready, args=(self._current.index,), daemon=True,
+                             name=f"strata-ready-{name or location}").start()
 
     def _get_ready(self, idx: Index) -> None:
-        try:
-            self._ready(idx)
-        except Exception as e:  # noqa: BLE001 - a request meets the same error, in one line
-            log.warning("index %s: warming up failed: %s", self.name, e)
-        finally:
-            self.ready.set()
+        with self._ready_lock:  # the background thread, or the first request, not both
+            if self.ready.is_set():
+                return
+            try:
+                self._ready(idx)
+            except Exception as e:  # noqa: BLE001 - a request meets the same error, in one line
+                log.warning("index %s: warming up failed: %s", self.name, e)
+            finally:
+                self.ready.set()
 
     # -- reading the published state --------------------------------------------
     def _published(self) -> int | None:
@@ -118,6 +125,8 @@ class IndexSlot:
     def get(self) -> Index:
         """The index a request should use (and, at most once per interval, a look
         at whether a newer version was published)."""
+        if not self.ready.is_set():
+            self._get_ready(self._current.index)
         now = time.monotonic()
         if now - self._last_check >= self.interval:
             self._last_check = now
@@ -167,7 +176,7 @@ class IndexSlot:
 
 class Registry:
     def __init__(self, locations: list[str], reload_interval_s: float = 1.0,
-                 warm_up: bool = True):
+                 warm_up: bool = True, background: bool = True):
         import weakref
 
         self.slots: dict[str, IndexSlot] = {}
@@ -175,7 +184,7 @@ class Registry:
         self._images: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         for entry in locations:
             name, location = self._split(entry)
-            slot = IndexSlot(name or "", location, reload_interval_s, warm_up)
+            slot = IndexSlot(name or "", location, reload_interval_s, warm_up, background)
             slot.name = name or slot.current.index.corpus
             if slot.name in self.slots:
                 raise ValueError(f"two indexes are named {slot.name!r}; name them apart with "

@@ -17,6 +17,7 @@ imported only when an index has this file.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,27 @@ class AnnIndex:
         _, ids = self.index.search(np.asarray(q, np.float32).reshape(1, -1), int(n))
         ids = ids[0]
         return ids[ids >= 0]
+
+
+    @staticmethod
+    def rows(vectors: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``vectors[rows]`` (sorted rows) read from the file with positioned reads
+        when ``vectors`` is memory-mapped: a page fault on a mapped file maps a
+        whole large folio, so a few hundred scattered rows read through the map
+        would leave most of the file resident."""
+        path, offset = getattr(vectors, "filename", None), getattr(vectors, "offset", None)
+        if path is None or offset is None:
+            return np.asarray(vectors[rows], dtype=np.float32)
+        dim = vectors.shape[1]
+        width = dim * vectors.dtype.itemsize
+        out = np.empty((len(rows), dim), dtype=vectors.dtype)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for i, r in enumerate(rows.tolist()):
+                out[i] = np.frombuffer(os.pread(fd, width, offset + r * width), vectors.dtype)
+        finally:
+            os.close(fd)
+        return out
 
 
 def open_ann(folder: Path, nprobe: int) -> AnnIndex | None:

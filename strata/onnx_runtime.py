@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-EXPORT_VERSION = "1"  # bump when the export changes: graphs are exported again
+EXPORT_VERSION = "2"  # bump when the export changes: graphs are exported again
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -95,18 +95,36 @@ def _export(src: Path, target: Path) -> None:
             v = (h * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(v, p=2, dim=1)
 
+    import shutil
+
+    import onnx
+
     _check_pooling(src)
     model = SentenceVector(AutoModel.from_pretrained(str(src)).eval())
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    ids = torch.ones((2, 8), dtype=torch.long)
-    axes = {0: "batch", 1: "tokens"}
-    with torch.no_grad():
-        torch.onnx.export(model, (ids, ids, torch.zeros_like(ids)), str(tmp),
-                          input_names=list(INPUTS), output_names=["embedding"],
-                          dynamic_axes={**dict.fromkeys(INPUTS, axes), "embedding": {0: "batch"}},
-                          opset_version=OPSET, dynamo=False)
-    os.replace(tmp, target)
+    work = target.parent / f".export.{os.getpid()}.tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        ids = torch.ones((2, 8), dtype=torch.long)
+        axes = {0: "batch", 1: "tokens"}
+        with torch.no_grad():
+            torch.onnx.export(model, (ids, ids, torch.zeros_like(ids)), str(work / "exported.onnx"),
+                              input_names=list(INPUTS), output_names=["embedding"],
+                              dynamic_axes={**dict.fromkeys(INPUTS, axes),
+                                            "embedding": {0: "batch"}},
+                              opset_version=OPSET, dynamo=False)
+        # the weights as one external file beside the graph: ONNX Runtime then maps them
+        # instead of parsing them out of the protobuf and copying them (a querying process
+        # holds one copy of the weights, not two, and starts its session faster)
+        data = f"{target.name}.data"
+        onnx.save_model(onnx.load(str(work / "exported.onnx")), str(work / target.name),
+                        save_as_external_data=True, all_tensors_to_one_file=True, location=data,
+                        size_threshold=1024)
+        os.chmod(work / data, 0o644)  # as readable as the graph beside it (onnx writes 0600)
+        os.replace(work / data, target.parent / data)
+        os.replace(work / target.name, target)  # last: a reader that sees it sees both
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _modules(src: Path) -> tuple[list[str], bool]:

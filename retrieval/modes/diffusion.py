@@ -273,14 +273,12 @@ def _build_prepared(index) -> _Prepared:
     order = np.lexsort((cost, src_of_edge))  # by source, then cost: slices stay in place
     facts: dict[str, list[tuple[int, int, int]]] = {}
     fact_text: dict[str, str] = {}
-    frame = index.facts()
-    if frame is not None and frame.height:
-        for fid, h, t, c, text in zip(frame["fact_id"].to_list(), frame["head_id"].to_list(),
-                                      frame["tail_id"].to_list(), frame["chunk_id"].to_list(),
-                                      frame["text"].to_list()):
-            facts.setdefault(fid, []).append((g.index.get(h, -1), g.index.get(t, -1),
-                                              g.index.get(c, -1)))
-            fact_text.setdefault(fid, text or "")
+    cols = index.fact_columns("fact_id", "head_id", "tail_id", "chunk_id", "text")
+    for fid, h, t, c, text in zip(cols["fact_id"], cols["head_id"], cols["tail_id"],
+                                  cols["chunk_id"], cols["text"]):
+        facts.setdefault(fid, []).append((g.index.get(h, -1), g.index.get(t, -1),
+                                          g.index.get(c, -1)))
+        fact_text.setdefault(fid, text or "")
     walk = build_walk(g, index._columns["title"]) if facts else None  # titles in graph order
     fact_ids, fact_unit = index._fact_unit if facts else ([], np.zeros((0, unit.shape[1]),
                                                                             dtype=np.float32))
