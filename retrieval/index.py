@@ -468,7 +468,12 @@ class Index:
         cand = self._kind_rows.get(key)
         if cand is None:  # the rows of these kinds that have a vector, once per kind set
             cand = self._kind_rows[key] = np.nonzero(own & np.isin(kind, node_kinds))[0]
-        return top_k((unit @ q)[cand], cand, k)
+        if not len(cand):
+            return cand, np.zeros(0, np.float32)
+        # one product over the span the rows lie in (entities follow the hierarchy, so
+        # a search of the hierarchy kinds reads only its part of the matrix), no copy
+        lo, hi = int(cand[0]), int(cand[-1]) + 1
+        return top_k((unit[lo:hi] @ q)[cand - lo], cand, k)
 
     @cached_property
     def _kind_rows(self) -> dict:
