@@ -40,7 +40,6 @@ import http.client
 import json
 import os
 import selectors
-import signal
 import socket
 import statistics
 import subprocess
@@ -48,6 +47,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.service_load import stop_server
 from benchmarks.common import (REPO, SCRATCH, build_with_cli, latency, machine, target,
                                targets_md, write_result)
 
@@ -249,12 +249,7 @@ def serve_health(index: Path, timeout: float = 120.0) -> dict:
                 conn.close()
             time.sleep(0.005)
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_server(proc)
 
 
 def run_child(*args: str) -> dict:

@@ -1,4 +1,4 @@
-"""Figures for issue 17's guarantees, measured on real processes (`make bench`).
+"""Figures for the hardening guarantees, measured on real processes (`make bench`).
 
 - How long `strata index` takes to stop after SIGINT (sent to the process, as
   `kill -INT` does), after Ctrl-C typed on its terminal (a pseudo-terminal: the
@@ -10,11 +10,21 @@
   text file, a DOCX whose XML part inflates to 64 MiB, a FIFO, a character
   device, ...), and of the change sensor's fingerprint and of reading the folder
   alone: bounded by the caps, whatever the files claim.
+- What the service spends rendering a node made to be slow to parse as
+  Markdown (a 200 KB line of ``[a](``): the whole text parsed, as every request
+  once did, against the bounded prefix, and a request that renders it cold
+  against one served from the render cache, alone and six at once.
+- Two builds of the same corpus at once against one alone (each a ``strata
+  index`` process with its own ``--out`` and ``DAGSTER_HOME``), per OpenMP wait
+  policy: the ratio pair / single shows whether the builds only share the cores
+  (about 2) or their idle threads spin against each other's work. The load
+  average is recorded beside each figure: other work on the machine moves them.
 
 Every figure is a child process measured from outside; nothing here is asserted
 (the tests check the behaviour; `make test` must pass on a loaded machine).
 
-Usage: ``python -m benchmarks.hardening [--trials 3]``
+Usage: ``python -m benchmarks.hardening [--trials 3] [--only render|concurrency|stops]``
+(``--only`` updates that part of the results and keeps the others).
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from benchmarks.common import REPO, RESULTS, SCRATCH
+from benchmarks.common import REPO, RESULTS, SCRATCH, write_result
 
 PTY_LAUNCHER = ("import os, pty, sys; "
                 "sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))")
@@ -205,43 +215,209 @@ def hostile_memory(work: Path) -> list[dict]:
     return rows
 
 
-def markdown(stops: list[dict], dead: list[dict], memory: list[dict]) -> str:
+STORM = "[a](" * 50_000  # 200 KB on one line: an unclosed link, over and over
+# how each build's OpenMP threads wait: "active" forced (they spin), libgomp's own
+# default (no usable policy: a short spin; an unrecognised value makes libgomp use
+# it, as builds did before the CLI set one) and the CLI's default (passive)
+POLICIES = {"active": "ACTIVE", "libgomp-default": "unset", "passive": None}
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _ms(fn, trials: int) -> float:
+    times = []
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return round(statistics.median(times) * 1000, 2)
+
+
+def render_cost(trials: int) -> dict:
+    """The pathological node rendered in this process, as the service does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from strata.service import render
+
+    def whole():  # what every request did: all of it parsed, then sanitized
+        return render.sanitize(render._markdown().render(STORM[:render.MAX_INPUT_CHARS]))
+
+    def cold():
+        render._cache.clear()
+        return render.node_html("section", STORM)
+
+    def six(fn):
+        with ThreadPoolExecutor(6) as pool:
+            list(pool.map(lambda _: fn(), range(6)))
+
+    load = _load()
+    rows = {"text_chars": len(STORM), "markdown_chars": render.markdown_end(STORM),
+            "markdown_max_chars": render.MARKDOWN_MAX_CHARS,
+            "markdown_max_markup": render.MARKDOWN_MAX_MARKUP,
+            "whole_text_ms": _ms(whole, trials),
+            "bounded_ms": _ms(lambda: render.markdown_html(STORM), trials),
+            "request_cold_ms": _ms(cold, trials)}
+    render.node_html("section", STORM)
+    rows["request_cached_ms"] = _ms(lambda: render.node_html("section", STORM), 50)
+    rows["six_requests_whole_ms"] = _ms(lambda: six(whole), 1)
+    rows["six_requests_cold_cache_ms"] = _ms(lambda: (render._cache.clear(),
+                                                      six(lambda: render.node_html("section",
+                                                                                   STORM))), 1)
+    rows["loadavg_1m"] = [load, _load()]
+    render._cache.clear()
+    print(rows, flush=True)
+    return rows
+
+
+def _build(root: Path, run: Path, policy: str | None, corpus: str) -> subprocess.Popen:
+    run.mkdir(parents=True)
+    env = _env(run)
+    env.pop("OMP_WAIT_POLICY", None)
+    if policy is not None:
+        env["OMP_WAIT_POLICY"] = policy
+    log = open(run / "build.log", "wb")
+    proc = subprocess.Popen(_cmd(root, run / "index", "-q", "--llm-backend", "offline",
+                                 corpus=corpus), cwd=REPO, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    proc.log = log
+    return proc
+
+
+def _wait(procs: list[subprocess.Popen], t0: float) -> list[float]:
+    ends = []
+    for proc in procs:
+        rc = proc.wait(timeout=3600)
+        proc.log.close()
+        if rc != 0:
+            raise RuntimeError(f"a build failed (rc {rc}); see {proc.log.name}")
+        ends.append(round(time.monotonic() - t0, 2))
+    return ends
+
+
+def _encoding(run: Path) -> float | None:
+    """Texts per second of the build's encoder (its manifest's stage figures)."""
+    stages = json.loads((run / "index" / "manifest.json").read_text()).get("stages", {})
+    seconds = stages.get("embedding_shards", {}).get("seconds")
+    texts = stages.get("embed", {}).get("computed")
+    return round(texts / seconds, 1) if seconds and texts else None
+
+
+def concurrent_builds(work: Path, files: int, policies: list[str]) -> list[dict]:
+    """Per policy: one build alone, then two at once (copies of one synthetic
+    corpus, each into a fresh index and Dagster home)."""
+    from benchmarks.synthetic_corpus import generate
+
+    base = work / "concurrency"
+    shutil.rmtree(base, ignore_errors=True)
+    generate(base / "corpus-a", files=files)
+    shutil.copytree(base / "corpus-a", base / "corpus-b")
+    rows = []
+    for name in policies:
+        policy = POLICIES[name]
+        load = _load()
+        t0 = time.monotonic()
+        single = _wait([_build(base / "corpus-a", base / f"{name}-single", policy, "ca")], t0)[0]
+        load_single = _load()
+        t0 = time.monotonic()
+        pair = _wait([_build(base / f"corpus-{x}", base / f"{name}-pair-{x}", policy, f"c{x}")
+                      for x in "ab"], t0)
+        rows.append({"policy": name, "omp_wait_policy": policy, "files": files,
+                     "single_s": single, "pair_s": pair, "ratio": round(max(pair) / single, 2),
+                     "encoder_texts_per_s": {
+                         "single": _encoding(base / f"{name}-single"),
+                         "pair": [_encoding(base / f"{name}-pair-{x}") for x in "ab"]},
+                     "loadavg_1m": [load, load_single, _load()]})
+        print(rows[-1], flush=True)
+    return rows
+
+
+def markdown(report: dict) -> str:
+    """The tables of the sections ``report`` holds."""
     names = {"sigint": "SIGINT (kill -INT)", "pty": "Ctrl-C on a terminal (pty)",
              "sigterm": "SIGTERM"}
     during = {"llm": "an LLM request held open", "encode": "the encoder running"}
-    out = ["| stopped by | while | trials | median s | max s | exit code |",
-           "|---|---|---|---|---|---|"]
+    stops, dead = report.get("stops", []), report.get("dead_endpoints", [])
+    memory = report.get("hostile_memory", [])
+    out = []
+    if stops:
+        out += ["| stopped by | while | trials | median s | max s | exit code |",
+                "|---|---|---|---|---|---|"]
     for r in stops:
         out.append(f"| {names[r['signal']]} | {during[r['during']]} | {r['trials']} | "
                    f"{r['median_s']} | {r['max_s']} | {', '.join(map(str, r['exit_codes']))} |")
-    out += ["", "| endpoint down (nothing listens) | trials | median s | max s | exit code |",
-            "|---|---|---|---|---|"]
+    if dead:
+        out += ["", "| endpoint down (nothing listens) | trials | median s | max s | exit code |",
+                "|---|---|---|---|---|"]
     for r in dead:
         out.append(f"| {r['endpoint']} | {r['trials']} | {r['median_s']} | {r['max_s']} | "
                    f"{', '.join(map(str, r['exit_codes']))} |")
-    out += ["", "| hostile corpus | wall s | peak RSS MB |", "|---|---|---|"]
+    if memory:
+        out += ["", "| hostile corpus | wall s | peak RSS MB |", "|---|---|---|"]
     for r in memory:
         out.append(f"| {r['what']} | {r['wall_s']:.1f} | {r['peak_rss_mb']:.0f} |")
+    r = report.get("render")
+    if r:
+        out += ["", f"| a {r['text_chars']:,}-character line of `[a](` rendered | ms |",
+                "|---|---|",
+                f"| whole text parsed as Markdown (every request, before) | {r['whole_text_ms']} |",
+                f"| bounded: first {r['markdown_chars']:,} characters parsed, the rest plain "
+                f"text | {r['bounded_ms']} |",
+                f"| a request, render cache cold | {r['request_cold_ms']} |",
+                f"| a request, from the render cache | {r['request_cached_ms']} |",
+                f"| six requests at once, whole text each (before) | "
+                f"{r['six_requests_whole_ms']} |",
+                f"| six requests at once, cache cold | {r['six_requests_cold_cache_ms']} |",
+                "", f"load average (1 min) before / after: {r['loadavg_1m']}"]
+    conc = report.get("concurrency", [])
+    if conc:
+        out += ["", "| OpenMP wait policy | files | one build s | two at once s | ratio | "
+                "encoder texts/s, one / two at once | load avg (start, after one, after two) |",
+                "|---|---|---|---|---|---|---|"]
+    for r in conc:
+        rate = r.get("encoder_texts_per_s") or {}
+        out.append(f"| {r['policy']} | {r['files']} | {r['single_s']} | "
+                   f"{' / '.join(map(str, r['pair_s']))} | {r['ratio']} | "
+                   f"{rate.get('single')} / {' / '.join(map(str, rate.get('pair', [])))} | "
+                   f"{', '.join(map(str, r['loadavg_1m']))} |")
     return "\n".join(out) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--only", choices=("stops", "render", "concurrency"), action="append",
+                    help="run only this part (repeatable); the others keep their last figures")
+    ap.add_argument("--files", type=int, default=300,
+                    help="files in the corpus of the concurrent builds")
+    ap.add_argument("--policies", default="active,passive",
+                    help=f"OpenMP wait policies of the concurrent builds, of {', '.join(POLICIES)}")
     args = ap.parse_args()
+    parts = args.only or ["stops", "render", "concurrency"]
     work = SCRATCH / "hardening"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    stops = stop_times(work, args.trials)
-    dead = dead_endpoints(work, args.trials)
-    memory = hostile_memory(work)
-    RESULTS.mkdir(exist_ok=True)
-    machine = {"date": date.today().isoformat(), "cpus": os.cpu_count()}
-    (RESULTS / "hardening.json").write_text(json.dumps(
-        {"machine": machine, "stops": stops, "dead_endpoints": dead, "hostile_memory": memory},
-        indent=2) + "\n")
-    (RESULTS / "hardening.md").write_text(markdown(stops, dead, memory))
-    print(markdown(stops, dead, memory))
+    report = {}
+    if args.only and (RESULTS / "hardening.json").is_file():
+        report = json.loads((RESULTS / "hardening.json").read_text())
+    if "stops" in parts:
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    if "stops" in parts:
+        report["stops"] = stop_times(work, args.trials)
+        report["dead_endpoints"] = dead_endpoints(work, args.trials)
+        report["hostile_memory"] = hostile_memory(work)
+    if "render" in parts:
+        report["render"] = render_cost(args.trials)
+    if "concurrency" in parts:
+        report["concurrency"] = concurrent_builds(work, args.files, args.policies.split(","))
+    machine = {"date": date.today().isoformat(), "cpus": os.cpu_count(),
+               "loadavg": [round(x, 2) for x in os.getloadavg()]}
+    if "stops" in parts or "machine" not in report:
+        report["machine"] = machine
+    for part in ("render", "concurrency"):
+        if part in parts:
+            report[f"{part}_machine"] = machine
+    write_result("hardening", report, markdown(report))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ from pathlib import Path
 from strata.pipelines.console import (EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, print_stats,
                                say)
 from strata.pipelines.interrupt import BuildInterrupt, exit_code
-from strata.settings import (ChunkingSettings, ProjectSettings, check, corpora_file,
-                             dagster_home_dir, load)
+from strata.settings import (BuildSettings, ChunkingSettings, EmbedSettings, LLMSettings,
+                             ProjectSettings, check, corpora_file, dagster_home_dir, load)
 
 def dagster_home() -> Path:
     """The project's instance (``.dagster/`` in the project folder,
@@ -97,6 +97,8 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     try:
         name = validate_name(args.corpus)
         check(ChunkingSettings, {"chunk_tokens": args.chunk_tokens})  # a SettingsError: exit 2
+        for group in (LLMSettings, EmbedSettings, BuildSettings):
+            load(group)  # every STRATA_* variable of a build, checked before anything is written
         # the project folder's registry ($STRATA_HOME, else the nearest project at or
         # above the current folder, else here); --out is the current folder's
         config_path = corpora_file()
@@ -106,9 +108,19 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     except CorpusError as e:
         say(f"error: {e}", err=True)
         return EXIT_USAGE
+    include = args.include or (declared.include if declared else None)
+    if not include and not args.yes and root in {Path("/"), Path.home().resolve()}:
+        say(f"error: {root} is {'the whole file system' if root == Path('/') else 'your home folder'}"
+            f" ({_count_files(root)} to walk); name what to index with --include, declare the "
+            "corpus in data/corpora.yaml, or pass --yes", err=True)
+        return EXIT_USAGE
     out = Path(args.out).expanduser().resolve() if args.out else (
         declared.out if declared else ((index_base or config_path.parent / "indexes")
                                        / name).resolve())
+    if out == root or root.is_relative_to(out):
+        say(f"error: --out {out} would hold the folder it indexes; choose an --out outside "
+            f"{root}", err=True)
+        return EXIT_USAGE
     taken = other_corpus(out, name)
     if taken and not args.force:
         say(f"error: {out} holds the index of corpus '{taken['corpus']}' (built from "
@@ -141,6 +153,14 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     if args.openie_import and not Path(args.openie_import).expanduser().is_file():
         say(f"error: --openie-import {args.openie_import} is not a file", err=True)
         return EXIT_USAGE
+    if not args.dry_run:
+        from strata.ownership import NotOurs, claim_index
+
+        try:
+            claim_index(out, allow_foreign=args.yes)
+        except NotOurs as e:
+            say(f"error: {e}", err=True)
+            return EXIT_USAGE
     if args.dry_run:
         # before the lock and the registration: a dry run writes nothing anywhere
         from strata.pipelines.dry_run import dry_run
@@ -163,8 +183,11 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     register_cli_lock(lock)
     try:
         if taken:
-            # --force: the other corpus's caches would only mislead this one's build
-            for folder in ("build", "cache"):
+            # --force: the other corpus's caches would only mislead this one's build; only
+            # what Strata's record says it wrote is removed
+            from strata.ownership import owned_names
+
+            for folder in {"build", "cache"} & owned_names(out):
                 shutil.rmtree(out / folder, ignore_errors=True)
         register_corpus(spec, config_path)
         if not args.quiet:
@@ -179,6 +202,19 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     finally:
         unregister_cli_lock(lock)
         lock.release()
+
+
+def _count_files(root: Path, cap: int = 100_000) -> str:
+    """How many files a walk of ``root`` would visit ("more than N" past ``cap``),
+    with Strata's usual exclusions, so a refusal says what was at stake."""
+    from strata.stages.discover import iter_paths
+
+    n = 0
+    for _ in iter_paths(root):
+        n += 1
+        if n > cap:
+            return f"more than {cap:,} files"
+    return f"{n:,} files"
 
 
 def _run_is_live(run_id: str) -> bool:

@@ -15,6 +15,7 @@ import sys
 
 from strata.pipelines.build_command import cmd_index
 from strata.pipelines.console import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE
+from strata.pipelines.console import print_json
 from strata.pipelines.console import say as _print
 from strata.settings import RUNTIMES
 
@@ -58,7 +59,7 @@ def cmd_map(args: argparse.Namespace) -> int:
             _print(f"error: no published index versions in {args.index}", err=True)
             return EXIT_USAGE
         if args.json:
-            _print(json.dumps(rows, indent=2))
+            print_json(rows)
             return EXIT_OK
         _print(f"{'':2}{'version':>7}  {'created (UTC)':25}  {'files':>6}  {'nodes':>7}  "
                f"{'edges':>7}  {'build s':>8}  source")
@@ -75,8 +76,8 @@ def cmd_map(args: argparse.Namespace) -> int:
     stats = idx.stats()
     stats["build_seconds"] = idx.manifest.get("build_seconds")
     if args.json:
-        _print(json.dumps({"corpus": idx.manifest["corpus"], "version": idx.version,
-                           "model": idx.manifest["model"], **stats}, indent=2))
+        print_json({"corpus": idx.manifest["corpus"], "version": idx.version,
+                    "model": idx.manifest["model"], **stats})
     else:
         from strata.pipelines.console import print_stats
 
@@ -167,11 +168,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     from strata.pipelines.console import print_results
 
     if args.json:
-        _print(json.dumps({"query": args.query, "mode": args.mode, "index": str(idx.source),
-                           "version": idx.version, "results": [r.to_dict() for r in results]},
-                          indent=2))
+        print_json({"query": args.query, "mode": args.mode, "index": str(idx.source),
+                    "version": idx.version, "results": [r.to_dict() for r in results]})
         if args.trace:
-            _print(json.dumps(results.trace.to_dict(), indent=2), err=True)
+            print_json(results.trace.to_dict(), err=True)
         return EXIT_OK
     print_results(results)
     if args.trace:
@@ -201,7 +201,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     if rc != EXIT_OK:
         return rc
     if args.json:
-        _print(json.dumps(answer.to_dict(), indent=2))
+        print_json(answer.to_dict())
         return EXIT_OK
     from strata.pipelines.console import print_answer
 
@@ -415,7 +415,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="if another build of this index is running, wait for it instead of "
                          f"exiting with code {EXIT_LOCKED}")
     ix.add_argument("--force", action="store_true",
-                    help="replace the index in --out even when it belongs to another corpus")
+                    help="replace the index in --out even when it belongs to another corpus "
+                         "(only what Strata wrote there is removed)")
+    ix.add_argument("--yes", action="store_true",
+                    help="go ahead where Strata would otherwise refuse: indexing / or your home "
+                         "folder without include lines, or an --out that is not empty and is not "
+                         "a Strata index (Strata then writes only its own names there)")
     ix.add_argument("--dry-run", action="store_true",
                     help="parse in memory and print, per LLM stage, the calls the cache cannot "
                          "answer, estimated prompt and completion tokens and (with prices "
@@ -523,18 +528,32 @@ def main(argv: list[str] | None = None) -> int:
     from strata.embedding import EmbeddingModelMismatch
     from strata.endpoints import EndpointError
     from strata.layout import IndexDamaged
+    from strata.pipelines.console import visible
     from strata.settings import SettingsError
 
     try:
         args = build_parser().parse_args(argv)
+        if args.func is cmd_index:  # a build: idle OpenMP threads sleep (before torch loads)
+            from strata.embedding import passive_waits
+
+            passive_waits()
         rc = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT
     except (IndexDamaged, EndpointError, EmbeddingModelMismatch) as e:  # one line, no trace
-        _print(f"error: {e}", err=True)
+        _print(f"error: {visible(e)}", err=True)  # a path in it stays on the line
         rc = EXIT_FAILED
     except SettingsError as e:  # a STRATA_* variable (or flag) that cannot be used
-        _print(f"error: {e}", err=True)
+        _print(f"error: {visible(e)}", err=True)
+        rc = EXIT_USAGE
+    except ValueError as e:
+        # a corpora file or corpus name that cannot be used (CorpusError), wherever it
+        # is read; its module is loaded only by what reads corpora, so it is looked
+        # up here rather than imported by every query command
+        corpora = sys.modules.get("strata.stages.corpora")
+        if corpora is None or not isinstance(e, corpora.CorpusError):
+            raise
+        _print(f"error: {visible(e)}", err=True)
         rc = EXIT_USAGE
     except BrokenPipeError:
         # nobody reads stdout any more: leave quietly (no second error at exit)

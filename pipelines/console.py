@@ -1,8 +1,13 @@
 """Terminal output: tables and results, coloured (with ``rich`` when it is
-importable) on a terminal, plain text otherwise."""
+importable) on a terminal, plain text otherwise.
+
+Document text, titles and file names come from whoever wrote the corpus: every
+such string passes :func:`visible` on its way to the terminal, and ``--json``
+output goes through :func:`print_json`."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 # exit codes of every `strata` command (README, `strata --help`)
@@ -10,16 +15,54 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_LOCKED = 75  # another build of the index is running (EX_TEMPFAIL: try again later)
 
 
+def _shown(code: int) -> str:
+    if code < 0x100:
+        return {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}.get(code, f"\\x{code:02x}")
+    return f"\\u{code:04x}"
+
+
+# what a terminal obeys instead of showing: C0 controls, DEL, C1 controls (0x9b is
+# a one-byte CSI), the bidi overrides and isolates that reorder what follows them
+# (so a line reads differently from what it holds), and the Unicode line breaks
+_OBEYED = [*range(0x20), 0x7F, *range(0x80, 0xA0), *range(0x202A, 0x202F),
+           *range(0x2066, 0x206A), 0x2028, 0x2029]
+_ONE_LINE = {c: _shown(c) for c in _OBEYED}
+_MULTILINE = {c: v for c, v in _ONE_LINE.items() if c not in (0x09, 0x0A)}
+
+
+def visible(text, *, multiline: bool = False) -> str:
+    """``text`` as a terminal may be given it: every character the terminal would
+    obey rather than show is written out as its escape (``\\x1b``, ``\\x9b``,
+    ``\\u202e``), so that document text and file names, which anyone who can
+    write into a corpus controls, cannot set the clipboard (OSC 52) or the window
+    title, clear the screen, reorder a line or forge output lines.
+
+    One-line fields (paths, breadcrumbs, titles) show newlines and tabs escaped
+    too; ``multiline`` keeps them, for text that is printed as lines (an
+    answer). One table for every printer, so none escapes less than another."""
+    return ("" if text is None else str(text)).translate(_MULTILINE if multiline else _ONE_LINE)
+
+
 def say(msg: str = "", *, err: bool = False) -> None:
-    """One line to stdout (data) or stderr (progress, errors), flushed."""
-    print(msg, file=sys.stderr if err else sys.stdout, flush=True)
+    """One line to stdout (data) or stderr (progress, errors), flushed; whatever
+    it holds that a terminal would obey is shown escaped (:func:`visible`)."""
+    print(visible(msg, multiline=True), file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def print_json(obj, *, err: bool = False, indent: int | None = 2) -> None:
+    """``--json`` output: every control character, C1 and DEL included, escaped as
+    JSON escapes it (``\\u009b``), never raw; non-ASCII text escaped likewise,
+    so the output is plain ASCII whatever the terminal or pipe makes of bytes."""
+    print(json.dumps(obj, indent=indent, ensure_ascii=True), file=sys.stderr if err else sys.stdout,
+          flush=True)
 
 
 def kv_table(title: str, data: dict) -> str:
     if not data:
         return f"{title}: (none)"
-    width = max(len(str(k)) for k in data)
-    lines = [f"{title}:"] + [f"  {str(k).ljust(width)}  {v}" for k, v in data.items()]
+    keys = {k: visible(k) for k in data}
+    width = max(len(k) for k in keys.values())
+    lines = [f"{title}:"] + [f"  {keys[k].ljust(width)}  {visible(v)}" for k, v in data.items()]
     return "\n".join(lines)
 
 
@@ -44,12 +87,13 @@ def _rich_console(file):
 
 
 def _snippet(text: str, n: int = 240) -> str:
-    s = " ".join((text or "").split())
+    """One line of at most ``n`` characters, whitespace collapsed, controls shown."""
+    s = visible(" ".join((text or "").split()))
     return s if len(s) <= n else s[: n - 1] + "…"
 
 
 def _relation(r) -> str:
-    return r.relation + (f" via {r.via}" if r.via else "")
+    return visible(r.relation + (f" via {r.via}" if r.via else ""))
 
 
 def _context_line(r) -> str:
@@ -71,8 +115,9 @@ def print_results(results, file=None) -> None:
         print("no results", file=file)
     for i, r in enumerate(results, 1):
         rel = f"  {_relation(r)}" if r.relation != "seed" else ""
-        print(f"{i}. [{r.kind}] {r.breadcrumb}  score {r.score:.3f}{rel}", file=file)
-        print(f"   {r.path}{_lines(r)}  {r.node_path}", file=file)
+        print(f"{i}. [{visible(r.kind)}] {visible(r.breadcrumb)}  score {r.score:.3f}{rel}",
+              file=file)
+        print(f"   {visible(r.path)}{_lines(r)}  {visible(r.node_path)}", file=file)
         if _context_line(r):
             print(f"   {_context_line(r)}", file=file)
         print(f"   {_snippet(r.text)}", file=file)
@@ -93,11 +138,13 @@ def _rich_results(console, results) -> None:
     table.add_column("score", justify="right", no_wrap=True)
     for i, r in enumerate(results, 1):
         where = _context_line(r)
-        cell = (f"[bold]{escape(r.breadcrumb)}[/bold]\n[dim]{escape(r.path + _lines(r))}[/dim]\n"
+        cell = (f"[bold]{escape(visible(r.breadcrumb))}[/bold]\n"
+                f"[dim]{escape(visible(r.path) + _lines(r))}[/dim]\n"
                 + (f"[dim italic]{escape(where)}[/dim italic]\n" if where else "")
                 + f"{escape(_snippet(r.text, 300))}")
-        rel = r.relation if r.relation == "seed" else f"[yellow]{escape(_relation(r))}[/yellow]"
-        table.add_row(str(i), cell, r.kind, rel, f"{r.score:.3f}")
+        rel = escape(_relation(r))
+        rel = rel if r.relation == "seed" else f"[yellow]{rel}[/yellow]"
+        table.add_row(str(i), cell, escape(visible(r.kind)), rel, f"{r.score:.3f}")
     console.print(table)
 
 
@@ -110,7 +157,7 @@ def format_trace(trace: dict) -> str:
         lines.append("  counts: " + ", ".join(f"{k}={v}" for k, v in trace["counts"].items()))
     for n in trace.get("notes") or []:
         lines.append(f"  note: {n}")
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)
 
 
 def print_trace(trace: dict, file=None) -> None:
@@ -132,7 +179,19 @@ def _source_line(s: dict) -> str:
     loc = s["path"] + (f":{s['lines']}" if s.get("lines") and not str(s["lines"]).startswith("page")
                        else f" ({s['lines']})" if s.get("lines") else "")
     via = f"  (via {s['via']})" if s.get("via") else ""
-    return f"[{s.get('n', '?')}] {loc} — {s['breadcrumb']}{via}"
+    return visible(f"[{s.get('n', '?')}] {loc} — {s['breadcrumb']}{via}")
+
+
+def _answer_text(text: str, answer) -> str:
+    """An answer's text (or reasoning) for the terminal. It is printed as lines,
+    so its own newlines stay; but the paths it quotes are one-line fields, and a
+    newline in a file name must not start a line of its own there either."""
+    text = text or ""
+    for s in [*(answer.sources or []), *(answer.connections or [])]:
+        path = s.get("path") or ""
+        if path and visible(path) != path:
+            text = text.replace(path, visible(path))
+    return visible(text, multiline=True)
 
 
 def print_answer(answer, file=None) -> None:
@@ -144,7 +203,8 @@ def print_answer(answer, file=None) -> None:
         from rich.panel import Panel
 
         title = "answer (extractive)" if answer.extractive else "answer"
-        console.print(Panel(escape(answer.text), title=title, border_style="green"))
+        console.print(Panel(escape(_answer_text(answer.text, answer)), title=title,
+                            border_style="green"))
         console.print("[bold]Sources consulted:[/bold]")
         for s in answer.sources or []:
             console.print(f"  {escape(_source_line(s))}")
@@ -154,9 +214,10 @@ def print_answer(answer, file=None) -> None:
             console.print("[bold]Connected files read (single-hop):[/bold]")
             for s in answer.connections:
                 console.print(f"  [yellow]{escape(_source_line(s))}[/yellow]")
-        console.print(f"[bold]Reasoning:[/bold] [dim]{escape(answer.reasoning)}[/dim]")
+        console.print(f"[bold]Reasoning:[/bold] "
+                      f"[dim]{escape(_answer_text(answer.reasoning, answer))}[/dim]")
         return
-    print(answer.text, file=file)
+    print(_answer_text(answer.text, answer), file=file)
     print("", file=file)
     print("Sources consulted:", file=file)
     for s in answer.sources or []:
@@ -167,14 +228,14 @@ def print_answer(answer, file=None) -> None:
         print("Connected files read (single-hop):", file=file)
         for s in answer.connections:
             print(f"  {_source_line(s)}", file=file)
-    print(f"Reasoning: {answer.reasoning}", file=file)
+    print(f"Reasoning: {_answer_text(answer.reasoning, answer)}", file=file)
 
 
 def print_stats(idx, stats: dict) -> None:
     """What `strata index` and `strata map` print about an index."""
     m = idx.manifest
-    say(f"index {idx.path} — corpus '{m['corpus']}', version {idx.version}, "
-        f"model {m['model']} (dim {m['dim']})")
+    say(f"index {visible(idx.path)} — corpus '{visible(m['corpus'])}', version {idx.version}, "
+        f"model {visible(m['model'])} (dim {m['dim']})")
     say(f"files: {stats['files']}   nodes: {stats['nodes']}   edges: {stats['edges']}   "
         f"max depth: {stats['max_depth']}")
     say(kv_table("files by format", stats["files_by_format"]))
@@ -188,11 +249,11 @@ def print_stats(idx, stats: dict) -> None:
         parse = stages.get("parse", {})
         say(f"parse: {parse.get('parsed', 0)} files parsed, {parse.get('reused', 0)} reused; "
                f"embeddings: {emb.get('computed', 0)} computed, {emb.get('reused', 0)} reused")
-    _listing("skipped", [f"{s['path']}: {s['reason']}" for s in stats["skipped"]], 30)
+    _listing("skipped", [visible(f"{s['path']}: {s['reason']}") for s in stats["skipped"]], 30)
     if stats["notes"]:
         say(f"\nparser notes ({len(stats['notes'])}):")
         for n in stats["notes"][:10]:
-            say(f"  {n['path']}: {n['note']}")
+            say(f"  {visible(n['path'])}: {visible(n['note'])}")
     failures = stats.get("failures") or []
     _listing("not sent to the LLM", [_failure(f) for f in failures if f.get("cause") == "input"],
              10, "offline stand-ins used")
@@ -201,7 +262,7 @@ def print_stats(idx, stats: dict) -> None:
 
 
 def _failure(f: dict) -> str:
-    return f"{f['stage']} {f['node_id']}: {_snippet(f['error'], 160)}"
+    return f"{visible(f['stage'])} {visible(f['node_id'])}: {_snippet(f['error'], 160)}"
 
 
 def _listing(title: str, rows: list[str], limit: int, about: str = "") -> None:

@@ -17,7 +17,12 @@ from strata.pipelines.scaleout import executor_from_env
 from strata.pipelines.schedules import nightly_rebuild_schedule
 from strata.pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
 from strata.resources import CorpusRegistry, EmbedderResource, LLMResource
+from strata.embedding import passive_waits
 from strata.settings import EmbedSettings, LLMSettings, ProjectSettings, env_var, load
+
+# the runs and step processes started from here build: their idle OpenMP threads
+# sleep (none of the imports above loads torch, which reads the policy once)
+passive_waits()
 
 # Each resource and the settings group (strata.settings) its fields are declared in:
 # a resource field named like a group field takes that field's variable.
@@ -34,9 +39,12 @@ def environment() -> dict[str, dict[str, str]]:
 def _from_env(resource: type[dg.ConfigurableResource], group, field: str, var: str):
     """How a set variable reaches a resource field. Dagster resolves dg.EnvVar when
     a run starts, but only into str and int fields; a float field (temperature,
-    timeout) takes the value read now, checked by the settings model."""
+    timeout) takes the value read now, checked by the settings model. An int
+    field's value is checked by the settings model now too: Dagster's own check
+    of an EnvVar.int fails the run with a page of traceback."""
     kind = resource.model_fields[field].annotation
     if kind in (int, "int"):
+        getattr(load(group), field)  # a bad value ("1.5", "abc"): one line naming the variable
         return dg.EnvVar.int(var)
     if kind in (float, "float"):
         return getattr(load(group), field)

@@ -37,7 +37,10 @@ HEADER = ("# Written by Strata (pipelines/instance_config.py): telemetry off, an
 def ensure_instance_config(home: Path) -> Path:
     """Create ``home/dagster.yaml``, or add the per-corpus run limit to one that
     configures no run queue of its own (what an operator wrote is never changed)."""
+    from strata.ownership import mark
+
     home.mkdir(parents=True, exist_ok=True)
+    mark(home, "dagster-home")  # never indexed, even inside a corpus folder
     path = home / "dagster.yaml"
     if not path.exists():
         _write(path, HEADER + yaml.safe_dump(SETTINGS, sort_keys=False))

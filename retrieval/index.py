@@ -134,13 +134,24 @@ class Index:
         path = Path(path)
         layout = IndexLayout(path)
         vdir = layout.resolve(version)
+        number = int(vdir.name[1:])
         try:
             manifest = read_manifest(vdir)
             if not isinstance(manifest, dict) or "version" not in manifest:
                 raise ValueError("not a Strata manifest")
+            # what every query reads from it without looking again: checked here, so
+            # a wrong type is this one-line damage, not an error deep in a query
+            v, dim = manifest["version"], manifest.get("dim")
+            if isinstance(v, bool) or not isinstance(v, int) or v != number:
+                raise ValueError(f"its 'version' is {v!r}, not {number} as its folder says")
+            if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+                raise ValueError(f"its 'dim' is {dim!r}, not a positive whole number")
+            if not isinstance(manifest.get("embedding"), dict):
+                raise ValueError(f"its 'embedding' is {manifest.get('embedding')!r}, "
+                                 "not a mapping of the encoder's settings")
         except (OSError, ValueError) as e:
             raise IndexDamaged(path, f"{vdir.relative_to(path)}/manifest.json", short_error(e),
-                               version=int(vdir.name[1:])) from None
+                               version=number) from None
         fmt = manifest.get("format_version")
         if fmt != FORMAT_VERSION:
             raise ValueError(f"{vdir} has index format {fmt}; this Strata reads format "

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
+import anyio
 from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
@@ -137,6 +138,53 @@ class BodyLimit:
         return await self.app(scope, replay, send)
 
 
+class ClosingStream(StreamingResponse):
+    """A streamed response from a plain generator that is closed (``close()``, in
+    a worker thread) as soon as the response ends for any reason: finished,
+    failed, or the client gone.
+
+    Starlette's own streaming of a plain generator asks for each piece in a
+    worker thread and, when the client disconnects, stops asking but never
+    closes the generator, which then holds whatever it was reading from (for
+    ``/ask``, the LLM's streamed answer: an open connection, the model still
+    generating, and paying for, an answer nobody reads) until the garbage
+    collector finds it. Here the pieces are asked for one at a time, never two
+    at once, so the generator is never running when it is closed; between
+    pieces the client's disconnect is looked for, so a client that leaves
+    while nothing is being sent is noticed at the next piece too."""
+
+    def __init__(self, content, *args, **kwargs):
+        self._source = content
+        super().__init__(self._pieces(), *args, **kwargs)
+
+    async def _pieces(self):
+        done = object()
+        try:
+            while not self._gone.is_set():
+                piece = await anyio.to_thread.run_sync(next, self._source, done)
+                if piece is done:
+                    return
+                yield piece
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self._source.close)
+
+    async def __call__(self, scope, receive, send):
+        self._gone = anyio.Event()
+
+        async def watched_receive():
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self._gone.set()
+            return message
+
+        try:
+            await super().__call__(scope, watched_receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.body_iterator.aclose()
+
+
 class Service:
     """What the routes share: settings, indexes, keys, limits, the LLM."""
 
@@ -164,14 +212,22 @@ class Service:
         """The client's name (a key's name, or ``anonymous@ADDRESS``), after its
         key and rate limit are checked."""
         client_host = request.client.host if request.client else None
+        relayed, also = False, ()
         if not self.settings.forwarded_allow_ips and _forwarded(request):
-            # A server started with uvicorn's defaults has already replaced the
-            # peer with what X-Forwarded-For claims; unless proxies are named in
-            # the settings, such a claim is not believed: every request carrying
-            # one is one client (a local client rotating 127.0.0.N gains nothing)
-            client_host = "forwarded-unverified"
+            # Unless proxies are named in the settings, a forwarding header is not
+            # believed: `strata serve` then runs uvicorn without proxy headers, so
+            # the peer is the connecting address, and the request is limited in
+            # its bucket, the one its plain requests use (a second bucket would
+            # double its rate). A server started with uvicorn's own defaults has
+            # already put what X-Forwarded-For claims in the peer's place, which
+            # shows as a peer the header itself names: such requests also share
+            # one bucket, so that a client rotating 127.0.0.N gains nothing.
+            relayed = True
+            if client_host is not None and client_host in _claimed(request):
+                also = ("forwarded-unverified",)
         try:
-            client = self.gate.admit(request.headers, client_host)
+            client = self.gate.admit(request.headers, client_host, relayed=relayed,
+                                     also_limit=also)
         except Refused as e:
             if e.client:
                 request.state.client = e.client
@@ -260,6 +316,10 @@ class Service:
         except Exception:
             log.exception("streamed ask failed")
             yield sse("error", {"detail": "internal error"})
+        finally:
+            # a client that went away closes this generator (GeneratorExit at a
+            # yield): the answer's generators, down to the LLM's stream, close now
+            events.close()
 
     def info(self, name: str) -> IndexInfo:
         slot = self.registry.slots[name]
@@ -282,6 +342,22 @@ def _clean_errors(errors) -> list[dict]:
 
 def _forwarded(request: Request) -> bool:
     return "x-forwarded-for" in request.headers or "forwarded" in request.headers
+
+
+def _claimed(request: Request) -> set[str]:
+    """The addresses X-Forwarded-For names (ports and IPv6 brackets dropped, as
+    uvicorn reads them): one of them is the peer once uvicorn has believed it."""
+    out = set()
+    for value in request.headers.getlist("x-forwarded-for"):
+        for entry in value.split(","):
+            entry = entry.strip()
+            if entry.startswith("[") and "]" in entry:
+                entry = entry[1:entry.index("]")]
+            elif entry.count(":") == 1:
+                entry = entry.split(":", 1)[0]
+            if entry:
+                out.add(entry)
+    return out
 
 
 def _error(request: Request, status: int, detail, headers=None) -> JSONResponse:
@@ -408,10 +484,10 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
             events = ask_stream(idx, req.question, mode=req.mode, llm=svc.llm, k=req.k,
                                 **params)
             first = run(lambda: next(events), "ask")  # retrieval errors are still a 422
-            return StreamingResponse(svc.ask_events(name, idx, req, events, first, t0),
-                                     media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-store",
-                                              "X-Accel-Buffering": "no"})
+            return ClosingStream(svc.ask_events(name, idx, req, events, first, t0),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store",
+                                          "X-Accel-Buffering": "no"})
         t0 = time.perf_counter()
         answer = run(lambda: idx.ask(req.question, mode=req.mode, llm=svc.llm, k=req.k,
                                      **params), "ask")

@@ -153,11 +153,21 @@ class Gate:
         self.allow_unauthenticated = allow_unauthenticated
         self.limiter = limiter or RateLimiter()
 
-    def admit(self, headers, client_host: str | None) -> str:
+    def admit(self, headers, client_host: str | None, *, relayed: bool = False,
+              also_limit: tuple[str, ...] = ()) -> str:
         """The client's name (a key's name, or ``anonymous@ADDRESS``) once its key
         and rate limit are checked; raises :class:`Refused`. ``headers``: a
         mapping with lower-case names; ``client_host``: the connecting address
-        as the caller decided to believe it."""
+        as the caller decided to believe it, whose bucket an anonymous request
+        is charged to.
+
+        ``relayed``: the request says it was forwarded for someone else by a
+        proxy nobody named, so the loopback rule does not trust it (a proxy on
+        this machine would otherwise make every client it relays loopback), yet
+        it is limited as the connecting address, the same bucket as that
+        address's plain requests: forwarding must not buy a second one.
+        ``also_limit``: more anonymous buckets the request is charged to at the
+        same time, when the caller cannot tell which of them is the client's."""
         from strata.service.settings import is_loopback
 
         if self.keys.enabled:
@@ -171,12 +181,15 @@ class Gate:
                                    "'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
                               {"WWW-Authenticate": "Bearer"})
             client, rate = entry.name, entry.rate_per_minute or self.rate_per_minute
+            buckets: tuple[str, ...] = (client,)
         else:
-            if not (self.allow_unauthenticated or is_loopback(client_host)):
+            if not (self.allow_unauthenticated or (is_loopback(client_host) and not relayed)):
                 raise Refused(403, "this service has no API keys configured, so it answers "
                                    "loopback clients only")
             client, rate = f"anonymous@{client_host}", self.anonymous_rate_per_minute
-        wait = self.limiter.acquire(client, rate)
+            buckets = (client, *(f"anonymous@{b}" for b in also_limit if b != client_host))
+        wait = (self.limiter.acquire(client, rate) if len(buckets) == 1
+                else self.limiter.acquire_all(buckets, rate))
         if wait > 0:
             raise Refused(429, f"rate limit of {rate:g} requests per minute reached",
                           {"Retry-After": str(max(1, round(wait + 0.5)))}, client)
@@ -195,16 +208,22 @@ class RateLimiter:
     def acquire(self, client: str, rate_per_minute: float | None,
                 burst: float | None = None) -> float:
         """0.0 when the request may go ahead, else the seconds until it could."""
+        return self.acquire_all((client,), rate_per_minute, burst)
+
+    def acquire_all(self, clients: tuple[str, ...], rate_per_minute: float | None,
+                    burst: float | None = None) -> float:
+        """:meth:`acquire` for a request charged to several buckets at once: it
+        goes ahead only when every one has a token, and then takes one from
+        each; else it takes none, and the answer is the longest wait."""
         if not rate_per_minute:
             return 0.0
         per_s = rate_per_minute / 60.0
         cap = max(1.0, burst if burst is not None else rate_per_minute)
         now = self._clock()
         with self._lock:
-            tokens, last = self._buckets.get(client, (cap, now))
-            tokens = min(cap, tokens + (now - last) * per_s)
-            if tokens >= 1.0:
-                self._buckets[client] = (tokens - 1.0, now)
-                return 0.0
-            self._buckets[client] = (tokens, now)
-            return (1.0 - tokens) / per_s
+            full = {c: min(cap, t + (now - last) * per_s)
+                    for c in clients for t, last in [self._buckets.get(c, (cap, now))]}
+            wait = max(((1.0 - t) / per_s for t in full.values() if t < 1.0), default=0.0)
+            for c, t in full.items():
+                self._buckets[c] = (t - 1.0 if wait == 0.0 else t, now)
+            return wait

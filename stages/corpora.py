@@ -21,6 +21,9 @@ from strata.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
 from strata.settings import RUNTIME_CHOICES, corpora_file
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
+# a name is a folder name (indexes/<name>, with suffixes beside it) and a Dagster
+# partition key: well under the 255 bytes a file name may have on every file system
+NAME_MAX = 100
 # what a corpus may remember about its LLM (never a key: only the *name* of its variable)
 LLM_FIELDS = ("backend", "model", "base_url", "api_key_env", "callable_path",
               "vision_callable_path")
@@ -75,6 +78,11 @@ class CorpusSpec:
 
 
 def validate_name(name: str) -> str:
+    if not isinstance(name, str):
+        raise CorpusError(f"invalid corpus name {name!r}: a name is text")
+    if len(name) > NAME_MAX:
+        raise CorpusError(f"invalid corpus name {name[:24]!r}… ({len(name)} characters): "
+                          f"too long, use at most {NAME_MAX}")
     if not name or not set(name.lower()) <= _NAME_OK or name.startswith("."):
         raise CorpusError(f"invalid corpus name {name!r}: use letters, digits, '-', '_' or '.'")
     return name
@@ -84,15 +92,46 @@ def local_registry_path(config_path: Path) -> Path:
     return config_path.with_name(config_path.stem + ".local.yaml")
 
 
+def _read_yaml(path: Path):
+    """The YAML document in ``path``; a file that is not readable YAML raises a
+    :class:`CorpusError` of one line naming the file, the line and what is wrong
+    (every command that reads corpora ends on it with exit code 2, not a trace)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise CorpusError(f"{path}: cannot be read ({e.strerror or e})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise CorpusError(f"{path} line {line}: not UTF-8 text (byte 0x{raw[e.start]:02x})"
+                          ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = "; ".join(str(p) for p in (e.problem, e.context) if p) or type(e).__name__
+        raise CorpusError(f"{path}{where}: not valid YAML: {what}") from None
+    except yaml.YAMLError as e:
+        raise CorpusError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+
+
 def _load_yaml(path: Path) -> dict:
     if not path.exists():
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    data = _read_yaml(path) or {}
     if not isinstance(data, dict):
         raise CorpusError(f"{path}: expected a mapping with a 'corpora' key")
     corpora = data.get("corpora") or {}
     if not isinstance(corpora, dict):
         raise CorpusError(f"{path}: 'corpora' must be a mapping of name → settings")
+    for name, raw in corpora.items():
+        if not isinstance(name, str):
+            raise CorpusError(f"{path}: corpus name {name!r} is not text")
+        if raw is not None and not isinstance(raw, dict):
+            raise CorpusError(f"{path}: corpus {name!r} must be a mapping of settings "
+                              f"(root, out, include, ...), not {type(raw).__name__}")
     return corpora
 
 

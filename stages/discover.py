@@ -38,6 +38,8 @@ BINARY_EXTENSIONS = {
 # gitignore lines (see iter_paths), before the corpus's own exclusions
 DEFAULT_EXCLUDE = (".git/", "__pycache__/", ".venv/", "node_modules/", ".DS_Store", "*.egg-info/")
 MAX_FILE_BYTES = 20 * 1024 * 1024
+# folders a walk could not list (path → why), for read_source to report them as skipped
+_WALK_ERRORS: dict[str, str] = {}
 
 
 @dataclass
@@ -188,29 +190,59 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
     brings that folder back) do not; the last matching line decides, as in a
     ``.gitignore``. Excluded folders are not walked.
 
+    Strata's own folders (index folders, the Dagster home: see
+    :mod:`strata.ownership`) and the project's corpus registry are never
+    listed, whatever the patterns say.
+
     Directory symlinks are not descended into (no loops, no escapes); file
     symlinks are yielded and checked by :func:`read_source`. A name that is not
     valid UTF-8 is yielded in its escaped form (:func:`display_path`) with the
     real path beside it.
     """
+    from strata.ownership import MARKER, looks_owned, own_files
+
     wanted = _spec(tuple(include) or ("**/*",), "include")
     unwanted = _spec(DEFAULT_EXCLUDE + tuple(exclude), "exclude")
     negations = any(p.include is False for p in unwanted.patterns)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    registry = own_files()
+    unreadable: list[OSError] = []  # folders os.walk could not list: reported, not dropped
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False,
+                                                onerror=unreadable.append):
+        yield from _unreadable(root, unreadable, wanted)
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
         dirnames[:] = sorted(
             d for d in dirnames
             if not _pruned(unwanted, display_path(f"{rel_dir}/{d}" if rel_dir else d)[0],
                            negations)
+            and not looks_owned(Path(dirpath) / d)  # an index, a Dagster home: never indexed
         )
         for name in sorted(filenames):
             rel = f"{rel_dir}/{name}" if rel_dir else name
             rel = display_path(rel)[0]
-            if unwanted.match_file(rel):
+            if unwanted.match_file(rel) or name == MARKER:
                 continue
+            if registry and name.startswith("corpora") and \
+                    (Path(dirpath) / name).resolve() in registry:
+                continue  # the project's corpus registry
             if wanted.match_file(rel):
                 yield rel, Path(dirpath) / name
+    yield from _unreadable(root, unreadable, wanted)
+
+
+def _unreadable(root: Path, errors: list[OSError],
+                wanted: pathspec.GitIgnoreSpec) -> Iterator[tuple[str, Path]]:
+    """The folders a walk could not list, as entries :func:`read_source` turns
+    into skipped files with the reason (the root itself is the caller's error)."""
+    while errors:
+        e = errors.pop(0)
+        full = Path(e.filename) if e.filename else None
+        if full is None or full == Path(root):
+            continue
+        rel = display_path(os.path.relpath(full, root).replace(os.sep, "/"))[0]
+        if wanted.match_file(rel) or wanted.match_file(f"{rel}/x"):
+            _WALK_ERRORS[str(full)] = e.strerror or type(e).__name__
+            yield rel, full
 
 
 def detect_format(path: str) -> str:
@@ -320,8 +352,12 @@ def decode(data: bytes) -> tuple[str | None, str | None]:
 
 def read_source(root: Path, rel: str, full: Path, max_bytes: int = MAX_FILE_BYTES) -> SourceFile:
     """One file of the corpus, read once: regular files only, never more than
-    ``max_bytes`` of it, hashed from the bytes read."""
+    ``max_bytes`` of it, hashed from the bytes read. A folder the walk could not
+    list comes here too, and is skipped with its reason."""
     fmt = detect_format(rel)
+    if str(full) in _WALK_ERRORS:
+        return SourceFile(rel, "folder", 0, "",
+                          reason=f"folder not readable: {_WALK_ERRORS.pop(str(full))}")
     _, name_note = display_path(str(full.relative_to(root)) if full.is_relative_to(root) else rel)
     try:
         if full.is_symlink():

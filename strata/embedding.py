@@ -157,12 +157,34 @@ def encoder_threads(processes: int | None = None) -> int:
     return max(1, usable_cores() // max(1, processes))
 
 
+def passive_waits() -> None:
+    """Make OpenMP threads sleep, not spin, when they run out of work, in a
+    building process (``OMP_WAIT_POLICY=PASSIVE`` unless the variable is set).
+
+    Why: torch's OpenMP threads (and MKL's, on the same runtime) spin for a
+    while after every operation, waiting for the next, and believe they have
+    the cores to themselves; when builds, queries and other work share a small
+    machine they spin against each other's real work, and an encoder runs many
+    times slower than its share of the cores. Read once, when the OpenMP
+    runtime loads with torch, so this must run before anything imports torch:
+    the build command and the Dagster code location call it first thing, and
+    child processes inherit it."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def set_threads(n: int) -> int:
-    """Set torch's intra-op threads of this process to ``n`` (returns ``n``)."""
+    """Set torch's intra-op threads of this process to ``n`` (returns ``n``),
+    and its inter-op threads to one: encoding runs one operation at a time, so
+    a second pool would only be more threads competing for the cores."""
     import torch
 
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)
+    if torch.get_num_interop_threads() != 1:
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # only possible before inter-op work has started
+            pass
     return n
 
 

@@ -15,6 +15,8 @@ that is not retried and the CLI prints as one line.
 
 from __future__ import annotations
 
+import base64
+import functools
 import os
 import re
 import socket
@@ -29,15 +31,56 @@ _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
 
 
 def redact_key(text: str, key_env: str | None) -> str:
-    """``text`` without the value of the variable ``key_env`` (the API key)."""
+    """``text`` without the value of the variable ``key_env`` (the API key), as
+    written or in any of the encodings a server or a model echoes it in
+    (:func:`_key_forms`)."""
     key = os.environ.get(key_env) if key_env else None
-    if text and key and len(key) >= 4 and key in text:
-        text = text.replace(key, "***")
-    return text
+    if not text or not key or len(key) < 4:
+        return text
+    return _key_pattern(key).sub("***", text)
+
+
+# the shortest piece of a key's base64 taken from inside a longer base64 string
+# that is still redacted: shorter ones could match ordinary text by chance
+_MIN_CORE = 8
+
+
+def _key_forms(key: str) -> set[str]:
+    """The key as text can carry it: as written; standard and URL-safe base64,
+    with and without padding, encoded alone or as the run of characters it
+    becomes at each of the three byte alignments inside a longer base64 string
+    (``user:KEY`` in a Basic header, a JSON body echoed back encoded); hex in
+    lower and upper case; percent-encoded, as a URL or a form would have it and
+    byte by byte."""
+    raw = key.encode()
+    forms = {key}
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        alone = encode(raw).decode()
+        forms |= {alone, alone.rstrip("=")}
+        for offset in (0, 1, 2):
+            # the characters made of the key's bits only, whatever comes before or after
+            stream = encode(b"\0" * offset + raw).decode()
+            core = stream[-(-8 * offset // 6):8 * (offset + len(raw)) // 6]
+            if len(core) >= _MIN_CORE:
+                forms.add(core)
+    forms |= {raw.hex(), raw.hex().upper(),
+              urllib.parse.quote(key), urllib.parse.quote(key, safe=""),
+              urllib.parse.quote_plus(key),
+              "".join(f"%{b:02X}" for b in raw), "".join(f"%{b:02x}" for b in raw)}
+    return {f for f in forms if len(f) >= 4}
+
+
+@functools.lru_cache(maxsize=8)
+def _key_pattern(key: str) -> re.Pattern[str]:
+    """One pattern for all of :func:`_key_forms`, longest first, so that a whole
+    padded encoding is redacted rather than the shorter run inside it."""
+    forms = sorted(_key_forms(key), key=len, reverse=True)
+    return re.compile("|".join(re.escape(f) for f in forms))
 
 
 def redact(text: str, key_env: str | None) -> str:
-    """For error and log text: the key's value and any bearer token become ``***``."""
+    """For error and log text: the key's value (in any of its encodings) and any
+    bearer token become ``***``."""
     if not text:
         return text
     return _BEARER.sub(r"\1***", redact_key(text, key_env))

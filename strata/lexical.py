@@ -142,9 +142,10 @@ class LexicalIndex:
         import bm25s
 
         model = None
-        if node_ids:
+        tokens = [tokenize(t) for t in texts]
+        if any(tokens):  # a collection whose every word is a stop word has no vocabulary
             model = bm25s.BM25()
-            model.index([tokenize(t) for t in texts], show_progress=False)
+            model.index(tokens, show_progress=False)
         return cls(model, list(node_ids), list(kinds))
 
     def save(self, folder) -> None:
@@ -160,7 +161,8 @@ class LexicalIndex:
             self._bm25.save(str(folder), show_progress=False)
         pl.DataFrame({"node_id": self.node_ids, "kind": list(self.kinds)},
                      schema={"node_id": pl.Utf8, "kind": pl.Utf8}).write_parquet(folder / DOCS_FILE)
-        (folder / META_FILE).write_text(json.dumps({"format": FORMAT, "docs": len(self.node_ids)}))
+        (folder / META_FILE).write_text(json.dumps({"format": FORMAT, "docs": len(self.node_ids),
+                                                    "vocabulary": self._bm25 is not None}))
 
     @classmethod
     def load(cls, folder) -> LexicalIndex:
@@ -177,7 +179,7 @@ class LexicalIndex:
                              f"Strata reads {FORMAT!r}. Rebuild the index with `strata index`.")
         docs = pq.ParquetFile(folder / DOCS_FILE).read(columns=["node_id", "kind"])  # no dataset API: it imports pandas
         model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False) \
-            if docs.num_rows else None
+            if docs.num_rows and meta.get("vocabulary", True) else None
         return cls(model, docs.column("node_id").to_pylist(), docs.column("kind").to_pylist())
 
     def query_tokens(self, query: str) -> list[str]:

@@ -41,6 +41,7 @@ import copy
 import dataclasses
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -59,7 +60,7 @@ from strata.llm_throttle import Throttle
 from strata.stopping import RetryAbandoned
 
 __all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "LLMStreamError", "StageStats",
-           "parse_json", "image_mime", "EndpointError"]
+           "parse_json", "image_mime", "quote_data", "EndpointError"]
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +197,25 @@ def _refuses_images(status: int | None, message: str) -> bool:
 
 class _FormatRejected(Exception):
     """The server refused ``response_format``; ask again at once without it."""
+
+
+# an opening or closing tag of the prompts' <data> delimiter as a model may read it:
+# any case, spaces or line breaks around the slash and the name, attributes
+_DATA_TAG = re.compile(r"<\s*/?\s*data\b[^>]*>", re.IGNORECASE)
+
+
+def quote_data(text: str | None) -> str:
+    """Document text (a section, a breadcrumb, the words around an image) for the
+    inside of a prompt's ``<data>`` block: the one helper every prompt that quotes
+    corpus text in such a block goes through, so that no document can close the
+    block early (or open a new one) and have what follows read as instructions.
+
+    Models do not read tags the way a parser does: ``</DATA>``, ``</data >`` and
+    ``</data\n>`` end the block for them as surely as ``</data>``. So every tag
+    of the delimiter, in any case and spacing, keeps its text but loses its
+    angle brackets (``&lt;/data&gt;``), which no reading takes for a tag."""
+    return _DATA_TAG.sub(lambda m: m.group(0).replace("<", "&lt;").replace(">", "&gt;"),
+                         text or "")
 
 
 def image_mime(data: bytes) -> str:
@@ -852,9 +872,13 @@ class LLM:
                         parts.append(text)
                         yield text
                     else:
-                        for piece in self._stream_openai(req):
-                            parts.append(piece)
-                            yield piece
+                        # closed here, not left to the garbage collector, when the
+                        # reader stops early: its finally closes the SDK's stream,
+                        # and with it the connection the model is writing into
+                        with contextlib.closing(self._stream_openai(req)) as pieces:
+                            for piece in pieces:
+                                parts.append(piece)
+                                yield piece
                     break
                 except _FormatRejected as e:
                     if parts:

@@ -24,7 +24,10 @@ choices, as OpenAI, vLLM and Ollama send it), then ``data: [DONE]``; with
 ``server.reject_stream_options = True`` a request naming ``stream_options`` gets
 a 400 naming it (a server that does not know the parameter); when ``server.stream_gate``
 is a ``threading.Event`` the stream stops after half of its words until the
-test sets it (a model caught in the middle of its answer).
+test sets it (a model caught in the middle of its answer); ``server.stream_delay``
+(seconds, default 0) paces the words, as a model writes them, and
+``server.open_streams`` counts the streamed replies being written now: one whose
+client has gone ends at the next word it cannot send.
 
 Every request is recorded in ``server.requests`` (:class:`Recorded`: path, body,
 prompt, headers, monotonic ``time``, the fault applied).
@@ -34,7 +37,8 @@ applies once to the next request, :class:`Fault` adds ``match`` — a substring 
 the prompt — and ``times`` — ``None`` for forever):
 ``("429", retry_after)`` (or ``("429", {header: value})``), ``("500",)``, ``("400",)`` (plain bad request),
 ``("401",)`` (echoes the Authorization header in the error, like a careless
-server), ``("slow", seconds)``, ``("truncated",)``, ``("malformed",)``,
+server; ``("401", encode)`` echoes ``encode(key)``, a str -> str, instead),
+``("slow", seconds)``, ``("truncated",)``, ``("malformed",)``,
 ``("400_response_format",)``, ``("drop",)`` (close without answering). ``path=``
 limits a fault to one endpoint (``"/embeddings"``, ``"/chat/completions"``).
 """
@@ -109,6 +113,8 @@ class FakeOpenAI:
         self.embedding_dim = embedding_dim
         self.model = "fake-model"
         self.stream_gate: threading.Event | None = None
+        self.stream_delay = 0.0  # seconds between the words of a streamed reply
+        self.open_streams = 0  # streamed replies being written now
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
@@ -259,9 +265,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "Invalid request (injected)", "invalid_request_error")
             return True
         if kind == "401":
-            auth = self.headers.get("Authorization", "")
-            self._error(401, f"Incorrect API key provided: {auth.removeprefix('Bearer ')}",
-                        "invalid_request_error")
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            if fault.args and callable(fault.args[0]):
+                key = fault.args[0](key)  # a server that echoes it encoded
+            self._error(401, f"Incorrect API key provided: {key}", "invalid_request_error")
             return True
         if kind == "400_response_format":
             self._response_format_error()
@@ -336,6 +343,8 @@ class _Handler(BaseHTTPRequestHandler):
                                   "logprobs": None}]}
             return f"data: {json.dumps(chunk)}\n\n".encode()
 
+        with self.fake._lock:
+            self.fake.open_streams += 1
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -349,6 +358,8 @@ class _Handler(BaseHTTPRequestHandler):
                     while not self.fake.stream_gate.wait(0.05):
                         if self.fake._stop.is_set():
                             return
+                if self.fake.stream_delay and self.fake._stop.wait(self.fake.stream_delay):
+                    return
                 self.wfile.write(event({"content": word}))
                 self.wfile.flush()
             self.wfile.write(event({}, finish))
@@ -361,6 +372,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
             self.close_connection = True
+        finally:
+            with self.fake._lock:
+                self.fake.open_streams -= 1
 
     def _embeddings(self, body: dict, fault: Fault | None) -> None:
         if self._common_fault(fault):

@@ -63,3 +63,14 @@ def test_the_build_writes_one_lexical_index_per_version(sample_index):
     assert res[0].node_path == "tidewater.calibration.correct_barometric_drift"
     assert len({r.kind for r in res}) >= 2
     assert [r.score for r in res] == sorted((r.score for r in res), reverse=True)
+
+
+def test_a_collection_of_stop_words_only_builds_saves_and_answers_nothing(tmp_path):
+    """A corpus whose every word is dropped (a document of `x … y`) has no
+    vocabulary: the index is still written and read, and matches nothing."""
+    lex = LexicalIndex.build(["a", "b"], ["chunk", "chunk"], ["x y", "the of and"])
+    lex.save(tmp_path / "units")
+    back = LexicalIndex.load(tmp_path / "units")
+    assert back.node_ids == ["a", "b"]
+    assert back.search("x", 5) == []
+    assert not back.scores("the x").any()

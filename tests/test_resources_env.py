@@ -90,3 +90,27 @@ def test_a_price_that_is_not_a_number_stops_the_llm_stage_before_it_starts(pages
                       and getattr(e.event_specific_data, "error", None))
     assert "STRATA_LLM_USD_PER_M_PROMPT" in errors and "'cheap'" in errors
     assert not (tmp_path / "plain" / "build" / "summaries.parquet").exists()
+
+
+@pytest.mark.parametrize("value", ["1.5", "1e3", "abc"])
+def test_an_integer_setting_that_is_not_an_integer_is_one_line(value, tmp_path):
+    """Integer settings reach the resources as Dagster EnvVars; a bad value is
+    refused by the settings model in one line naming the variable (exit 2), not
+    by Dagster with a page of traceback when the run starts."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "a.md").write_text("# Tides\n\nThe gauge reads the tide.\n")
+    env = {**os.environ, "STRATA_LLM_MAX_TOKENS": value, "DAGSTER_HOME": str(tmp_path / "dh"),
+           "STRATA_CORPORA": str(tmp_path / "corpora.yaml")}
+    proc = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "index",
+                           str(tmp_path / "c"), "--corpus", "c", "--out", str(tmp_path / "o")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: $STRATA_LLM_MAX_TOKENS='{value}'")
+    assert "Traceback" not in proc.stderr

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pyarrow as pa
 
 from strata.stages.enrich.images import EXTERNAL, OK, ImageRecord, read_image_bytes
-from strata.llm import LLMRequest, LLMResult, StageStats
+from strata.llm import LLMRequest, LLMResult, StageStats, quote_data
 from strata.schema import CAPTIONS
 from strata.settings import BuildSettings, load
 
@@ -220,7 +220,7 @@ def ocr_text(image_bytes: bytes | None) -> str | None:
 
 def _quote(text: str, limit: int = MAX_CONTEXT_CHARS) -> str:
     text = (text or "").strip()[:limit]
-    return "<data>\n" + text.replace("</data>", "</ data>") + "\n</data>"
+    return "<data>\n" + quote_data(text) + "\n</data>"
 
 
 def caption_request(record: ImageRecord, image_bytes: bytes) -> LLMRequest:

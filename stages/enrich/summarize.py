@@ -18,7 +18,7 @@ from collections.abc import Callable
 import polars as pl
 import pyarrow as pa
 
-from strata.llm import LLMRequest, StageStats
+from strata.llm import LLMRequest, StageStats, quote_data
 from strata.schema import SUMMARIES
 
 TEMPLATE = "summarize/v2"  # v2: </data> neutralised, the location inside the data block
@@ -78,11 +78,6 @@ def offline_summary(kind: str, title: str, text: str, attrs: dict) -> str:
     return _first_sentences(text) or title
 
 
-def quote(text: str) -> str:
-    """Corpus text as quoted data: it cannot close the ``<data>`` block early."""
-    return (text or "").replace("</data>", "</ data>")
-
-
 def _request(node: dict, attrs: dict) -> LLMRequest:
     kind = node["kind"]
     what = {"section": "documentation section", "code": "code definition",
@@ -91,11 +86,11 @@ def _request(node: dict, attrs: dict) -> LLMRequest:
     if kind in ("code", "table"):
         around = "\n".join(x for x in (attrs.get("context_before"), attrs.get("context_after")) if x)
         if around:
-            context = f"\nSurrounding text:\n<data>\n{quote(around[:1000])}\n</data>"
+            context = f"\nSurrounding text:\n<data>\n{quote_data(around[:1000])}\n</data>"
     # the breadcrumb is corpus text too (headings, file names): inside the data block
     prompt = (f"Summarize this {what} (its location in the corpus comes first).\n"
-              f"<data>\nLocation: {quote(node['breadcrumb'])}\n\n"
-              f"{quote(node['text'][:MAX_INPUT_CHARS])}\n</data>{context}")
+              f"<data>\nLocation: {quote_data(node['breadcrumb'])}\n\n"
+              f"{quote_data(node['text'][:MAX_INPUT_CHARS])}\n</data>{context}")
     return LLMRequest(key=node["node_id"], template=TEMPLATE, max_tokens=MAX_SUMMARY_TOKENS,
                       messages=({"role": "system", "content": SYSTEM},
                                 {"role": "user", "content": prompt}))
@@ -104,8 +99,8 @@ def _request(node: dict, attrs: dict) -> LLMRequest:
 def _file_request(node: dict, parts: list[str]) -> LLMRequest:
     listing = "\n".join(f"- {p}" for p in parts[:MAX_FILE_PARTS])
     prompt = ("Summarize the file below from the summaries of its parts (its path comes first).\n"
-              f"<data>\nFile: {quote(node['path'])}\n{quote(node['title'])}\n"
-              f"{quote(node['text'][:1500])}\n{quote(listing)}\n</data>")
+              f"<data>\nFile: {quote_data(node['path'])}\n{quote_data(node['title'])}\n"
+              f"{quote_data(node['text'][:1500])}\n{quote_data(listing)}\n</data>")
     return LLMRequest(key=node["node_id"], template=TEMPLATE + "/file",
                       max_tokens=MAX_SUMMARY_TOKENS, messages=({"role": "system", "content": SYSTEM},
                                 {"role": "user", "content": prompt}))

@@ -5,7 +5,9 @@ careless server does), then every byte the run left behind is searched."""
 
 from __future__ import annotations
 
+import base64
 import logging
+import urllib.parse
 
 import dagster as dg
 
@@ -79,3 +81,75 @@ def test_neither_backend_leaks_the_key_from_a_server_that_echoes_it(tmp_path, mo
     assert not leaks  # ... without the key: event log, compute logs, caches, tables
     assert (tmp_path / "dagster_home" / "storage").is_dir()  # the event log and compute logs
     assert key not in captured.out + captured.err + caplog.text
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode()
+
+
+# how servers echo a key they were sent, encoded: each one a str -> str
+ENCODINGS = {
+    "base64": lambda k: _b64(k.encode()),
+    "base64, unpadded": lambda k: _b64(k.encode()).rstrip("="),
+    "base64url": lambda k: _b64url(k.encode()),
+    "base64url, unpadded": lambda k: _b64url(k.encode()).rstrip("="),
+    # inside a longer base64 string, at each of the three byte alignments
+    "base64 of user:key": lambda k: _b64(b"user:" + k.encode()),
+    "base64 of x+key+y": lambda k: _b64(b"x" + k.encode() + b"y"),
+    "base64url of abc+key+!": lambda k: _b64url(b"abc" + k.encode() + b"!"),
+    "hex": lambda k: k.encode().hex(),
+    "HEX": lambda k: k.encode().hex().upper(),
+    "url-encoded": lambda k: urllib.parse.quote(k, safe=""),
+    "percent-encoded bytes": lambda k: "".join(f"%{b:02X}" for b in k.encode()),
+}
+
+
+def test_a_key_echoed_encoded_is_in_no_artifact_or_log(tmp_path, monkeypatch, capfd, caplog):
+    """A server that echoes the key base64-, hex- or URL-encoded in its 401 error
+    bodies (the LLM for some items, the embedding endpoint for all): no encoding
+    of the key survives into failures.parquet, the event log, the compute logs,
+    the caches, the log records or what the command printed."""
+    from strata.pipelines.cli import main
+
+    # characters that URL-encoding changes and that base64 and base64url write apart
+    key = "sk-strata+enc/7a6b5c4d=3e2f~?>SECRET!"
+    forms = {name: encode(key) for name, encode in ENCODINGS.items()}
+    assert len(set(forms.values())) == len(forms) and key not in forms.values()
+
+    def echo(sent: str) -> str:
+        return " | ".join(f"{name}: {encode(sent)}" for name, encode in ENCODINGS.items())
+
+    caplog.set_level(logging.DEBUG)
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "harbour.md").write_text("# Harbour\n\nThe harbour gauge reads the tide.\n")
+    (root / "drift.md").write_text("# Drift\n\nBarometric drift is corrected hourly.\n")
+    for k, v in {"OPENAI_API_KEY": key, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+                 "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "STRATA_SHARDS": "1"}.items():
+        monkeypatch.setenv(k, v)
+    with FakeOpenAI() as server:
+        server.add_fault("401", echo, match="harbour", times=None, path="/chat/completions")
+        server.add_fault("401", echo, times=None, path="/embeddings")
+        rc = main(["index", str(root), "--corpus", "enc", "--out", str(tmp_path / "index"),
+                   "--llm-backend", "openai", "--llm-base-url", server.base_url,
+                   "--llm-model", "fake-model", "--embed-backend", "openai",
+                   "--embed-base-url", server.base_url, "--model", "text-embedding-3-small"])
+        echoed = [r for r in server.requests if r.fault == "401"]
+    captured = capfd.readouterr()
+    assert {r.path.rsplit("/", 1)[-1] for r in echoed} == {"completions", "embeddings"}
+    assert rc == 1
+    failures = (tmp_path / "index" / "build" / "failures.parquet").read_bytes()
+    assert b"401" in failures  # the LLM's rejected items are recorded ...
+    assert (tmp_path / "dagster_home" / "storage").is_dir()  # the event log and compute logs
+    said = captured.out + captured.err + caplog.text
+    assert "refuses the API key (HTTP 401" in said
+    files = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    leaks = {name: [str(p) for p, data in files.items() if form.encode() in data]
+             for name, form in forms.items()}
+    leaks.update({f"{name} (output or log)": ["output"] for name, form in forms.items()
+                  if form in said})
+    assert not {name: where for name, where in leaks.items() if where}

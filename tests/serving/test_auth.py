@@ -216,3 +216,27 @@ def test_x_forwarded_for_is_believed_only_from_configured_proxies(sample_index):
         assert local.post("/search", json=Q).status_code == 200
         relayed = local.post("/search", json=Q, headers={"X-Forwarded-For": "203.0.113.9"})
         assert relayed.status_code == 403
+
+
+def test_a_forwarded_header_opens_no_second_bucket(sample_index):
+    """Without proxies named, a client that alternates plain requests with ones
+    carrying X-Forwarded-For (or Forwarded) is limited in one bucket, its
+    connecting address's: a header claiming another address, or its own, does
+    not double its anonymous rate, and does not spend another client's."""
+    from fastapi.testclient import TestClient
+
+    from strata.service.app import create_app
+
+    plain = settings_for(sample_index, allow_unauthenticated=True, anonymous_rate_per_minute=3)
+    app = _through_uvicorn(create_app(plain), plain)  # as `strata serve` runs it
+    headers = [{}, {"X-Forwarded-For": "198.51.100.7"}, {"X-Forwarded-For": "203.0.113.9"},
+               {"Forwarded": "for=198.51.100.8"}, {"X-Forwarded-For": "198.51.100.9"}, {}]
+    with TestClient(app, client=("203.0.113.9", 4000), raise_server_exceptions=False) as peer:
+        codes = [peer.post("/search", json=Q, headers=h).status_code for h in headers]
+        assert codes == [200, 200, 200, 429, 429, 429]
+        refused = peer.post("/search", json=Q, headers={"X-Forwarded-For": "198.51.100.10"})
+        assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
+    with TestClient(app, client=("203.0.113.10", 4001), raise_server_exceptions=False) as other:
+        assert other.post("/search", json=Q).status_code == 200  # a bucket of its own
+        assert other.post("/search", json=Q, headers={"X-Forwarded-For": "203.0.113.10"}
+                          ).status_code == 200

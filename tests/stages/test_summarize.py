@@ -19,7 +19,7 @@ def test_the_summarize_prompt_keeps_corpus_text_inside_its_data_block():
     prompt = req.messages[1]["content"]
     instructions, data = prompt.split("<data>\n", 1)
     assert "HACKED" not in instructions and "Location:" not in instructions
-    assert data.startswith("Location: a.py > </ data>")
+    assert data.startswith("Location: a.py > &lt;/data&gt;")
     assert prompt.count("</data>") == 2  # the two blocks close where they should, nowhere else
     file_req = _file_request({"node_id": "file-1", "path": f"{evil}.md", "title": evil,
                               "text": evil}, [evil])
