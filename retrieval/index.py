@@ -13,6 +13,7 @@ from strata.retrieval.results import Result, SearchResults
 from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
 from strata.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
 from strata.query_arrays import NODE_FIELDS, QueryArrays
+from strata.retrieval.node_rows import NodeColumns, RowOf
 from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
                            LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
                            vector_table_name)
@@ -22,52 +23,6 @@ if TYPE_CHECKING:
     import polars as pl
 
 log = logging.getLogger(__name__)
-
-
-class _RowOf:
-    """node id → graph row. A query that found its hits by row (dense search)
-    looks them up among the rows it has just seen; anything else builds the
-    whole map once (:attr:`Graph.index`), which a large index defers until a
-    mode needs it."""
-
-    def __init__(self, graph):
-        self._graph = graph
-        self._seen: dict[str, int] = {}
-
-    def remember(self, node_id: str, row: int) -> None:
-        if len(self._seen) > 65536:
-            self._seen.clear()
-        self._seen[node_id] = row
-
-    def _all(self) -> dict[str, int] | None:
-        return self._graph.__dict__.get("index")  # built already (cached_property)
-
-    def __getitem__(self, node_id: str) -> int:
-        row = self._seen.get(node_id)
-        return row if row is not None else self._graph.index[node_id]
-
-    def __contains__(self, node_id: object) -> bool:
-        return node_id in self._seen or node_id in self._graph.index
-
-    def get(self, node_id: str, default=None):
-        row = self._seen.get(node_id)
-        return row if row is not None else self._graph.index.get(node_id, default)
-
-
-class _Columns(dict):
-    """Node fields by name, each a list aligned with the graph, converted from the
-    mapped Arrow table when first asked for (a mode that reads titles does not
-    pay for the texts)."""
-
-    def __init__(self, table):
-        super().__init__()
-        self._table = table
-
-    def __missing__(self, name: str) -> list:
-        if name not in NODE_FIELDS:
-            raise KeyError(name)
-        value = self[name] = self._table.column(name).to_pylist()
-        return value
 
 
 _BLAS_LIMITED = False
@@ -278,8 +233,8 @@ class Index:
                 raise self._lance_damage(k)
 
     @cached_property
-    def _row_of(self) -> _RowOf:
-        return _RowOf(self._arrays.graph)
+    def _row_of(self) -> RowOf:
+        return RowOf(self._arrays.graph)
 
     def _id_at(self, row: int) -> str:
         """The node id of graph row ``row``, read from the mapped column (no list
@@ -290,7 +245,7 @@ class Index:
 
     @cached_property
     def _columns(self) -> dict[str, list]:
-        return _Columns(self._arrays.nodes)
+        return NodeColumns(self._arrays.nodes)
 
     def node(self, node_id: str) -> dict:
         i = self._row_of[node_id]
