@@ -36,18 +36,15 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
     from datetime import datetime
 
-    import polars as pl
-
     from strata.stages.parse.finalize import stable_hash
     from strata.layout import read_json_or_empty
+    from strata.query_arrays import graph_nodes, write as write_query_arrays
     from strata.schema import FORMAT_VERSION
     from strata.stats import index_stats
 
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = read_build_table(layout, "nodes")
-    entities = read_build_table(layout, "entities", required=False)
-    if entities is not None and entities.height:
-        nodes = pl.concat([nodes, entities.select(nodes.columns)], how="vertical_relaxed")
+    nodes = graph_nodes(read_build_table(layout, "nodes"),
+                        read_build_table(layout, "entities", required=False))
     edges = read_build_table(layout, "edges")
     documents = read_build_table(layout, "documents")
     skipped = read_build_table(layout, "skipped")
@@ -81,10 +78,9 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     # graph exported, its agreement with the built runtime recorded): the first query of
     # the new version then imports no torch and loads nothing whole
     from strata.embedding import EncoderSpec
-    from strata.query_arrays import write as write_query_arrays
     from strata.query_runtime import prepare
 
-    write_query_arrays(layout.build, int(encoder["dim"]))
+    write_query_arrays(layout.build, int(encoder["dim"]), nodes, edges)  # the tables read above
     query_side = prepare(layout.build, EncoderSpec.from_manifest(encoder))
     manifest["query"] = query_side
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)

@@ -69,6 +69,7 @@ class Index:
         self._vdir = IndexLayout(path).version_dir(version)
         self.source = str(path)  # where it was opened from (a URI for a mirrored index)
         self._query_cache: dict[str, object] = {}
+        self._kind_rows: dict = {}  # kind codes → rows of those kinds with a vector (dense)
         self.runtime_agreement: float | None = None  # mean cosine, when another runtime queries
 
     @classmethod
@@ -155,13 +156,9 @@ class Index:
     @cached_property
     def _nodes(self) -> pl.DataFrame:
         """Hierarchy nodes plus entity nodes (from OpenIE), one frame."""
-        import polars as pl
+        from strata.query_arrays import graph_nodes
 
-        nodes = self._table("nodes")
-        entities = self._table("entities", optional=True)
-        if entities is not None and entities.height:
-            nodes = pl.concat([nodes, entities.select(nodes.columns)], how="vertical_relaxed")
-        return nodes
+        return graph_nodes(self._table("nodes"), self._table("entities", optional=True))
 
     @cached_property
     def _edges(self) -> pl.DataFrame:
@@ -442,14 +439,9 @@ class Index:
         return top_k((unit[lo:hi] @ q)[cand - lo], cand, k)
 
     @cached_property
-    def _kind_rows(self) -> dict:
-        return {}
-
-    @cached_property
     def _fact_unit(self):
         a = self._arrays
-        ids = a.fact_ids if isinstance(a.fact_ids, list) else a.fact_ids.to_pylist()
-        return ids, a.fact_vectors
+        return a.fact_ids.to_pylist(), a.fact_vectors
 
     def dense(self, vec, k: int, kinds=None) -> list[tuple[str, float]]:
         """(node_id, cosine similarity) of the k nearest vectors, over ``kinds``

@@ -18,7 +18,7 @@ import yaml
 
 from strata.stages.discover import check_patterns
 from strata.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
-from strata.settings import RUNTIME_CHOICES, corpora_file
+from strata.settings import RUNTIME_CHOICES, corpora_file, local_registry_path
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # a name is a folder name (indexes/<name>, with suffixes beside it) and a Dagster
@@ -86,10 +86,6 @@ def validate_name(name: str) -> str:
     if not name or not set(name.lower()) <= _NAME_OK or name.startswith("."):
         raise CorpusError(f"invalid corpus name {name!r}: use letters, digits, '-', '_' or '.'")
     return name
-
-
-def local_registry_path(config_path: Path) -> Path:
-    return config_path.with_name(config_path.stem + ".local.yaml")
 
 
 def _read_yaml(path: Path):

@@ -38,8 +38,6 @@ BINARY_EXTENSIONS = {
 # gitignore lines (see iter_paths), before the corpus's own exclusions
 DEFAULT_EXCLUDE = (".git/", "__pycache__/", ".venv/", "node_modules/", ".DS_Store", "*.egg-info/")
 MAX_FILE_BYTES = 20 * 1024 * 1024
-# folders a walk could not list (path → why), for read_source to report them as skipped
-_WALK_ERRORS: dict[str, str] = {}
 
 
 @dataclass
@@ -230,10 +228,20 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
     yield from _unreadable(root, unreadable, wanted)
 
 
+def _unlistable(folder: Path) -> str | None:
+    """Why ``folder`` cannot be listed, or None when it can."""
+    try:
+        with os.scandir(folder):
+            return None
+    except OSError as e:
+        return e.strerror or type(e).__name__
+
+
 def _unreadable(root: Path, errors: list[OSError],
                 wanted: pathspec.GitIgnoreSpec) -> Iterator[tuple[str, Path]]:
     """The folders a walk could not list, as entries :func:`read_source` turns
-    into skipped files with the reason (the root itself is the caller's error)."""
+    into skipped files with the reason (the root itself is the caller's error).
+    Only the path is passed on: read_source finds the reason again itself."""
     while errors:
         e = errors.pop(0)
         full = Path(e.filename) if e.filename else None
@@ -241,7 +249,6 @@ def _unreadable(root: Path, errors: list[OSError],
             continue
         rel = display_path(os.path.relpath(full, root).replace(os.sep, "/"))[0]
         if wanted.match_file(rel) or wanted.match_file(f"{rel}/x"):
-            _WALK_ERRORS[str(full)] = e.strerror or type(e).__name__
             yield rel, full
 
 
@@ -355,9 +362,6 @@ def read_source(root: Path, rel: str, full: Path, max_bytes: int = MAX_FILE_BYTE
     ``max_bytes`` of it, hashed from the bytes read. A folder the walk could not
     list comes here too, and is skipped with its reason."""
     fmt = detect_format(rel)
-    if str(full) in _WALK_ERRORS:
-        return SourceFile(rel, "folder", 0, "",
-                          reason=f"folder not readable: {_WALK_ERRORS.pop(str(full))}")
     _, name_note = display_path(str(full.relative_to(root)) if full.is_relative_to(root) else rel)
     try:
         if full.is_symlink():
@@ -373,6 +377,10 @@ def read_source(root: Path, rel: str, full: Path, max_bytes: int = MAX_FILE_BYTE
     except TooLarge as e:
         return SourceFile(rel, fmt, e.size, f"size:{e.size}", reason=str(e))
     except NotRegular as e:
+        if full.is_dir():  # listed because the walk could not read it: say why
+            why = _unlistable(full)
+            if why:
+                return SourceFile(rel, "folder", 0, "", reason=f"folder not readable: {why}")
         return SourceFile(rel, fmt, 0, "", reason=str(e))
     except (OSError, RuntimeError) as e:  # vanished, permission, symlink loop
         return SourceFile(rel, fmt, 0, "", reason=f"cannot read: {e.__class__.__name__}: {e}")

@@ -127,31 +127,34 @@ def _export(src: Path, target: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _modules(src: Path) -> tuple[list[str], bool]:
-    """(the model's module kinds, whether its pooling is a mean over tokens)."""
+_PIPELINE = ["Transformer", "Pooling", "Normalize"]  # the modules the export reproduces
+
+
+def _pipeline(src: Path) -> tuple[list[str], bool]:
+    """(the model's module kinds, whether they are the mean-pooled, normalised
+    transformer this exporter reproduces)."""
     modules = json.loads((src / "modules.json").read_text()) if (src / "modules.json").exists() \
         else []
     kinds = [m.get("type", "").rsplit(".", 1)[-1] for m in modules]
     pooling = src / "1_Pooling" / "config.json"
     mean = json.loads(pooling.read_text()).get("pooling_mode_mean_tokens") \
         if pooling.exists() else False
-    return kinds, bool(mean)
+    return kinds, kinds == _PIPELINE and bool(mean)
 
 
 def exportable(src: Path) -> bool:
     """Whether the model in folder ``src`` is one this exporter reproduces
     exactly: a local folder of a mean-pooled, normalised transformer."""
     try:
-        kinds, mean = _modules(src)
         return (src / "config.json").is_file() and (src / "tokenizer.json").is_file() and \
-            kinds == ["Transformer", "Pooling", "Normalize"] and mean
+            _pipeline(src)[1]
     except (OSError, ValueError, AttributeError):
         return False
 
 
 def _check_pooling(src: Path) -> None:
-    kinds, mean = _modules(src)
-    if kinds != ["Transformer", "Pooling", "Normalize"] or not mean:
+    kinds, ok = _pipeline(src)
+    if not ok:
         raise RuntimeError(f"the onnx runtimes export mean-pooled, normalised models; {src} "
                            f"has modules {kinds}: use the torch runtime for it")
 

@@ -50,14 +50,13 @@ def looks_owned(folder: Path) -> bool:
 
 def own_files() -> frozenset[Path]:
     """The project's registry files (resolved), never part of a corpus."""
-    from strata.settings import SettingsError, corpora_file
+    from strata.settings import SettingsError, corpora_file, local_registry_path
 
     try:
         registry = corpora_file()
     except (SettingsError, OSError):
         return frozenset()
-    local = registry.with_name(registry.stem + ".local" + registry.suffix)
-    return frozenset(p.resolve() for p in (registry, local))
+    return frozenset(p.resolve() for p in (registry, local_registry_path(registry)))
 
 
 def read_record(folder: Path) -> dict:

@@ -148,7 +148,7 @@ class QueryArrays:
     nodes: object  # pyarrow.Table of NODE_FIELDS, aligned with the graph
     vectors: np.ndarray  # (nodes, dim) float32 unit rows; zeros where a node has none
     has_vector: np.ndarray  # bool per node
-    fact_ids: object  # pyarrow array (or list) of fact ids
+    fact_ids: object  # pyarrow array of fact ids
     fact_vectors: np.ndarray  # (facts, dim) float32 unit rows
     probe_texts: list[str]
     probe_vectors: np.ndarray
@@ -163,21 +163,31 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.where(n > 0, n, 1.0)
 
 
-def compute(folder: Path, dim: int) -> QueryArrays:
+def graph_nodes(nodes, entities):
+    """The graph's nodes (polars): the hierarchy, then the entities OpenIE found
+    (``entities`` may be None), in the dense order every array here follows."""
+    import polars as pl
+
+    if entities is None or not entities.height:
+        return nodes
+    return pl.concat([nodes, entities.select(nodes.columns)], how="vertical_relaxed")
+
+
+def compute(folder: Path, dim: int, nodes=None, edges=None) -> QueryArrays:
     """The arrays of the version (or build) in ``folder``, from its Parquet
-    tables and Lance vector tables. Raises what the readers raise; callers that
-    answer users turn that into one line naming the file."""
+    tables and Lance vector tables; ``nodes`` (:func:`graph_nodes`) and
+    ``edges`` when the caller has read them already. Raises what the readers
+    raise; callers that answer users turn that into one line naming the file."""
     import lancedb
     import polars as pl
     import pyarrow as pa
 
-    nodes = pl.read_parquet(folder / TABLE_FILES["nodes"])
-    ent_path = folder / TABLE_FILES["entities"]
-    if ent_path.exists():
-        entities = pl.read_parquet(ent_path)
-        if entities.height:
-            nodes = pl.concat([nodes, entities.select(nodes.columns)], how="vertical_relaxed")
-    edges = pl.read_parquet(folder / TABLE_FILES["edges"])
+    if nodes is None:
+        ent_path = folder / TABLE_FILES["entities"]
+        nodes = graph_nodes(pl.read_parquet(folder / TABLE_FILES["nodes"]),
+                            pl.read_parquet(ent_path) if ent_path.exists() else None)
+    if edges is None:
+        edges = pl.read_parquet(folder / TABLE_FILES["edges"])
     graph = Graph.build(nodes, edges)
     table = nodes.select(NODE_FIELDS).to_arrow()
 
@@ -256,9 +266,7 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None) 
     np.save(tmp / "vectors.npy", np.ascontiguousarray(arrays.vectors, dtype=np.float32))
     np.save(tmp / "has_vector.npy", np.asarray(arrays.has_vector, dtype=bool))
     np.save(tmp / "fact_vectors.npy", np.ascontiguousarray(arrays.fact_vectors, np.float32))
-    fact_ids = arrays.fact_ids if isinstance(arrays.fact_ids, list) else \
-        arrays.fact_ids.to_pylist()
-    _write_arrow(pa.table({"node_id": pa.array(fact_ids, pa.large_string())}),
+    _write_arrow(pa.table({"node_id": arrays.fact_ids.cast(pa.large_string())}),
                  tmp / "facts.arrow")
     dim = arrays.vectors.shape[1]
     _write_arrow(pa.table({"text": pa.array(arrays.probe_texts, pa.large_string())}),
@@ -287,9 +295,10 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None) 
     return target
 
 
-def write(folder: Path, dim: int) -> Path:
-    """Compute the arrays of ``folder`` (a build or a version) and save them there."""
-    return save(compute(folder, dim), folder)
+def write(folder: Path, dim: int, nodes=None, edges=None) -> Path:
+    """Compute the arrays of ``folder`` (a build or a version) and save them there
+    (``nodes`` and ``edges`` as for :func:`compute`)."""
+    return save(compute(folder, dim, nodes, edges), folder)
 
 
 def present(folder: Path) -> bool:

@@ -107,6 +107,11 @@ def corpora_file(cwd: Path | None = None) -> Path:
     return project_dir(here) / "data" / "corpora.yaml"
 
 
+def local_registry_path(config_path: Path) -> Path:
+    """The registry file the CLI writes beside the corpora file (corpora.local.yaml)."""
+    return config_path.with_name(config_path.stem + ".local.yaml")
+
+
 def dagster_home_dir(cwd: Path | None = None) -> Path:
     """``$DAGSTER_HOME`` (Dagster's own variable) else the project's ``.dagster/``."""
     given = os.environ.get("DAGSTER_HOME")

@@ -51,9 +51,7 @@ def _uses_walk(index, walk) -> bool:
 
     if walk == "auto" and not _model_facts(index.manifest):
         return False  # decided by the manifest: nothing of the walk is loaded
-
-    prep = _prepare(index)
-    return prep.walk is not None and (walk in (True, "on") or prep.model_facts)
+    return _prepare(index).walk is not None
 
 
 def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=None,
