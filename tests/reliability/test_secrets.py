@@ -50,25 +50,9 @@ def test_neither_backend_leaks_the_key_from_a_server_that_echoes_it(tmp_path, mo
     every request (the build stops, saying so in one line). Then every byte of
     output, log, Dagster event log (SQLite), compute log, cache and artifact is
     searched (issue 17: strata/embedding.py had no redaction)."""
-    from strata.pipelines.cli import main
-
     key = "sk-strata-echo-4b3c2d1e0f-SECRET"
     caplog.set_level(logging.DEBUG)
-    root = tmp_path / "corpus"
-    root.mkdir()
-    (root / "harbour.md").write_text("# Harbour\n\nThe harbour gauge reads the tide.\n")
-    (root / "drift.md").write_text("# Drift\n\nBarometric drift is corrected hourly.\n")
-    for k, v in {"OPENAI_API_KEY": key, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-                 "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "STRATA_SHARDS": "1"}.items():
-        monkeypatch.setenv(k, v)
-    with FakeOpenAI() as server:
-        server.add_fault("401", match="harbour", times=None, path="/chat/completions")
-        server.add_fault("401", times=None, path="/embeddings")
-        rc = main(["index", str(root), "--corpus", "echo", "--out", str(tmp_path / "index"),
-                   "--llm-backend", "openai", "--llm-base-url", server.base_url,
-                   "--llm-model", "fake-model", "--embed-backend", "openai",
-                   "--embed-base-url", server.base_url, "--model", "text-embedding-3-small"])
-        echoed = [r for r in server.requests if r.fault == "401"]
+    rc, echoed = _build_against_a_rejecting_server(tmp_path, monkeypatch, key, "echo")
     captured = capfd.readouterr()
     assert {r.path.rsplit("/", 1)[-1] for r in echoed} == {"completions", "embeddings"}
     assert all(key in r.headers["authorization"] for r in echoed)  # it was sent, and echoed
@@ -81,6 +65,31 @@ def test_neither_backend_leaks_the_key_from_a_server_that_echoes_it(tmp_path, mo
     assert not leaks  # ... without the key: event log, compute logs, caches, tables
     assert (tmp_path / "dagster_home" / "storage").is_dir()  # the event log and compute logs
     assert key not in captured.out + captured.err + caplog.text
+
+
+def _build_against_a_rejecting_server(tmp_path, monkeypatch, key: str, corpus: str,
+                                      *echo) -> tuple[int, list]:
+    """`strata index` of a two-page folder, both backends on a fake server that
+    answers 401 for the LLM's "harbour" items and for every embedding request,
+    its error bodies echoing the key (through ``echo``, an encoding, if given).
+    Returns the exit code and the rejected requests."""
+    from strata.pipelines.cli import main
+
+    root = tmp_path / "corpus"
+    root.mkdir()
+    (root / "harbour.md").write_text("# Harbour\n\nThe harbour gauge reads the tide.\n")
+    (root / "drift.md").write_text("# Drift\n\nBarometric drift is corrected hourly.\n")
+    for k, v in {"OPENAI_API_KEY": key, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
+                 "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "STRATA_SHARDS": "1"}.items():
+        monkeypatch.setenv(k, v)
+    with FakeOpenAI() as server:
+        server.add_fault("401", *echo, match="harbour", times=None, path="/chat/completions")
+        server.add_fault("401", *echo, times=None, path="/embeddings")
+        rc = main(["index", str(root), "--corpus", corpus, "--out", str(tmp_path / "index"),
+                   "--llm-backend", "openai", "--llm-base-url", server.base_url,
+                   "--llm-model", "fake-model", "--embed-backend", "openai",
+                   "--embed-base-url", server.base_url, "--model", "text-embedding-3-small"])
+        return rc, [r for r in server.requests if r.fault == "401"]
 
 
 def _b64(data: bytes) -> str:
@@ -113,8 +122,6 @@ def test_a_key_echoed_encoded_is_in_no_artifact_or_log(tmp_path, monkeypatch, ca
     bodies (the LLM for some items, the embedding endpoint for all): no encoding
     of the key survives into failures.parquet, the event log, the compute logs,
     the caches, the log records or what the command printed."""
-    from strata.pipelines.cli import main
-
     # characters that URL-encoding changes and that base64 and base64url write apart
     key = "sk-strata+enc/7a6b5c4d=3e2f~?>SECRET!"
     forms = {name: encode(key) for name, encode in ENCODINGS.items()}
@@ -124,21 +131,7 @@ def test_a_key_echoed_encoded_is_in_no_artifact_or_log(tmp_path, monkeypatch, ca
         return " | ".join(f"{name}: {encode(sent)}" for name, encode in ENCODINGS.items())
 
     caplog.set_level(logging.DEBUG)
-    root = tmp_path / "corpus"
-    root.mkdir()
-    (root / "harbour.md").write_text("# Harbour\n\nThe harbour gauge reads the tide.\n")
-    (root / "drift.md").write_text("# Drift\n\nBarometric drift is corrected hourly.\n")
-    for k, v in {"OPENAI_API_KEY": key, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-                 "STRATA_CORPORA": str(tmp_path / "corpora.yaml"), "STRATA_SHARDS": "1"}.items():
-        monkeypatch.setenv(k, v)
-    with FakeOpenAI() as server:
-        server.add_fault("401", echo, match="harbour", times=None, path="/chat/completions")
-        server.add_fault("401", echo, times=None, path="/embeddings")
-        rc = main(["index", str(root), "--corpus", "enc", "--out", str(tmp_path / "index"),
-                   "--llm-backend", "openai", "--llm-base-url", server.base_url,
-                   "--llm-model", "fake-model", "--embed-backend", "openai",
-                   "--embed-base-url", server.base_url, "--model", "text-embedding-3-small"])
-        echoed = [r for r in server.requests if r.fault == "401"]
+    rc, echoed = _build_against_a_rejecting_server(tmp_path, monkeypatch, key, "enc", echo)
     captured = capfd.readouterr()
     assert {r.path.rsplit("/", 1)[-1] for r in echoed} == {"completions", "embeddings"}
     assert rc == 1
