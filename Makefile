@@ -82,6 +82,8 @@ bench: install
 	$(PY) -m benchmarks.openharmony_dev
 	$(PY) -m benchmarks.hyprag_peer
 	$(PY) -m benchmarks.stdlib_code
+	$(PY) -m benchmarks.calibration  # needs the three dev indexes built just above
+	$(PY) -m benchmarks.offline_answer
 	$(PY) -m benchmarks.context_budget
 	$(PY) -m benchmarks.fusion_sweep
 	$(PY) -m benchmarks.scale_out

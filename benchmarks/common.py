@@ -134,7 +134,9 @@ def run_systems(index, questions: list[str], modes: list[str], k: int, to_unit,
     """Every baseline and mode on every question, in one process, warm: returns
     ``{system: {"ranked": [[unit, ...] per question], "ms": [...]}}`` where a
     unit is what ``to_unit(node_id)`` maps a result to (a passage, a file, a
-    section; None drops it), deduplicated by first occurrence."""
+    section; None drops it), deduplicated by first occurrence. The modes run
+    with ``min_relevance=0``: these figures measure the ranking; what the
+    relevance floor costs is measured by :mod:`benchmarks.calibration`."""
     systems: dict[str, callable] = {}
     if baselines:
         base = Baselines(index)
@@ -145,7 +147,7 @@ def run_systems(index, questions: list[str], modes: list[str], k: int, to_unit,
     stage_ms: dict[str, list[dict]] = {}
 
     def run_mode(mode: str, q: str) -> list[str]:
-        res = index.search(q, mode=mode, k=k, **params.get(mode, {}))
+        res = index.search(q, mode=mode, k=k, min_relevance=0, **params.get(mode, {}))
         stage_ms.setdefault(mode, []).append(dict(res.trace.timings_ms))
         return [r.node_id for r in res]
 

@@ -61,6 +61,20 @@ SECTIONS = (
      "before any retrieval ran). File Hit@k: the gold page among the first k distinct pages; "
      "section R@k: the gold section among the first k distinct sections holding a result. "
      "Facts here come from the offline heuristic, so diffusion runs without the entity walk."),
+    ("calibration", "Relevance: calibration, out-of-corpus questions and the floor",
+     "`benchmarks.calibration`: each dev index's own questions are in-corpus, the other two "
+     "sets' questions out-of-corpus; every question's top 10 default-mode results are labelled "
+     "(relevant: the gold definition or supporting passage, or on the gold section's page) and "
+     "the weights of `retrieval.relevance` are fitted on them. AUROC: the top result's relevance, "
+     "in-corpus against out-of-corpus questions; \"left out\": weights fitted on the other two "
+     "sets only (a corpus the fit never saw). Brier and the reliability bins: every top-10 "
+     "result. Floor rows: out-of-corpus questions left with no result / in-corpus questions "
+     "whose gold leaves the top 5, in percent."),
+    ("offline_answer", "Offline `ask`: the answer quoted from the sources",
+     "`benchmarks.offline_answer`: `ask` with no LLM on the OpenHarmony dev questions (default "
+     "mode, floor 0). Key sentence: the answer holds a whole sentence of the gold section; top "
+     "source: it quotes the first result; headings/code: quoted lines that are a heading or come "
+     "from code (there must be none)."),
     ("scale_out", "Build throughput and incremental cost: a generated 2,000-file corpus",
      "`benchmarks.scale_out`: Markdown pages and Python modules from `benchmarks.synthetic_corpus` "
      "(fixed seed). Every build is `strata index` in a child process; 2 workers = "
@@ -151,6 +165,18 @@ def splice(readme: str, new_block: str) -> str:
     return splice_block(readme, START, END, new_block)
 
 
+CAL_START, CAL_END = "<!-- calibration:start -->", "<!-- calibration:end -->"
+
+
+def calibration_block() -> str:
+    """The calibration summary (its first table and the floor sweep) for the
+    README's section on relevance."""
+    md = RESULTS / "calibration.md"
+    body = md.read_text().split("\n\nThe same, each set scored")[0].strip() if md.exists() \
+        else "_not run yet: `python -m benchmarks.calibration`_"
+    return "\n".join([CAL_START, "", body, "", CAL_END])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--readme", default=str(REPO / "README.md"))
@@ -158,7 +184,10 @@ def main() -> None:
     args = ap.parse_args()
     text = block()
     for path in (Path(args.readme), Path(args.docs)):
-        path.write_text(splice(path.read_text(), text))
+        out = splice(path.read_text(), text)
+        if CAL_START in out:
+            out = splice_block(out, CAL_START, CAL_END, calibration_block())
+        path.write_text(out)
         print(f"benchmark tables written into {path}")
 
 

@@ -159,21 +159,30 @@ def cmd_search(args: argparse.Namespace) -> int:
             params["llm"] = llm
     try:
         results, rc = _run_query(lambda: idx.search(args.query, mode=args.mode, k=args.k,
+                                                    min_relevance=args.min_relevance,
                                                     **params), "search")
     finally:
         if llm is not None:
             llm.close()
     if rc != EXIT_OK:
         return rc
-    from strata.pipelines.console import print_results
+    from strata.pipelines.console import budget_line, print_results, tokens_used
 
     if args.json:
-        print_json({"query": args.query, "mode": args.mode, "index": str(idx.source),
-                    "version": idx.version, "results": [r.to_dict() for r in results]})
+        body = {"query": args.query, "mode": args.mode, "index": str(idx.source),
+                "version": idx.version, "min_relevance": results.min_relevance,
+                "nothing_relevant": results.nothing_relevant, "note": results.note,
+                "results": [r.to_dict() for r in results],
+                "below": [r.to_dict() for r in results.below]}
+        if args.budget_tokens is not None:
+            body.update(budget_tokens=args.budget_tokens, tokens_used=tokens_used(results))
+        print_json(body)
         if args.trace:
             print_json(results.trace.to_dict(), err=True)
         return EXIT_OK
     print_results(results)
+    if args.budget_tokens is not None:
+        _print(budget_line(tokens_used(results), args.budget_tokens))
     if args.trace:
         from strata.pipelines.console import print_trace
 
@@ -194,6 +203,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         answer, rc = _run_query(lambda: idx.ask(args.question, mode=args.mode, llm=llm, k=args.k,
+                                                min_relevance=args.min_relevance,
                                                 **_mode_params(args)), "ask")
     finally:
         if llm is not None:
@@ -331,8 +341,10 @@ def _add_query_args(p: argparse.ArgumentParser, default_k: int) -> None:
                    help=f"retrieval mode: {', '.join(sorted(MODES))} (default {DEFAULT_MODE})")
     p.add_argument("-k", type=int, default=default_k, help=f"results (default {default_k})")
     p.add_argument("--budget-tokens", type=int, default=None, metavar="N",
-                   help="auto mode: instead of k results, the best context that fits N "
-                        "estimated tokens (siblings merged into their parent where cheaper)")
+                   help="auto mode: the best context that fits N estimated tokens (siblings "
+                        "merged into their parent where cheaper), still at most k results")
+    p.add_argument("--min-relevance", type=_probability, default=None, metavar="X",
+                   help=_query_help("min_relevance"))
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--trace", action="store_true", help="print the query trace (to stderr for search)")
     g = p.add_argument_group("routed mode")
@@ -363,6 +375,30 @@ def _serve_default(name: str) -> str:
     shown = "none" if value is None else ("off" if value is False else f"{value:g}"
                                           if isinstance(value, float) else str(value))
     return f"default ${env_var(ServeSettings, name)}, else {shown}"
+
+
+def _query_help(name: str) -> str:
+    """A query flag's help from its :class:`strata.settings.QuerySettings` field:
+    the field's description, then ``default $VAR, else X``, so the flag, the
+    variable and the settings table say the same thing."""
+    from strata.settings import QuerySettings, default, env_var
+
+    what = QuerySettings.model_fields[name].description or ""
+    value = default(QuerySettings, name)
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    # argparse formats help with %: a literal one must be doubled
+    return f"{what} (default ${env_var(QuerySettings, name)}, else {shown})".replace("%", "%%")
+
+
+def _probability(text: str) -> float:
+    """An argparse type: a number within [0, 1] (a relevance floor)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be within 0..1, got {text}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

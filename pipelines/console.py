@@ -106,29 +106,49 @@ def _context_line(r) -> str:
     return _snippet(" · ".join(parts), 200)
 
 
+def _relevance(r) -> str:
+    """A result's estimated relevance as printed ('0.83'; '-' when unknown)."""
+    return "-" if r.relevance is None else f"{r.relevance:.2f}"
+
+
+def _note(results) -> str | None:
+    """What the relevance floor left out (``SearchResults.note``), one line;
+    None for a plain list or when nothing was left out."""
+    note = getattr(results, "note", None)
+    return visible(note) if note else None
+
+
 def print_results(results, file=None) -> None:
+    """Ranked results, each with its score and estimated relevance, then the
+    note on what fell below the relevance floor: when nothing reached it the
+    note (the closest result and its relevance) stands instead of the list, so
+    an empty answer still says why."""
     file = file or sys.stdout
     console = _rich_console(file)
     if console is not None:
         return _rich_results(console, results)
-    if not results:
+    note = _note(results)
+    if not results and not note:
         print("no results", file=file)
     for i, r in enumerate(results, 1):
         rel = f"  {_relation(r)}" if r.relation != "seed" else ""
-        print(f"{i}. [{visible(r.kind)}] {visible(r.breadcrumb)}  score {r.score:.3f}{rel}",
-              file=file)
+        print(f"{i}. [{visible(r.kind)}] {visible(r.breadcrumb)}  score {r.score:.3f}  "
+              f"relevance {_relevance(r)}{rel}", file=file)
         print(f"   {visible(r.path)}{_lines(r)}  {visible(r.node_path)}", file=file)
         if _context_line(r):
             print(f"   {_context_line(r)}", file=file)
         print(f"   {_snippet(r.text)}", file=file)
+    if note:
+        print(note, file=file)
 
 
 def _rich_results(console, results) -> None:
     from rich.markup import escape
     from rich.table import Table
 
+    note = _note(results)
     if not results:
-        console.print("[dim]no results[/dim]")
+        console.print(escape(note) if note else "[dim]no results[/dim]")
         return
     table = Table(show_lines=True, expand=True)
     table.add_column("#", justify="right", style="bold", no_wrap=True)
@@ -136,6 +156,7 @@ def _rich_results(console, results) -> None:
     table.add_column("kind", style="cyan", no_wrap=True)
     table.add_column("relation", style="magenta")
     table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("relevance", justify="right", no_wrap=True)
     for i, r in enumerate(results, 1):
         where = _context_line(r)
         cell = (f"[bold]{escape(visible(r.breadcrumb))}[/bold]\n"
@@ -144,8 +165,29 @@ def _rich_results(console, results) -> None:
                 + f"{escape(_snippet(r.text, 300))}")
         rel = escape(_relation(r))
         rel = rel if r.relation == "seed" else f"[yellow]{rel}[/yellow]"
-        table.add_row(str(i), cell, escape(visible(r.kind)), rel, f"{r.score:.3f}")
+        table.add_row(str(i), cell, escape(visible(r.kind)), rel, f"{r.score:.3f}",
+                      _relevance(r))
     console.print(table)
+    if note:
+        console.print(f"[dim]{escape(note)}[/dim]")
+
+
+def tokens_used(results) -> int:
+    """Estimated tokens of the blocks a budgeted search returned: the mode's own
+    count (``trace.counts["tokens_used"]``) when it keeps one, else the sum over
+    the returned texts, estimated as the budget is."""
+    counts = getattr(getattr(results, "trace", None), "counts", None) or {}
+    used = counts.get("tokens_used")
+    if used is not None:
+        return int(used)
+    from strata.retrieval.context import estimate_tokens
+
+    return sum(estimate_tokens(r.text) for r in results)
+
+
+def budget_line(used: int, budget: int) -> str:
+    """How much of a token budget the printed results take."""
+    return f"about {used} tokens of a {budget}-token budget"
 
 
 def format_trace(trace: dict) -> str:

@@ -10,6 +10,10 @@ Two uses of the hierarchy that do not spend result slots:
   below one of its own subsections (or a class below one of its methods) is
   dropped from the list and becomes part of that descendant's context — the
   more specific unit already answers, and its parent is named with it.
+* :func:`gather_sections` spends the ``k`` places on distinct places: two or
+  more hits inside one section come back as that section, the hits named in
+  its context (relation ``"hit"``), instead of filling the list with one
+  section's chunks and code blocks.
 * :func:`assemble` packs the best units into ``budget_tokens`` estimated
   tokens, merging siblings into their parent when the parent's whole text
   costs less than listing them one by one (the "auto-merging" of LlamaIndex's
@@ -27,6 +31,10 @@ CHARS_PER_TOKEN = 4  # the usual estimate for English text and code
 CONTEXT_SIBLINGS = 2  # nearest siblings named with each hit
 CONTEXT_CHILDREN = 4  # first children named with a container hit
 MERGE_SLACK = 1.25  # a parent replaces its listed children if it costs ≤ this × their sum
+# a section longer than this (characters) is not returned in place of its hits: its
+# best hit stays the result and the others become its context
+SECTION_MAX_CHARS = 8000
+_PARTS = ("chunk", "code", "table", "image")  # what a document section is made of
 
 
 def estimate_tokens(text: str | None) -> int:
@@ -105,19 +113,77 @@ def nearest_siblings(graph, i: int, limit: int) -> np.ndarray:
     return window[order].astype(np.int64)
 
 
+def _section_of(graph, i: int, section: int, parts: set[int]) -> int | None:
+    """The document section holding part ``i`` (a chunk, code block, table or
+    image under a heading), ``i`` itself for a section; None for anything else
+    (a file, or a function or class of a source file, whose parents are code)."""
+    k = int(graph.kind[i])
+    if k == section:
+        return i
+    if k not in parts:
+        return None
+    p = int(graph.parent[i])
+    while p >= 0 and int(graph.kind[p]) in parts:
+        p = int(graph.parent[p])
+    return p if p >= 0 and int(graph.kind[p]) == section else None
+
+
+def gather_sections(index, rows: list[int],
+                    max_chars: int = SECTION_MAX_CHARS) -> list[tuple[int, list[int]]]:
+    """``rows`` (best first) with the hits of one document section gathered
+    into one entry: returns (row, folded rows) in rank order, where ``row`` is
+    the section when two or more of its parts (or it and a part) were hit and
+    its text is at most ``max_chars``, else the best hit; the other hits of
+    that section are ``folded`` (named in its context, not given places).
+
+    Why: a question about one topic matches every chunk and code block of
+    the section that covers it; listing them one by one spends the ``k``
+    places on one place, and the second page or section a question needs
+    drops out of the list. Parts of source files (functions, classes) are
+    not gathered: they are distinct answers, and :func:`denest` already keeps
+    a class from being listed below its own methods."""
+    from strata.retrieval.graph import KIND_CODE
+
+    g = index.graph
+    section = KIND_CODE["section"]
+    parts = {KIND_CODE[k] for k in _PARTS if k in KIND_CODE}
+    texts, row_of = index._columns["text"], index._row_of
+    entries: list[list] = []  # [row, folded rows]
+    at: dict[int, int] = {}  # section → its entry
+    for r in rows:
+        s = _section_of(g, r, section, parts)
+        if s is None:
+            entries.append([r, []])
+            continue
+        if s not in at:
+            at[s] = len(entries)
+            entries.append([r, []])
+            continue
+        entry = entries[at[s]]
+        if entry[0] != s and len(texts[row_of[g.ids[s]]] or "") <= max_chars:
+            entry[1].append(entry[0])  # the section takes the place of its first hit
+            entry[0] = s
+        if r != entry[0]:
+            entry[1].append(r)
+    return [(r, folded) for r, folded in entries]
+
+
 def attach_context(index, results: list[Result], siblings: int = CONTEXT_SIBLINGS,
                    children: int = CONTEXT_CHILDREN,
-                   displaced: dict[str, list[str]] | None = None) -> list[Result]:
+                   displaced: dict[str, list[str]] | None = None,
+                   hits: dict[str, list[str]] | None = None) -> list[Result]:
     """Fill ``Result.context`` of each result with a graph node: its parent, its
-    nearest ``siblings`` in document order, its first ``children``, and the
-    containers :func:`denest` dropped in its favour (relation ``"container"``).
+    nearest ``siblings`` in document order, its first ``children``, the
+    containers :func:`denest` dropped in its favour (relation ``"container"``)
+    and the hits :func:`gather_sections` folded into it (relation ``"hit"``).
     Cost: a few CSR slices per result, whatever the size of the index."""
     g = index.graph
     for r in results:
         i = g.index.get(r.node_id)
         if i is None:
             continue
-        items = []
+        items = [_item(index, g.index[nid], "hit") for nid in (hits or {}).get(r.node_id, [])
+                 if nid in g.index]
         p = int(g.parent[i])
         if p >= 0:
             items.append(_item(index, p, "parent"))
@@ -141,9 +207,11 @@ def subtree(graph, i: int) -> list[int]:
     return out
 
 
-def assemble(index, ranked: list[tuple[int, float]], budget_tokens: int) -> list[tuple[int, float, str]]:
+def assemble(index, ranked: list[tuple[int, float]], budget_tokens: int,
+             max_blocks: int | None = None) -> list[tuple[int, float, str]]:
     """The best units of ``ranked`` (dense id, score; best first) that fit in
-    ``budget_tokens``: returns (dense id, score, relation) where relation is
+    ``budget_tokens``, at most ``max_blocks`` of them (the budget caps the
+    list; it never lengthens it past the caller's ``k``): returns (dense id, score, relation) where relation is
     ``"seed"`` for a unit taken as it is and ``"merged"`` for a parent that
     replaced two or more of its children.
 
@@ -170,6 +238,8 @@ def assemble(index, ranked: list[tuple[int, float]], budget_tokens: int) -> list
     covered: set[int] = set()  # nodes whose text a merged block already includes
     used = 0
     for j, s in ranked:
+        if max_blocks is not None and len(taken) >= max_blocks:
+            break
         if j in taken or j in covered:
             continue
         c = own_cost(j)

@@ -439,6 +439,14 @@ class Index:
         return top_k((unit[lo:hi] @ q)[cand - lo], cand, k)
 
     @cached_property
+    def relevance_background(self):
+        """The sample of unit vectors a query's background is measured on
+        (:class:`retrieval.relevance.Background`), read once per index."""
+        from strata.retrieval.relevance import Background
+
+        return Background(self)
+
+    @cached_property
     def _fact_unit(self):
         a = self._arrays
         return a.fact_ids.to_pylist(), a.fact_vectors
@@ -518,6 +526,23 @@ class Index:
                         dtype=np.int64)
 
     @cached_property
+    def _lexical_docs(self):
+        """Graph row → its document in the ``units`` collection (-1: none); the
+        inverse of :attr:`_lexical_rows`."""
+        import numpy as np
+
+        rows = self._lexical_rows
+        out = np.full(len(self.graph.ids), -1, dtype=np.int64)
+        ok = rows >= 0
+        out[rows[ok]] = np.nonzero(ok)[0]
+        return out
+
+    def lexical_doc(self, node_id: str) -> int:
+        """The ``units`` document of ``node_id`` (-1: a node outside it, or a fact)."""
+        row = self._row_of.get(node_id)
+        return int(self._lexical_docs[row]) if row is not None else -1
+
+    @cached_property
     def _fact_lexical_rows(self):
         """Row of each fact of ``_fact_unit`` in the ``graph`` collection (-1: absent)."""
         import numpy as np
@@ -552,15 +577,22 @@ class Index:
         return self._result(node_id, score, relation, via)
 
     def search(self, query: str, mode: str | None = None, k: int = 10,
-               **params) -> SearchResults:
+               min_relevance: float | None = None, **params) -> SearchResults:
         """Search in one of the modes: ``auto`` (the default: fused dense + BM25
         recall, the entity walk where the facts are model-made, each hit with its
         parent and siblings), ``flat`` (dense kNN), ``keyword``, ``hybrid``,
         ``hierarchical``, ``diffusion`` or ``routed``. Extra keyword arguments are
-        that mode's parameters (see :mod:`retrieval.modes`)."""
+        that mode's parameters (see :mod:`retrieval.modes`).
+
+        At most ``k`` results come back, each with its ``relevance`` (see
+        :mod:`retrieval.relevance`); those below ``min_relevance`` (default
+        ``STRATA_MIN_RELEVANCE``; 0 keeps all) are left out and kept in
+        ``SearchResults.below``, and ``SearchResults.note`` says so — when none
+        is left, that nothing relevant was found, and what came closest."""
         from strata.retrieval.modes import DEFAULT_MODE, run_mode
 
-        return run_mode(self, query, mode=mode or DEFAULT_MODE, k=k, **params)
+        return run_mode(self, query, mode=mode or DEFAULT_MODE, k=k,
+                        min_relevance=min_relevance, **params)
 
     def ask(self, question: str, mode: str | None = None, llm=None, k: int = 8, **params):
         """Retrieve, assemble the context and answer (see :mod:`retrieval.answer`)."""

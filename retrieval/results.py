@@ -16,7 +16,7 @@ class Result:
     path: str
     node_path: str
     breadcrumb: str
-    score: float
+    score: float  # the mode's ranking score: orders one query's results, nothing more
     text: str
     title: str = ""
     start_line: int | None = None
@@ -28,6 +28,9 @@ class Result:
     # where the hit sits: its parent, nearest siblings, first children (and containers
     # it displaced), each {"node_id", "relation", "kind", "title", "location"}
     context: list[dict] | None = None
+    # estimated probability that this result is relevant (retrieval.relevance):
+    # comparable across queries and indexes, unlike ``score``
+    relevance: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -101,12 +104,35 @@ class Trace:
 
 
 class SearchResults(list):
-    """A list of :class:`Result` that also carries the query's trace."""
+    """A list of :class:`Result` that also carries the query's trace, the
+    relevance floor it was cut at and what fell below it."""
 
-    def __init__(self, results=(), trace: Trace | None = None, query: str = ""):
+    def __init__(self, results=(), trace: Trace | None = None, query: str = "",
+                 min_relevance: float = 0.0, below: list[Result] | None = None):
         super().__init__(results)
         self.trace = trace or Trace()
         self.query = query
+        self.min_relevance = float(min_relevance)
+        self.below = list(below or [])  # results under the floor, best first
+
+    @property
+    def nothing_relevant(self) -> bool:
+        """True when the search found candidates but none reached the floor."""
+        return not self and bool(self.below)
+
+    @property
+    def note(self) -> str | None:
+        """One line on what the floor did ("no result above relevance 0.30;
+        closest: …"), or None when it left nothing out."""
+        if not self.below:
+            return None
+        best = self.below[0]
+        closest = f"{best.location()} (relevance {best.relevance:.2f})"
+        if not self:
+            return (f"no result above relevance {self.min_relevance:g}; closest: {closest}. "
+                    "Nothing in this index looks relevant to the query.")
+        return (f"{len(self.below)} more result(s) below relevance {self.min_relevance:g} "
+                f"left out (best of them: {closest})")
 
     def to_polars(self):
         import polars as pl

@@ -249,7 +249,8 @@ class Service:
         image_url = self.image_url(name, idx, r.node_id) if r.kind == "image" else None
         in_graph = r.node_id in idx.graph.index  # a fact is a vector, not a graph node
         return Hit(rank=n, node_id=r.node_id, kind=r.kind, path=r.path, node_path=r.node_path,
-                   breadcrumb=r.breadcrumb, title=r.title or "", score=r.score, text=r.text,
+                   breadcrumb=r.breadcrumb, title=r.title or "", score=r.score,
+                   relevance=r.relevance, text=r.text,
                    start_line=r.start_line, end_line=r.end_line, page=r.page,
                    language=r.language, relation=r.relation, via=r.via, context=r.context,
                    location=r.location(), url=source_url(template, r), image_url=image_url,
@@ -444,18 +445,26 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
     @app.post("/search", response_model=SearchResponse, tags=["retrieval"])
     def search(req: Annotated[SearchRequest, Body(title="SearchRequest")],
                _client: str = Depends(authorize)) -> SearchResponse:
-        """Search one index in one mode. ``params`` are the mode's parameters;
-        ``verbose`` adds the trace (per-stage timings and counts)."""
+        """Search one index in one mode: at most ``k`` hits, each with its
+        estimated ``relevance``. ``params`` are the mode's parameters;
+        ``min_relevance`` the floor (unset: the server's): hits under it move to
+        ``below``, and when none is left ``nothing_relevant`` and ``note`` say
+        so, naming the closest. ``verbose`` adds the trace (per-stage timings
+        and counts)."""
         name, idx = svc.registry.get(req.index)  # pinned for the whole request
         params = svc.mode_params(req)
         t0 = time.perf_counter()
-        results = run(lambda: idx.search(req.query, mode=req.mode, k=req.k, **params), "search")
+        results = run(lambda: idx.search(req.query, mode=req.mode, k=req.k,
+                                         min_relevance=req.min_relevance, **params), "search")
         took = (time.perf_counter() - t0) * 1000
         trace = results.trace.to_dict() if req.verbose else None
         hits = [svc.hit(name, idx, n, r) for n, r in enumerate(results, 1)]
+        below = [svc.hit(name, idx, n, r)
+                 for n, r in enumerate(results.below, len(results) + 1)]
         return SearchResponse(
             index=name, version=idx.version, mode=req.mode, query=req.query, k=req.k,
-            took_ms=round(took, 3), results=hits,
+            took_ms=round(took, 3), results=hits, min_relevance=results.min_relevance,
+            nothing_relevant=results.nothing_relevant, note=results.note, below=below,
             # the blocks of SearchResults.to_markdown, already rendered once per hit
             context="\n\n".join(h.markdown for h in hits), trace=trace)
 
@@ -472,8 +481,10 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
             _client: str = Depends(authorize)):
         """Retrieve, then answer with the service's LLM (an extractive answer,
         marked as such, when none is configured), with sources, the single-hop
-        connections read, and why this context was chosen. With ``stream`` the
-        answer comes as server-sent events, sources first."""
+        connections read, and why this context was chosen. ``min_relevance``
+        is the floor of the retrieval, as for ``/search``: passages under it are
+        not answered from. With ``stream`` the answer comes as server-sent
+        events, sources first."""
         name, idx = svc.registry.get(req.index)
         params = svc.mode_params(req)
         params.pop("llm", None)  # ask passes its own LLM to the router
@@ -482,7 +493,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
 
             t0 = time.perf_counter()
             events = ask_stream(idx, req.question, mode=req.mode, llm=svc.llm, k=req.k,
-                                **params)
+                                min_relevance=req.min_relevance, **params)
             first = run(lambda: next(events), "ask")  # retrieval errors are still a 422
             return ClosingStream(svc.ask_events(name, idx, req, events, first, t0),
                                  media_type="text/event-stream",
@@ -490,7 +501,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
                                           "X-Accel-Buffering": "no"})
         t0 = time.perf_counter()
         answer = run(lambda: idx.ask(req.question, mode=req.mode, llm=svc.llm, k=req.k,
-                                     **params), "ask")
+                                     min_relevance=req.min_relevance, **params), "ask")
         took = (time.perf_counter() - t0) * 1000
         return AskResponse(
             index=name, version=idx.version, mode=req.mode, question=req.question,

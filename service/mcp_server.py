@@ -28,7 +28,7 @@ from pydantic import Field
 from strata.retrieval.modes import DEFAULT_MODE, MODES
 from strata.service.mcp_tools import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS, MAX_K, ToolFailure, Tools
 from strata.schema import EMBEDDED_KINDS, ENTITY, FACT
-from strata.settings import ServeSettings, default
+from strata.settings import QuerySettings, ServeSettings, default, env_var
 
 log = logging.getLogger("strata.mcp")
 DEFAULT_PORT = 8002
@@ -36,12 +36,17 @@ DEFAULT_PORT = 8002
 MAX_QUERY_CHARS: int = default(ServeSettings, "max_query_chars")
 Mode = Literal[tuple(sorted(MODES))]  # type: ignore[valid-type]
 Kind = Literal[EMBEDDED_KINDS + (ENTITY, FACT)]  # type: ignore[valid-type]
+# the relevance floor's meaning and default, as the setting states them
+MIN_RELEVANCE_HELP = (
+    f"{QuerySettings.model_fields['min_relevance'].description} (default: the server's, "
+    f"${env_var(QuerySettings, 'min_relevance')}, else {default(QuerySettings, 'min_relevance'):g})")
 
 INSTRUCTIONS = (
     "Strata indexes of documents and code that keep their structure (file > section > "
     "subsection, module > class > method) and a graph of links, imports and facts. Use "
-    "`search` to find passages (Markdown blocks with source paths, lines and node ids, "
-    "fitted to a token budget), then `outline` a file or module, `node` to read a node with "
+    "`search` to find passages (at most k Markdown blocks with source paths, lines, node ids "
+    "and each one's estimated relevance, cut to a token budget; when nothing is relevant it "
+    "says so and names the closest), then `outline` a file or module, `node` to read a node with "
     "its parent, siblings and children, and `neighbourhood` for what it links to, imports "
     "and mentions. `ask` answers a question from the index with numbered sources. "
     "`index_stats` describes what is indexed.")
@@ -83,21 +88,30 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
         mode: Annotated[Mode | None, Field(
             description=f"retrieval mode (default {DEFAULT_MODE}: dense + BM25 fused, each hit "
                         "with its place in the hierarchy)")] = None,
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="results wanted at most")] = 10,
+        k: Annotated[int, Field(ge=1, le=MAX_K, description=(
+            "results at most, whatever the budget"))] = 10,
         kinds: Annotated[list[Kind] | None, Field(
             description="only these kinds of units, e.g. ['code'] or ['section', 'chunk']")
         ] = None,
         budget_tokens: Annotated[int | None, Field(
             ge=200, le=MAX_BUDGET_TOKENS,
-            description=f"size of the answer in estimated tokens (default {default_budget})")
+            description=f"most estimated tokens of the answer, a second cap after k "
+                        f"(default {default_budget})")
         ] = None,
+        min_relevance: Annotated[float | None, Field(
+            ge=0.0, le=1.0, description=MIN_RELEVANCE_HELP)] = None,
         index: IndexArg = None,
     ) -> str:
         """Search the index: the best passages, sections and code for a query, as
-        Markdown blocks (breadcrumb, source path:lines, node id, text) fitted to a
-        token budget."""
+        Markdown blocks (breadcrumb, source path:lines, relevance, node id, text).
+        At most k blocks, fewer when the token budget runs out. Each block's
+        relevance is the estimated probability that it answers the query;
+        results below min_relevance are left out, and when none is left the
+        answer says so ("No result above relevance …") and names the closest
+        result: then the index likely holds nothing on the query."""
         return call(tools.search, query, index=index, mode=mode, k=k, kinds=kinds,
-                    budget_tokens=budget_tokens or default_budget)
+                    budget_tokens=budget_tokens or default_budget,
+                    min_relevance=min_relevance)
 
     @tool
     def ask(
@@ -106,12 +120,16 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
             description=f"retrieval mode (default {DEFAULT_MODE}; 'routed' picks files first "
                         "and reads their direct imports and links)")] = None,
         k: Annotated[int, Field(ge=1, le=MAX_K, description="passages to answer from")] = 8,
+        min_relevance: Annotated[float | None, Field(
+            ge=0.0, le=1.0, description=MIN_RELEVANCE_HELP)] = None,
         index: IndexArg = None,
     ) -> str:
         """Answer a question from the index, with numbered sources (path, lines,
         node id). Without an LLM configured on the server the answer is extractive:
-        the retrieved sentences that best match, each with its source."""
-        return call(tools.ask, question, index=index, mode=mode, k=k)
+        the retrieved sentences that best match, each with its source. Passages
+        below min_relevance are not answered from."""
+        return call(tools.ask, question, index=index, mode=mode, k=k,
+                    min_relevance=min_relevance)
 
     @tool
     def outline(

@@ -3,9 +3,12 @@
 Each tool answers with Markdown an agent can paste into its context: source
 paths with lines on every item, node ids it can pass to the next tool
 (``outline`` → ``node`` → ``neighbourhood``), and a size it can afford —
-search results are fitted to a token budget (``DEFAULT_BUDGET_TOKENS`` unless
-the agent asks for another), node texts and lists are capped and say what
-they left out. Kept apart from the SDK wiring (:mod:`service.mcp_server`) so
+search returns at most ``k`` results, each with its estimated relevance, and
+cuts them further to a token budget (``DEFAULT_BUDGET_TOKENS`` unless the
+agent asks for another); node texts and lists are capped and say what they
+left out. A search whose results all fall under the relevance floor says so,
+with the closest one, rather than handing the agent passages that only look
+like answers. Kept apart from the SDK wiring (:mod:`service.mcp_server`) so
 the tools are plain calls on a :class:`service.registry.Registry`, the same
 indexes and hot reload the HTTP service uses.
 """
@@ -68,7 +71,11 @@ class Tools:
     # -- search ---------------------------------------------------------------
     def search(self, query: str, index: str | None = None, mode: str | None = None,
                k: int = 10, kinds: list[str] | None = None,
-               budget_tokens: int | None = None) -> str:
+               budget_tokens: int | None = None, min_relevance: float | None = None) -> str:
+        """At most ``k`` result blocks, each with its relevance; the token budget
+        is a second cap that can only leave blocks out. Results under
+        ``min_relevance`` (default: the server's floor) are left out and
+        counted; when none is left the answer says so and names the closest."""
         mode = mode or DEFAULT_MODE
         if mode not in MODES:
             raise ToolFailure(f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODES))}")
@@ -84,7 +91,7 @@ class Tools:
             # the mode packs whole units into the budget; the headers below cost the rest
             params["budget_tokens"] = max(100, int(budget * 0.8))
         try:
-            results = idx.search(query, mode=mode, k=k, **params)
+            results = idx.search(query, mode=mode, k=k, min_relevance=min_relevance, **params)
         except TypeError:
             raise ToolFailure(f"mode {mode!r} does not take kinds; use the default mode "
                               "or leave kinds out") from None
@@ -93,7 +100,7 @@ class Tools:
         template = idx.manifest.get("url_template")
         left = budget * CHARS_PER_TOKEN - 400  # the heading and the closing note
         blocks, dropped = [], 0
-        for n, r in enumerate(results, 1):
+        for n, r in enumerate(results[:k], 1):  # k is a hard cap, whatever the budget
             if left < 300:
                 dropped += 1
                 continue
@@ -103,27 +110,47 @@ class Tools:
             blocks.append(block)
             left -= len(block) + 2
         used = sum(estimate_tokens(b) for b in blocks)
+        floor = results.min_relevance
         head = (f"## Search results for {query!r}\n{self._head(name, idx)}, {mode} mode: "
-                f"{len(blocks)} result(s), about {used} tokens of a {budget}-token budget.")
+                f"{len(blocks)} result(s) at relevance {floor:.2f} or above, about {used} "
+                f"tokens of a {budget}-token budget.")
+        if not blocks and results.below:
+            best = results.below[0]
+            return (head + f"\n\nNo result above relevance {floor:.2f} for {query!r}; "
+                    f"closest: {best.location()} `{best.node_id}` (relevance "
+                    f"{best.relevance:.2f}). Nothing in this index looks relevant to the "
+                    "query: try other words, or pass a lower min_relevance to see the "
+                    "closest results anyway.")
         if not blocks:
             return head + "\n\nNothing matched. Try other words, another mode or no kinds filter."
-        tail = (f"\n\n({dropped} more result(s) left out to fit the budget: raise "
-                "budget_tokens or lower k.)" if dropped else "")
+        tail = ""
+        if dropped:
+            tail += (f"\n\n({dropped} more result(s) left out to fit the budget: raise "
+                     "budget_tokens or lower k.)")
+        if results.below:
+            best = results.below[0]
+            tail += (f"\n\n({len(results.below)} more result(s) below relevance {floor:.2f} "
+                     f"left out; the best of them: {best.location()} (relevance "
+                     f"{best.relevance:.2f}).)")
         return (head + "\nIds work with the `node`, `outline` and `neighbourhood` tools.\n\n"
                 + "\n\n".join(blocks) + tail)
 
     @staticmethod
     def _block(n: int, r, template: str | None, max_chars: int) -> str:
+        """One result as :func:`markdown_block` writes it, with its estimated
+        relevance (so an agent can weigh a block before reading it) and its
+        parent before the id."""
         block = markdown_block(n, r, max_chars=max_chars, url_template=template)
         parent = next((c for c in (r.context or []) if c["relation"] == "parent"), None)
+        extra = "" if r.relevance is None else f"\n- relevance: {r.relevance:.2f}"
         if parent is not None:
-            block = block.replace("\n- id: ", f"\n- in: {_clean(parent['title'])} "
-                                              f"`{parent['node_id']}`\n- id: ", 1)
-        return block
+            extra += f"\n- in: {_clean(parent['title'])} `{parent['node_id']}`"
+        # the first "- id: " line is the block's own: its header comes before the text
+        return block.replace("\n- id: ", f"{extra}\n- id: ", 1)
 
     # -- ask ----------------------------------------------------------------------
     def ask(self, question: str, index: str | None = None, mode: str | None = None,
-            k: int = 8) -> str:
+            k: int = 8, min_relevance: float | None = None) -> str:
         mode = mode or DEFAULT_MODE
         if mode not in MODES:
             raise ToolFailure(f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODES))}")
@@ -131,13 +158,17 @@ class Tools:
             raise ToolFailure("the question is empty")
         name, idx = self._index(index)
         try:
-            answer = idx.ask(question, mode=mode, llm=self.llm, k=max(1, min(int(k), MAX_K)))
+            answer = idx.ask(question, mode=mode, llm=self.llm, k=max(1, min(int(k), MAX_K)),
+                             min_relevance=min_relevance)
         except ValueError as e:
             raise ToolFailure(str(e)) from None
-        who = ("extractive: no LLM is configured, these are the retrieved sentences"
+        who = ("extractive: no language model wrote this; it is quoted from the sources"
                if answer.extractive else f"answered by {getattr(self.llm, 'name', 'the LLM')}")
         lines = [f"## Answer\n{self._head(name, idx)}, {mode} mode ({who}).", "",
                  answer.text.strip(), "", "### Sources"]
+        if not answer.sources and not answer.connections:
+            lines.append("(none: nothing retrieved reached the relevance floor; pass a lower "
+                         "min_relevance to answer from the closest passages anyway)")
         for s in answer.sources:
             where = f"{s['path']}:{s['lines']}" if s.get("lines") else s["path"]
             url = f" <{s['url']}>" if s.get("url") else ""

@@ -172,6 +172,18 @@ def _mode_tag(value: Any) -> str | None:
     return GROUP_OF_MODE.get(mode) if isinstance(mode, str) else None
 
 
+def _min_relevance_field():
+    """The optional relevance floor of a request, described by its setting
+    (:class:`strata.settings.QuerySettings`): unset, the server's own floor."""
+    from strata.settings import QuerySettings, default, env_var
+
+    what = QuerySettings.model_fields["min_relevance"].description or ""
+    return (Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None,
+            Field(default=None, description=(
+                f"{what}. Unset: the server's floor (${env_var(QuerySettings, 'min_relevance')}"
+                f", else {default(QuerySettings, 'min_relevance'):g})")))
+
+
 def request_model(kind: str, max_query_chars: int):
     """The body of ``/search`` (``kind="search"``) or ``/ask``: one variant per
     group of modes, each with its own ``params`` model, told apart by ``mode``
@@ -199,6 +211,7 @@ def request_model(kind: str, max_query_chars: int):
                                 description="results (passages for ask) wanted")),
             params=(params | None, Field(default=None, description=(
                 "the mode's parameters; unset ones take the defaults"))),
+            min_relevance=_min_relevance_field(),
             **extra)
         variants.append(Annotated[model, Tag(group)])
     # Union[...] of a runtime tuple: `X | Y` has no spelling for it
@@ -215,7 +228,12 @@ class Hit(BaseModel):
     node_path: str
     breadcrumb: str
     title: str
-    score: float
+    score: float = Field(description=(
+        "the mode's ranking score: it orders one query's results and means nothing across "
+        "queries, modes or indexes"))
+    relevance: Annotated[float, Field(ge=0.0, le=1.0)] | None = Field(default=None, description=(
+        "estimated probability that the hit is relevant to the query, comparable across "
+        "queries and indexes (the floor `min_relevance` is compared with it)"))
     text: str
     start_line: int | None = None
     end_line: int | None = None
@@ -245,7 +263,18 @@ class SearchResponse(BaseModel):
     query: str
     k: int
     took_ms: float
-    results: list[Hit]
+    results: list[Hit] = Field(description=(
+        "at most k hits, best first, each at or above the relevance floor"))
+    min_relevance: float = Field(description="the relevance floor the results were cut at")
+    nothing_relevant: bool = Field(description=(
+        "true when the search found candidates but none reached the floor: `results` is "
+        "empty, `below` holds the closest ones and `note` says so"))
+    note: str | None = Field(default=None, description=(
+        "one line on what the floor left out (the closest result and its relevance); null "
+        "when it left nothing out"))
+    below: list[Hit] = Field(default_factory=list, description=(
+        "the hits under the floor, highest relevance first, ranked after `results`: what "
+        "came closest, not context to use"))
     context: str = Field(description="all results as one Markdown context block (for an LLM)")
     trace: dict[str, Any] | None = None
 

@@ -187,6 +187,14 @@ class LexicalIndex:
         repeated term counts again, as in BM25 over the query's own term frequencies."""
         return [t for t in tokenize(query) if t in self._vocab]
 
+    def term_documents(self, term: str):
+        """Which documents hold ``term`` (a token as :func:`tokenize` makes it):
+        a boolean array aligned with ``node_ids``, or None when no document
+        does."""
+        if term not in self._vocab:
+            return None
+        return self._bm25.get_scores([term]) > 0
+
     def scores(self, query: str):
         """BM25 score of every document (aligned with ``node_ids``; 0: no term matched)."""
         import numpy as np

@@ -286,6 +286,11 @@ class QuerySettings(_Group):
         "Vectors from which a publish also writes an approximate (IVF) index that dense "
         "search uses, its candidates scored again exactly; below it every vector is scanned "
         "(0: never)", ge=0)
+    min_relevance: float = _env(
+        "STRATA_MIN_RELEVANCE", 0.05,
+        "Relevance floor of a search: results whose estimated probability of being relevant "
+        "is lower are left out (none left: \"nothing relevant\"); 0 keeps every result",
+        ge=0.0, le=1.0)
     ann_nprobe: int = _env("STRATA_ANN_NPROBE", 32,
                            "Inverted lists an approximate search visits (more: higher recall, "
                            "slower)", ge=1, le=65536)

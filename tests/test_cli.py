@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -105,6 +106,60 @@ def test_search_cli_json(oh_index):
     assert len(out) == 3
     assert {"node_id", "kind", "path", "node_path", "breadcrumb", "score", "text",
             "start_line", "end_line"} <= set(out[0])
+
+
+NONSENSE = "zzqx kubernetes helm chart qwertyuiop"
+
+
+def _printable(text: str) -> bool:
+    """Nothing a terminal would obey: only printable characters and line breaks."""
+    return all(c == "\n" or c.isprintable() for c in text)
+
+
+def test_search_says_when_nothing_reaches_the_relevance_floor(sample_index):
+    """A floor nothing reaches: the JSON says so (``nothing_relevant``, the note,
+    the closest results in ``below``), and a person sees the note, not an
+    empty list; either way the search succeeded (exit 0)."""
+    body = json.loads(strata("search", "--index", str(sample_index), "--json",
+                             "--min-relevance", "0.99", NONSENSE).stdout)
+    assert body["results"] == [] and body["nothing_relevant"] is True
+    assert body["min_relevance"] == 0.99
+    below = body["below"]
+    assert below and all(0.0 <= r["relevance"] < 0.99 for r in below)
+    assert {"node_id", "path", "score", "relevance", "text"} <= set(below[0])
+    assert body["note"].startswith("no result above relevance 0.99; closest: ")
+    assert f"(relevance {below[0]['relevance']:.2f})" in body["note"]
+
+    proc = strata("search", "--index", str(sample_index), "--min-relevance", "0.99", NONSENSE)
+    assert proc.returncode == 0
+    assert body["note"] in proc.stdout and "no results" not in proc.stdout
+    assert _printable(proc.stdout)
+
+    bad = strata("search", "--index", str(sample_index), "--min-relevance", "1.5", NONSENSE,
+                 check=False)
+    assert bad.returncode == 2 and "--min-relevance: must be within 0..1" in bad.stderr
+
+
+def test_search_shows_relevance_and_the_budget_it_used(sample_index):
+    """Every result carries its relevance, in JSON and on the terminal; with a
+    token budget the output says how much of it the results take. The floor is
+    0, so what is shown does not hang on the calibration."""
+    query = "how do I correct pressure readings for barometric drift?"
+    body = json.loads(strata("search", "--index", str(sample_index), "--json", "-k", "3",
+                             "--budget-tokens", "300", "--min-relevance", "0", query).stdout)
+    assert 1 <= len(body["results"]) <= 3
+    assert all(0.0 <= r["relevance"] <= 1.0 for r in body["results"])
+    assert body["min_relevance"] == 0 and body["nothing_relevant"] is False
+    assert body["note"] is None and body["below"] == []
+    assert body["budget_tokens"] == 300
+    assert isinstance(body["tokens_used"], int) and body["tokens_used"] > 0
+
+    out = strata("search", "--index", str(sample_index), "-k", "3", "--budget-tokens", "300",
+                 "--min-relevance", "0", query).stdout
+    shown = re.findall(r"^\d+\. .*  score \d\.\d{3}  relevance (\d\.\d\d)", out, re.M)
+    assert len(shown) == len(body["results"]), out
+    assert re.search(r"^about \d+ tokens of a 300-token budget$", out, re.M), out
+    assert _printable(out)
 
 
 def test_errors_say_what_to_do(tmp_path):

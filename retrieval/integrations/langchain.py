@@ -6,14 +6,18 @@
 
     retriever = StrataRetriever(index="data/indexes/sample", k=6)
     docs = retriever.invoke("how do I correct for barometric drift?")
-    docs[0].metadata["path"], docs[0].metadata["lines"], docs[0].metadata["breadcrumb"]
+    docs[0].metadata["path"], docs[0].metadata["lines"], docs[0].metadata["relevance"]
     chain = retriever | format_docs | prompt | llm        # any LCEL chain
 
 Each ``Document`` has the unit's text as ``page_content``, its node id as
 ``id`` and :func:`retrieval.integrations.metadata` as ``metadata``. The
 search is :meth:`retrieval.Index.search`: ``mode`` (default: the default
-mode), ``k``, ``budget_tokens`` (the best context that fits, siblings merged
-into their parent) and any mode parameter in ``search_params``.
+mode), ``k`` (at most that many documents), ``budget_tokens`` (the best
+context that fits, siblings merged into their parent, still at most ``k``),
+``min_relevance`` (documents whose estimated relevance is lower are left out,
+so a question the index cannot answer yields no documents rather than the
+least bad ones; default: the index's floor) and any mode parameter in
+``search_params``.
 """
 
 from __future__ import annotations
@@ -37,10 +41,14 @@ class StrataRetriever(BaseRetriever):
 
     index: Any = Field(description="a retrieval.Index, an index folder or an object-storage URI")
     mode: str | None = Field(default=None, description="retrieval mode (default: auto)")
-    k: int = Field(default=8, ge=1, description="results wanted")
+    k: int = Field(default=8, ge=1, description="results at most")
     budget_tokens: int | None = Field(
-        default=None, ge=1, description="the best context within this many estimated tokens "
-                                        "instead of k results (default mode)")
+        default=None, ge=1, description="the best context within this many estimated tokens, "
+                                        "at most k results (default mode)")
+    min_relevance: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="relevance floor: documents less likely to be relevant are left out "
+                    "(default: the index's, STRATA_MIN_RELEVANCE; 0 keeps all)")
     search_params: dict[str, Any] = Field(default_factory=dict,
                                           description="the mode's own parameters")
 
@@ -54,12 +62,12 @@ class StrataRetriever(BaseRetriever):
 
     @model_validator(mode="after")
     def _check(self) -> StrataRetriever:
-        check(self.mode, self.k, self.budget_tokens)
+        check(self.mode, self.k, self.budget_tokens, self.min_relevance)
         return self
 
     def _get_relevant_documents(self, query: str, *,
                                 run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
         results = search(self.index, query, self.mode, self.k, self.budget_tokens,
-                         self.search_params)
+                         self.search_params, self.min_relevance)
         return [Document(page_content=r.text, id=r.node_id, metadata=metadata(self.index, r))
                 for r in results]

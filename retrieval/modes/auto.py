@@ -15,28 +15,39 @@ What it does, per query:
    diffusion mode's other stages supply code, tables and images. The best unit
    by direct (fused) evidence stays first: the walk is for the second hop.
    With facts from the offline heuristic the walk is skipped — its entities are
-   too noisy to walk on (OpenHarmony dev set: section R@5 85.7 → 75.0 with the
-   walk forced on) — and the fused ranking stands.
+   too noisy to walk on (forcing the walk on costs the OpenHarmony dev set much
+   of its section recall; docs/benchmarks.md) — and the fused ranking stands.
 3. **De-nesting** (``assemble``): a section listed below one of its own
    subsections, or a class below one of its methods, leaves the list and is
    named in that descendant's context instead (relation ``container``). A whole
    file listed above one of its own parts gives its place to that part (which
    takes the file's score): "where is ``correct_barometric_drift`` defined?"
    answers with the function, not with ``calibration.py``.
-4. **Context**: every result carries its parent, nearest siblings and first
+4. **Distinct places** (``assemble``): two or more hits inside one document
+   section come back as that section, the hits named in its context
+   (relation ``hit``; :func:`retrieval.context.gather_sections`), so the ``k``
+   places go to distinct places rather than to one section's chunks and code
+   blocks; a query comparing two things ("X vs Y") gets each side's best
+   unit among its first places (:mod:`retrieval.facets`).
+5. **Context**: every result carries its parent, nearest siblings and first
    children in ``Result.context`` (see :mod:`retrieval.context`), so a hit
    comes with its place in the document without spending the ``k`` slots.
 
 With ``budget_tokens`` the output is instead the best context that fits the
 budget (:func:`retrieval.context.assemble`): units greedily by rank, siblings
-merged into their parent where the parent's whole text costs about as much.
+merged into their parent where the parent's whole text costs about as much,
+never more than ``k`` blocks (the budget is a second cap, not a reason to add
+results). Relevance and its floor are applied to every mode's output by
+:func:`retrieval.modes.run_mode`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from strata.retrieval.context import assemble, attach_context, denest, subtree_text
+from strata.retrieval.context import (assemble, attach_context, denest, gather_sections,
+                                     subtree_text)
+from strata.retrieval.facets import WINDOW, place, split
 from strata.retrieval.fusion import ALPHA, DEPTH, fused_recall
 from strata.retrieval.graph import KIND_CODE
 from strata.retrieval.results import Result, Trace
@@ -54,16 +65,63 @@ def _uses_walk(index, walk) -> bool:
     return _prepare(index).walk is not None
 
 
+def _sides(index, query: str, kinds, alpha, candidates, trace) -> list[int]:
+    """The best unit of each side of a comparison the query makes
+    (:mod:`retrieval.facets`), each side recalled on its own; [] for a query
+    that compares nothing."""
+    parts = split(query)
+    if not parts:
+        return []
+    out = []
+    with trace.stage("facets"):
+        whole = np.asarray(index.embed_query(query), dtype=np.float32)
+        for part in parts:
+            # the side's own vector, with the whole question's to keep its context
+            # ("V1 where an exception is thrown" is about the question's providers)
+            vec = whole + np.asarray(index.embed_query(part), dtype=np.float32)
+            rec = fused_recall(index, part, vec, kinds=kinds, depth=int(candidates),
+                               alpha=float(alpha))
+            if len(rec):
+                out.append(int(rec.rows[0]))
+    trace.notes.append(f"facets: {len(parts)} sides of a comparison, each recalled on its own")
+    return out
+
+
+def _with_sides(index, entries, sides, window, score):
+    """``entries`` of :func:`gather_sections` with each side's unit placed at the
+    end of the top ``window`` unless an entry there already is it, holds it or
+    folded it in; a placed unit takes the score of the place it takes."""
+    from strata.retrieval.context import ancestors
+
+    g = index.graph
+    missing = []
+    for j in dict.fromkeys(sides):
+        covered = any(j == r or j in folded or r in ancestors(g, j)
+                      for r, folded in entries[:window])
+        if not covered:
+            missing.append(j)
+    if not missing:
+        return entries
+    rest = [(r, f) for r, f in entries if r not in missing]
+    at = max(1, min(window, len(rest) + len(missing)) - len(missing))
+    for n, j in enumerate(missing):
+        ref = rest[min(at + n, len(rest) - 1)][0] if rest else j
+        score[j] = max(score.get(j, 0.0), score.get(ref, 0.0))
+    return rest[:at] + [(j, []) for j in missing] + rest[at:]
+
+
 def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=None,
            alpha: float = ALPHA, candidates: int = DEPTH, walk: str | bool = "auto",
-           context: bool = True, budget_tokens: int | None = None) -> list[Result]:
+           context: bool = True, budget_tokens: int | None = None,
+           facets: bool = True) -> list[Result]:
     """The default mode (see the module docstring). ``kinds``: unit kinds to
     rank (default all); ``alpha``: weight of the dense signal in the fusion;
     ``candidates``: units taken from each signal; ``walk``: ``"auto"`` (on
     when the facts are model-made), ``"on"``/``True`` or ``"off"``/``False``;
     ``context``: attach each hit's parent/siblings/children; ``budget_tokens``:
-    return the best context that fits this many estimated tokens instead of
-    ``k`` results."""
+    return the best context that fits this many estimated tokens, at most
+    ``k`` blocks; ``facets``: give each side of a comparison the query makes
+    ("X vs Y") a place in the top (:mod:`retrieval.facets`)."""
     if walk not in (True, False, "auto", "on", "off"):
         raise ValueError(f"walk must be 'auto', 'on' or 'off', not {walk!r}")
     if not 0.0 <= float(alpha) <= 1.0:
@@ -82,8 +140,8 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
             found = [r for r in found if r.kind in set(kinds)]
         ranked = [(g.index[r.node_id], r.score) for r in found if r.node_id in g.index]
         relation = {g.index[r.node_id]: (r.relation, r.via) for r in found if r.node_id in g.index}
-        # the best unit by direct evidence leads; the walk's order follows (MuSiQue, imported
-        # triples: R@2 46.0 → 47.7 with R@5 71.1 → 71.2; the walk is for the second hop)
+        # the best unit by direct evidence leads; the walk's order follows (the walk is for
+        # the second hop: on MuSiQue it lifts R@2 without costing R@5, docs/benchmarks.md)
         with trace.stage("recall"):
             recall = fused_recall(index, query, qvec, kinds=kinds, depth=int(candidates),
                                   alpha=float(alpha))
@@ -103,15 +161,20 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
                             lexical_hits=int(np.count_nonzero(recall.lexical)))
         ranked = recall.top(len(recall))
         trace.notes.append("auto: fused recall (dense + BM25)")
+    sides = _sides(index, query, kinds, alpha, candidates, trace) if facets else []
 
     with trace.stage("assemble"):
         if budget_tokens is not None:
-            kept, dropped = denest(g, [j for j, _ in ranked], yielding=(KIND_CODE["file"],),
-                                   drop_containers=False)
             score = dict(ranked)
+            order = place([j for j, _ in ranked], sides, window=min(int(k), WINDOW))
+            for j in sides:  # a side's unit found by its own recall ranks where it is placed
+                score.setdefault(j, 0.0)
+            kept, dropped = denest(g, order, yielding=(KIND_CODE["file"],),
+                                   drop_containers=False)
             for container, child in dropped.items():
                 score[child] = max(score[child], score[container])
-            blocks = assemble(index, [(j, score[j]) for j in kept], int(budget_tokens))
+            blocks = assemble(index, [(j, score[j]) for j in kept], int(budget_tokens),
+                              max_blocks=int(k))
             results = []
             for j, s, rel in blocks:
                 how, via = ("merged", None) if rel == "merged" else relation.get(j, ("seed", None))
@@ -127,12 +190,21 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
             score = dict(ranked)
             for container, child in dropped.items():  # a part listed for its file keeps its rank
                 score[child] = max(score[child], score[container])
-            results = [index.result(g.ids[j], score[j], *relation.get(j, ("seed", None)))
-                       for j in kept[:k]]
+            gathered = _with_sides(index, gather_sections(index, kept), sides,
+                                   min(int(k), WINDOW), score)[:k]
+            results, hits = [], {}
+            for j, folded in gathered:
+                best = max([score.get(j, 0.0)] + [score[x] for x in folded])
+                how = relation.get(j, relation.get(folded[0], ("seed", None)) if folded
+                                   else ("seed", None))
+                results.append(index.result(g.ids[j], best, *how))
+                if folded:
+                    hits[g.ids[j]] = [g.ids[x] for x in folded]
             displaced: dict[str, list[str]] = {}
             for container, child in dropped.items():
                 displaced.setdefault(g.ids[child], []).append(g.ids[container])
-            trace.counts["denested"] = len(dropped)
+            trace.counts.update(denested=len(dropped),
+                                gathered=sum(len(f) for _, f in gathered))
             if context:
-                attach_context(index, results, displaced=displaced)
+                attach_context(index, results, displaced=displaced, hits=hits)
     return results

@@ -189,27 +189,48 @@ function contextLine(hit) {
   return line;
 }
 
-function hitCard(hit, above) {
+const isNumber = (x) => typeof x === "number" && Number.isFinite(x);
+// A floor as the reader set it: two decimals, more only when they matter (0.995 is not 1.00).
+const floorText = (f) => (isNumber(f) ? (Number(f.toFixed(2)) === f ? f.toFixed(2) : String(f))
+                                      : "the floor");
+
+// The hit's estimated probability of being relevant (absent from an older server:
+// no badge), as text and a small bar; the floor sets its colour.
+function relevanceBadge(hit, floor) {
+  if (!isNumber(hit.relevance)) return null;
+  const r = Math.min(1, Math.max(0, hit.relevance));
+  const tier = isNumber(floor) && r < floor ? "low" : r >= 0.5 ? "high" : "mid";
+  const fill = el("span", { class: "rel-fill" });
+  fill.style.width = `${Math.round(r * 100)}%`;  // CSSOM, not a style attribute (CSP)
+  return el("span", { class: "relevance " + tier, "data-relevance": String(r),
+                      title: "estimated probability that this hit is relevant" },
+            `relevance ${r.toFixed(2)}`,
+            el("span", { class: "rel-bar", "aria-hidden": "true" }, fill));
+}
+
+function hitCard(hit, above, opts = {}) {
   const where = link(hit.location, hit.url);
+  const score = isNumber(hit.score) ? ` · score ${hit.score.toFixed(3)}` : "";
   const meta = el("div", { class: "meta" }, where,
-                  ` · ${hit.relation}${hit.via ? " via " + hit.via : ""} · score ${hit.score.toFixed(3)} · #${hit.rank}`);
+                  ` · ${hit.relation}${hit.via ? " via " + hit.via : ""}${score} · #${hit.rank}`);
   const open = el("button", { type: "button", class: "explore", title: "outline and connections (o)",
                               onclick: () => openNode(hit.node_id) }, "Explore");
   const head = el("div", { class: "crumb" }, badge(hit.kind), trail(hit, above), open);
-  return el("li", { class: "result", tabindex: "0", "data-kind": hit.kind,
-                    "data-node-id": hit.node_id, "aria-label": hit.breadcrumb },
-            head, meta, contextLine(hit), hitBody(hit));
+  const scores = el("div", { class: "scores" }, relevanceBadge(hit, opts.floor),
+                    opts.below ? el("span", { class: "below-tag" }, "below the relevance floor") : null);
+  return el("li", { class: opts.below ? "result below" : "result", tabindex: "0",
+                    "data-kind": hit.kind, "data-node-id": hit.node_id,
+                    "aria-label": opts.below ? `${hit.breadcrumb} (below the relevance floor)`
+                                             : hit.breadcrumb },
+            head, scores.childNodes.length ? scores : null, meta, contextLine(hit), hitBody(hit));
 }
 
-// Results grouped by file (in the order of their best hit); a hit whose ancestor is
-// also a hit is shown inside it.
-function renderResults(data) {
-  if (lastIndex !== data.index) closePanel();  // its node belongs to another index
-  lastIndex = data.index;
-  const list = $("results");
+// Hits grouped by file (in the order of their best hit) into list; a hit whose
+// ancestor is also a hit is shown inside it. Returns the number of files.
+function renderGroups(list, hitList, opts) {
   list.replaceChildren();
   const groups = new Map();
-  for (const hit of data.results) {
+  for (const hit of hitList) {
     const key = hit.path || "(no file)";
     if (!groups.has(key)) groups.set(key, []);
     groups.get(key).push(hit);
@@ -220,7 +241,7 @@ function renderResults(data) {
     const cards = new Map();
     const top = el("ol", { class: "hits" });
     for (const hit of hits) {  // rank order: an enclosing hit may come later
-      cards.set(hit.node_id, hitCard(hit, enclosing(hit)));
+      cards.set(hit.node_id, hitCard(hit, enclosing(hit), opts));
     }
     for (const hit of hits) {
       const outer = enclosing(hit);
@@ -237,10 +258,45 @@ function renderResults(data) {
                     fileId ? el("button", { type: "button", class: "outline-btn",
                                             onclick: () => openNode(fileId, { tab: "outline" }) },
                                 "Outline") : null);
-    list.append(el("li", { class: "file-group", "data-path": path }, head, top));
+    list.append(el("li", { class: opts.below ? "file-group below" : "file-group",
+                           "data-path": path }, head, top));
   }
+  return groups.size;
+}
+
+function clearResults() {
+  $("results").replaceChildren();
+  $("below").replaceChildren();
+  $("below-box").hidden = true;
+  $("no-match").hidden = true;
+}
+
+// The results, then (dimmed, after a divider) the hits under the relevance floor;
+// when none reached it, a "No good match" panel above the closest ones.
+function renderResults(data) {
+  if (lastIndex !== data.index) closePanel();  // its node belongs to another index
+  lastIndex = data.index;
+  clearResults();
+  const floor = isNumber(data.min_relevance) ? data.min_relevance : null;
+  const files = renderGroups($("results"), data.results || [], { floor });
+  const below = Array.isArray(data.below) ? data.below : [];
+  const none = data.nothing_relevant === true;
+  if (none) {
+    $("no-match-floor").textContent = `No result reached relevance ${floorText(floor)}.`
+      + (below.length ? ` The ${below.length} closest hit(s) are shown below, dimmed.` : "");
+    $("no-match-note").textContent = data.note || "";
+    $("no-match").hidden = false;
+  }
+  if (below.length) {
+    renderGroups($("below"), below, { floor, below: true });
+    $("below-title").textContent = (none ? "Closest hits, below" : "Below")
+      + ` the relevance floor (min_relevance ${floorText(floor)})`;
+    $("below-note").textContent = none ? "" : (data.note || "");
+    $("below-box").hidden = false;
+  }
+  const under = below.length ? `, ${below.length} below relevance ${floorText(floor)}` : "";
   $("summary").textContent =
-    `${data.results.length} result(s) in ${groups.size} file(s) from ${data.index} v${data.version}, ${data.mode} mode, ${data.took_ms.toFixed(0)} ms`;
+    `${(data.results || []).length} result(s) in ${files} file(s)${under} from ${data.index} v${data.version}, ${data.mode} mode, ${data.took_ms.toFixed(0)} ms`;
 }
 
 // ---------------------------------------------------------------- search and ask
@@ -248,6 +304,8 @@ function request(field) {
   const body = { mode: $("mode").value, k: Number($("k").value) || 10 };
   body[field] = $("query").value;
   if ($("index").value) body.index = $("index").value;
+  const floor = $("min-relevance").value.trim();  // empty: the server's floor
+  if (floor !== "") body.min_relevance = Number(floor);
   return body;
 }
 
@@ -256,7 +314,7 @@ async function search(ev) {
   if (!$("query").value.trim()) return;
   startRequest("Searching…");
   $("answer").hidden = true;
-  $("results").replaceChildren();
+  clearResults();
   try {
     renderResults(await call("POST", "/search", request("query")));
   } catch (e) {
@@ -317,7 +375,7 @@ async function* events(resp) {
 async function ask() {
   if (!$("query").value.trim()) return;
   startRequest("Retrieving…");
-  $("results").replaceChildren();
+  clearResults();
   $("answer").hidden = true;
   const req = request("question");
   if (req.mode === "hybrid" || req.mode === "flat" || req.mode === "keyword") req.mode = "auto";
@@ -512,8 +570,10 @@ function typing(target) {
                     || target.tagName === "TEXTAREA" || target.isContentEditable);
 }
 
+const CARDS = "#results li.result, #below li.result";  // in page order
+
 function moveFocus(step) {
-  const cards = [...document.querySelectorAll("#results li.result")];
+  const cards = [...document.querySelectorAll(CARDS)];
   if (!cards.length) return;
   const current = document.activeElement.closest ? document.activeElement.closest("li.result") : null;
   const at = cards.indexOf(current);
@@ -528,8 +588,7 @@ function onKey(ev) {
     ask();
     return;
   }
-  if (ev.key === "ArrowDown" && ev.target === $("query")
-      && document.querySelector("#results li.result")) {
+  if (ev.key === "ArrowDown" && ev.target === $("query") && document.querySelector(CARDS)) {
     ev.preventDefault();  // from the search box down into the results
     moveFocus(0);
     return;
@@ -566,6 +625,10 @@ async function loadIndexes() {
 
 async function start() {
   $("api-key").value = sessionStorage.getItem(KEY_STORE) || "";
+  const floor = new URLSearchParams(location.search).get("min_relevance");  // a shared link
+  if (floor !== null && floor.trim() !== "" && Number.isFinite(Number(floor))) {
+    $("min-relevance").value = floor.trim();
+  }
   $("api-key").addEventListener("change", () => {
     sessionStorage.setItem(KEY_STORE, $("api-key").value.trim());
     loadIndexes();

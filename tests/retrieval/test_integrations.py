@@ -17,7 +17,7 @@ from strata.retrieval.context import estimate_tokens
 
 QUERY = "how do I correct pressure readings for barometric drift?"
 META = {"node_id", "kind", "path", "lines", "location", "breadcrumb", "relation", "score",
-        "corpus", "version"}
+        "relevance", "corpus", "version"}
 
 
 def _missing(module: str) -> bool:
@@ -58,6 +58,7 @@ def test_langchain_retriever_returns_documents_with_strata_metadata(index, sampl
         m = d.metadata
         assert m["node_id"] == d.id and m["path"] == r.path and m["kind"] == r.kind
         assert m["score"] == pytest.approx(r.score) and m["relation"] == r.relation
+        assert m["relevance"] == pytest.approx(r.relevance) and 0.0 <= m["relevance"] <= 1.0
         assert m["breadcrumb"].startswith(r.path) and m["location"] == r.location()
         if r.start_line is not None:
             assert m["lines"] in (f"{r.start_line}-{r.end_line}", str(r.start_line))
@@ -132,6 +133,25 @@ def test_langchain_retriever_budget_and_bad_settings(index):
         StrataRetriever(index=index, k=0)
     flat = StrataRetriever(index=index, mode="keyword", k=2).invoke("barometric drift")
     assert len(flat) == 2 and all(d.metadata["relation"] for d in flat)
+    with pytest.raises(ValidationError):
+        StrataRetriever(index=index, min_relevance=1.5)
+
+
+@needs_langchain
+def test_langchain_retriever_min_relevance_is_the_floor(index):
+    """``min_relevance`` reaches the search: every document is at or above it, and
+    a floor nothing reaches yields no documents instead of the least bad ones."""
+    from strata.retrieval.integrations.langchain import StrataRetriever
+
+    everything = StrataRetriever(index=index, k=6, min_relevance=0.0).invoke(QUERY)
+    assert len(everything) == 6
+    floor = sorted(d.metadata["relevance"] for d in everything)[3]
+    kept = StrataRetriever(index=index, k=6, min_relevance=floor).invoke(QUERY)
+    assert kept and all(d.metadata["relevance"] >= floor for d in kept)
+    assert {d.id for d in kept} == \
+        {d.id for d in everything if d.metadata["relevance"] >= floor}
+    assert StrataRetriever(index=index, k=6, min_relevance=1.0).invoke(
+        "zzqx kubernetes helm chart qwertyuiop") == []
 
 
 # -- LlamaIndex ---------------------------------------------------------------
@@ -148,13 +168,17 @@ def test_llamaindex_retriever_returns_nodes_with_scores(index, sample_index):
     assert [n.node.node_id for n in nodes] == [r.node_id for r in direct] and len(nodes) == 4
     for n, r in zip(nodes, direct):
         assert isinstance(n, NodeWithScore) and isinstance(n.node, TextNode)
-        assert n.score == pytest.approx(r.score) and n.node.text == r.text
+        # the score LlamaIndex sees (and its postprocessors cut on) is the relevance;
+        # the mode's ranking score stays in the metadata
+        assert n.score == pytest.approx(r.relevance) and 0.0 <= n.score <= 1.0
+        assert n.node.metadata["relevance"] == pytest.approx(r.relevance)
+        assert n.node.metadata["score"] == pytest.approx(r.score) and n.node.text == r.text
         assert META <= set(n.node.metadata)
         assert n.node.metadata["path"] == r.path and n.node.metadata["location"] == r.location()
         # what an LLM reads: the text with where it comes from, not ids and scores
         shown = n.node.get_content(metadata_mode=MetadataMode.LLM)
         assert f"location: {r.location()}" in shown and f"breadcrumb: {r.breadcrumb}" in shown
-        assert "node_id:" not in shown and "score:" not in shown
+        assert "node_id:" not in shown and "score:" not in shown and "relevance:" not in shown
         assert n.node.get_content(metadata_mode=MetadataMode.EMBED) == r.text
     assert "Barometric drift" in nodes[0].node.metadata["breadcrumb"]
 
@@ -187,3 +211,28 @@ def test_llamaindex_retriever_in_a_query_engine(index):
         StrataRetriever(index, mode="hierarchical", budget_tokens=500)
     small = StrataRetriever(index, budget_tokens=250).retrieve(QUERY)
     assert small and sum(estimate_tokens(n.node.text) for n in small) <= 250
+
+
+@needs_llamaindex
+def test_llamaindex_relevance_cutoff_and_floor(index):
+    """A ``SimilarityPostprocessor`` cutoff compares the relevance: it keeps the
+    nodes whose relevance reaches it, as ``min_relevance`` does in the search."""
+    from llama_index.core.postprocessor import SimilarityPostprocessor
+    from llama_index.core.schema import QueryBundle
+
+    from strata.retrieval.integrations.llamaindex import StrataRetriever
+
+    nodes = StrataRetriever(index, k=6, min_relevance=0.0).retrieve(QUERY)
+    assert len(nodes) == 6
+    relevances = sorted(n.score for n in nodes)
+    cutoff = (relevances[2] + relevances[3]) / 2 if relevances[2] < relevances[3] \
+        else relevances[3]
+    cut = SimilarityPostprocessor(similarity_cutoff=cutoff).postprocess_nodes(
+        nodes, QueryBundle(QUERY))
+    assert {n.node.node_id for n in cut} == {n.node.node_id for n in nodes if n.score >= cutoff}
+    floored = StrataRetriever(index, k=6, min_relevance=cutoff).retrieve(QUERY)
+    assert {n.node.node_id for n in floored} == {n.node.node_id for n in cut}
+    assert StrataRetriever(index, k=6, min_relevance=1.0).retrieve(
+        "zzqx kubernetes helm chart qwertyuiop") == []
+    with pytest.raises(ValueError, match="min_relevance must be within"):
+        StrataRetriever(index, min_relevance=-0.1)

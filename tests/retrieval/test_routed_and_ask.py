@@ -130,7 +130,7 @@ def test_single_hop_only_on_a_two_hop_chain(idx):
 
 def test_offline_route_to_one_file_reads_its_imports_only(idx):
     res = idx.search("How are CSV timestamps parsed when reading a logger export?",
-                     mode="routed", max_files=1, k=20)
+                     mode="routed", max_files=1, k=20, min_relevance=0)
     assert [r["path"] for r in res.trace.route] == ["tidewater/io/csv_reader.py"]
     conns = {r.path for r in res if r.relation == "connection"}
     assert conns == {"tidewater/models.py", "tidewater/units.py"}

@@ -58,6 +58,70 @@ def test_search_is_the_query_module_over_http(api, index, mode, params):
     assert "trace" not in body or body["trace"] is None
 
 
+NONSENSE = "zzqx kubernetes helm chart qwertyuiop"
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("params", [{}, {"budget_tokens": 2000}, {"kinds": ["code"]},
+                                    {"kinds": ["code"], "budget_tokens": 2000}])
+def test_every_hit_has_a_relevance_and_k_is_a_hard_cap(api, index, k, params):
+    """At most ``k`` hits, whatever a token budget would have room for, each with
+    its relevance, a probability; the floor the service used is in the body."""
+    body = api.post("/search", json={"query": QUERY, "k": k, "params": params,
+                                     "min_relevance": 0}).json()
+    hits = body["results"]
+    assert hits and len(hits) <= k, [h["node_id"] for h in hits]
+    assert all(0.0 <= h["relevance"] <= 1.0 for h in hits)
+    assert body["min_relevance"] == 0 and body["nothing_relevant"] is False
+    assert body["below"] == [] and body["note"] is None
+    if "kinds" in params:
+        assert {h["kind"] for h in hits} == {"code"}
+    direct = index.search(QUERY, k=k, min_relevance=0, **params)
+    assert [h["relevance"] for h in hits] == pytest.approx([r.relevance for r in direct])
+
+
+def test_without_a_floor_the_server_default_applies(api):
+    from strata.retrieval.modes import default_min_relevance
+
+    body = api.post("/search", json={"query": QUERY, "k": 5}).json()
+    assert body["min_relevance"] == pytest.approx(default_min_relevance())
+    assert all(h["relevance"] >= body["min_relevance"] for h in body["results"])
+
+
+def test_a_floor_nothing_reaches_says_so_and_names_the_closest(api):
+    body = api.post("/search", json={"query": NONSENSE, "k": 4, "min_relevance": 0.99}).json()
+    assert body["results"] == [] and body["context"] == ""
+    assert body["nothing_relevant"] is True and body["min_relevance"] == 0.99
+    below = body["below"]
+    assert 0 < len(below) <= 4
+    assert all(0.0 <= h["relevance"] < 0.99 for h in below)
+    assert [h["relevance"] for h in below] == sorted((h["relevance"] for h in below),
+                                                     reverse=True)
+    assert [h["rank"] for h in below] == list(range(1, len(below) + 1))
+    best = below[0]
+    assert body["note"].startswith("no result above relevance 0.99; closest: "
+                                   f"{best['location']} (relevance {best['relevance']:.2f})")
+    # the same floor on a question: nothing to answer from
+    ask = api.post("/ask", json={"question": NONSENSE, "min_relevance": 0.99}).json()
+    assert ask["sources"] == [] and ask["connections"] == []
+
+
+def test_a_floor_that_cuts_some_hits_keeps_them_in_below(api):
+    everything = api.post("/search", json={"query": QUERY, "k": 6, "min_relevance": 0}).json()
+    relevances = [h["relevance"] for h in everything["results"]]
+    assert len(set(relevances)) > 1, relevances
+    floor = max(relevances)  # the best hit stays, the others fall below
+    body = api.post("/search", json={"query": QUERY, "k": 6, "min_relevance": floor}).json()
+    assert body["results"] and body["below"] and body["nothing_relevant"] is False
+    assert all(h["relevance"] >= floor for h in body["results"])
+    assert all(h["relevance"] < floor for h in body["below"])
+    assert {h["node_id"] for h in body["results"] + body["below"]} == \
+        {h["node_id"] for h in everything["results"]}
+    assert [h["rank"] for h in body["results"] + body["below"]] == \
+        list(range(1, len(everything["results"]) + 1))
+    assert f"below relevance {floor:g} left out" in body["note"]
+
+
 def test_results_carry_the_markdown_context_block(api):
     body = api.post("/search", json={"query": QUERY, "mode": "hierarchical", "k": 4}).json()
     first = body["results"][0]
@@ -188,6 +252,8 @@ BAD = [
     ({"query": QUERY, "mode": "flat", "params": {"candidates": 5}}, 422,
      '"candidates"],"msg":"Extra inputs are not permitted"'),
     ({"query": QUERY, "surprise": 1}, 422, "Extra inputs are not permitted"),
+    ({"query": QUERY, "min_relevance": 1.5}, 422, '"min_relevance"],"msg":"Input should be less'),
+    ({"query": QUERY, "min_relevance": -0.1}, 422, '"min_relevance"],"msg":"Input should be gre'),
     ({"question": QUERY}, 422, "Field required"),
 ]
 
@@ -274,7 +340,7 @@ def test_openapi_schema_documents_every_mode_parameter(api):
         "max_files", "sections_per_file", "connections", "max_connections", "min_relative",
         "lexical"}
     assert set(comps["AutoParams"]["properties"]) == {
-        "kinds", "alpha", "candidates", "walk", "context", "budget_tokens"}
+        "kinds", "alpha", "candidates", "walk", "context", "budget_tokens", "facets"}
     modes = set()
     for name in ("SearchAuto", "SearchFlat", "SearchHybrid", "SearchHierarchical",
                  "SearchDiffusion", "SearchRouted"):

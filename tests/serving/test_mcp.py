@@ -67,7 +67,8 @@ def test_an_agent_uses_the_tools_over_stdio(sample_index):
     assert set(tools) == {"search", "ask", "outline", "node", "neighbourhood", "index_stats"}
     assert tools["search"].annotations.read_only_hint is True
     props = tools["search"].input_schema["properties"]
-    assert {"query", "mode", "k", "kinds", "budget_tokens", "index"} <= set(props)
+    assert {"query", "mode", "k", "kinds", "budget_tokens", "min_relevance", "index"} <= \
+        set(props)
     assert "auto" in props["mode"]["anyOf"][0]["enum"]
 
     # search: Markdown blocks with breadcrumbs, path:lines and ids, within the default budget
@@ -107,6 +108,73 @@ def test_an_agent_uses_the_tools_over_stdio(sample_index):
     # a wrong target is the agent's error to read, with a suggestion
     assert out["missing"].is_error
     assert "did you mean tidewater/calibration.py" in out["missing"].content[0].text
+
+
+NONSENSE = "zzqx kubernetes helm chart qwertyuiop"
+BLOCK = re.compile(r"^### \d+\. ", re.M)
+
+
+def test_search_returns_at_most_k_blocks_and_says_when_nothing_is_relevant(sample_index):
+    """``k`` caps the blocks whatever room the token budget leaves, each block
+    carries its relevance, and a query the index knows nothing about gets a
+    plain "no result above relevance" with the closest result, not a list of
+    the least bad passages. The floors are explicit (0 and 0.99), so the test
+    holds whatever the calibration makes of these queries."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, cwd=str(REPO), env=ENV,
+        args=["-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index)])
+    query = "how do I correct pressure readings for barometric drift?"
+    calls = {
+        "k2": {"query": query, "k": 2, "min_relevance": 0},
+        "k3": {"query": query, "k": 3, "min_relevance": 0},
+        "k2-wide": {"query": query, "k": 2, "budget_tokens": 16000, "min_relevance": 0},
+        "k3-code": {"query": "barometric drift", "k": 3, "kinds": ["code"],
+                    "min_relevance": 0},
+        "k2-code-default": {"query": "barometric drift", "k": 2, "kinds": ["code"]},
+        "k3-hierarchical": {"query": query, "k": 3, "mode": "hierarchical",
+                            "min_relevance": 0},
+        "nothing": {"query": NONSENSE, "min_relevance": 0.99},
+        "anything": {"query": NONSENSE, "k": 2, "min_relevance": 0},
+    }
+    out: dict = {}
+
+    async def session():
+        async with Client(params, read_timeout_seconds=120) as client:
+            out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
+            for name, args in calls.items():
+                out[name] = _text(await client.call_tool("search", args))
+            out["ask"] = _text(await client.call_tool(
+                "ask", {"question": NONSENSE, "min_relevance": 0.99}))
+
+    anyio.run(session)
+    for tool in ("search", "ask"):
+        floor = out["tools"][tool].input_schema["properties"]["min_relevance"]
+        assert "relevance" in floor["description"].lower()
+    for name, args in calls.items():
+        if name in ("nothing", "anything"):
+            continue
+        text = out[name]
+        blocks = len(BLOCK.findall(text))
+        relevances = re.findall(r"^- relevance: (\d\.\d\d)$", text, re.M)
+        assert blocks <= args["k"], (name, text[:3000])
+        assert blocks or "No result above relevance" in text, (name, text[:3000])
+        assert len(relevances) == blocks and all(0 <= float(x) <= 1 for x in relevances), name
+        if args.get("min_relevance") == 0:
+            assert blocks == args["k"], (name, text[:3000])  # the floor leaves all k
+        if "kinds" in args:
+            assert set(re.findall(r"- id: \S+ \((\w+),", text)) == {"code"}, name
+
+    nothing = out["nothing"]
+    assert not BLOCK.search(nothing) and "Nothing matched" not in nothing
+    found = re.search(r"No result above relevance 0\.99 for '([^']+)'; closest: "
+                      r"(\S+) `[a-z]+-[0-9a-f]+` \(relevance (\d\.\d\d)\)", nothing)
+    assert found, nothing
+    assert found.group(1) == NONSENSE and float(found.group(3)) < 0.99
+    # with no floor the same query gets the closest results, no more than k
+    assert len(BLOCK.findall(out["anything"])) == 2
+    assert "### Sources\n(none: nothing retrieved reached the relevance floor" in out["ask"]
 
 
 @pytest.fixture

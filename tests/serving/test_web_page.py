@@ -2,12 +2,14 @@
 loopback) whose LLM is the tests' OpenAI-compatible server: Markdown rendered
 safely (a corpus of hostile documents is indexed for it), results grouped by
 file with nested hits, the outline/neighbourhood panel driven by mouse and
-keyboard, an answer streamed in, sources first, and /docs with no request
-leaving the machine."""
+keyboard, each hit's relevance and a "No good match" state under the relevance
+floor (at phone width), an answer streamed in, sources first, and /docs with
+no request leaving the machine."""
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 
@@ -111,12 +113,19 @@ def page(browser, site):
     page.close()
 
 
-def _search(page, query, mode="auto", index="sample"):
+def _search(page, query, mode="auto", index="sample", min_relevance="0",
+            ready="#results li.result"):
+    """Search from the page and return the /search response it rendered. The
+    floor defaults to 0 (every hit kept): most tests here are about rendering,
+    not about which hits the relevance model lets through; "" is the server's."""
     page.select_option("#index", index)
     page.select_option("#mode", mode)
+    page.fill("#min-relevance", min_relevance)
     page.fill("#query", query)
-    page.press("#query", "Enter")
-    page.wait_for_selector("body[data-busy='0'] #results li.result")
+    with page.expect_response(lambda r: r.url.endswith("/search")) as answer:
+        page.press("#query", "Enter")
+    page.wait_for_selector(f"body[data-busy='0'] {ready}")
+    return answer.value.json()
 
 
 def _shot(page, name):
@@ -285,3 +294,86 @@ def test_the_api_docs_work_offline(browser, site, path, ready):
     assert requests and outside == [], outside
     assert not problems, problems
     page.close()
+
+
+def _badges(page, scope):
+    return page.evaluate("""(scope) => [...document.querySelectorAll(scope + ' li.result')].map(
+        li => [li.dataset.nodeId, li.querySelector(':scope > .scores > .relevance')?.textContent,
+               Number(li.querySelector(':scope > .scores > .relevance')?.dataset.relevance)])""",
+                         scope)
+
+
+def test_relevance_badges_the_floor_and_no_good_match_at_phone_width(page):
+    page.set_viewport_size({"width": 390, "height": 844})
+    # every hit shows its relevance, the ranking score stays in the detail line
+    query = "barometric drift correction with a barometer"
+    data = _search(page, query)
+    relevance = {h["node_id"]: h["relevance"] for h in data["results"]}
+    shown = _badges(page, "#results")
+    assert len(shown) == len(data["results"]) >= 3
+    for node_id, text, value in shown:
+        assert value == pytest.approx(relevance[node_id])
+        assert text == f"relevance {relevance[node_id]:.2f}"
+    assert re.search(r"score \d\.\d{3} · #1$", page.inner_text("#results li.result >> nth=0 >> .meta"))
+    assert page.is_hidden("#no-match") and page.is_hidden("#below-box")
+
+    # a floor between the hits' relevances: the ones above it as usual, the rest dimmed
+    # after a divider
+    values = sorted(set(relevance.values()), reverse=True)
+    assert len(values) >= 2, values
+    floor = round((values[0] + values[1]) / 2, 6)
+    data = _search(page, query, min_relevance=str(floor))
+    assert data["min_relevance"] == pytest.approx(floor) and not data["nothing_relevant"]
+    assert data["results"] and data["below"]
+    assert all(v >= floor for _, _, v in _badges(page, "#results"))
+    assert all(v < floor for _, _, v in _badges(page, "#below"))
+    assert page.locator("#results li.result.below").count() == 0
+    assert page.locator("#below li.result.below").count() == len(data["below"])
+    title = re.fullmatch(r"Below the relevance floor \(min_relevance ([0-9.]+)\)",
+                         page.inner_text("#below-title"))
+    assert title and float(title[1]) == pytest.approx(floor)
+    assert page.text_content("#below-note") == data["note"]
+    assert page.is_hidden("#no-match")
+
+    # nonsense, and a floor nothing reaches: "No good match", the closest hits dimmed
+    data = _search(page, "zorblax quiffle vantablorp snerk", min_relevance="0.99",
+                   ready="#no-match:not([hidden])")
+    assert data["nothing_relevant"] and not data["results"] and data["below"]
+    panel = page.locator("#no-match")
+    assert panel.locator("h2").inner_text() == "No good match"
+    assert "No result reached relevance 0.99." in panel.inner_text()
+    assert page.text_content("#no-match-note") == data["note"]
+    assert data["note"].startswith("no result above relevance 0.99")
+    assert page.locator("#results li").count() == 0
+    assert page.inner_text("#below-title") == \
+        "Closest hits, below the relevance floor (min_relevance 0.99)"
+    dimmed = page.locator("#below li.result.below")
+    assert dimmed.count() == len(data["below"])
+    assert dimmed.first.locator(".below-tag").inner_text() == "below the relevance floor"
+    assert {n: t for n, t, _ in _badges(page, "#below")} == \
+        {h["node_id"]: f"relevance {h['relevance']:.2f}" for h in data["below"]}
+    # dimmed, not faded out: reduced opacity, back to full when focused
+    opacity = float(dimmed.first.evaluate("e => getComputedStyle(e).opacity"))
+    assert 0.8 <= opacity < 1
+    # fits the phone's width: nothing scrolls sideways
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.evaluate("document.activeElement.blur()")
+    _shot(page, "web-no-match.png")
+    # in dark mode the panel and the badges bring their own dark colours
+    light = panel.evaluate("e => getComputedStyle(e).backgroundColor")
+    page.emulate_media(color_scheme="dark")
+    assert panel.evaluate("e => getComputedStyle(e).backgroundColor") != light
+    page.emulate_media(color_scheme="light")
+    # keyboard: from the box down into the dimmed hits, j to the next, o opens one
+    page.focus("#query")
+    page.keyboard.press("ArrowDown")
+    first, second = [n for n, _, _ in _badges(page, "#below")][:2]  # in page order
+    assert page.evaluate("document.activeElement.dataset.nodeId") == first
+    assert float(page.evaluate("getComputedStyle(document.activeElement).opacity")) == 1
+    page.keyboard.press("j")
+    assert page.evaluate("document.activeElement.dataset.nodeId") == second
+    assert page.evaluate("document.activeElement.className") == "result below"
+    page.keyboard.press("o")
+    page.wait_for_selector("#panel:not([hidden]) #panel-node .meta")
+    assert page.get_attribute("#panel", "aria-busy") == "false"
+    assert not page.errors, page.errors

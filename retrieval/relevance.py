@@ -1,0 +1,183 @@
+"""A result's ``relevance``: an estimate of the probability that it is relevant.
+
+The ranking ``score`` of each mode orders one query's candidates; it says
+nothing across queries (``auto`` standardises its signals within the
+candidates, so its best hit scores near 1 whatever was asked). ``relevance``
+answers the other question — is this hit any good at all? — so that a person,
+an agent or a ``similarity_cutoff`` can cut the list off, and so that a query
+the corpus cannot answer can say "nothing relevant".
+
+It is a logistic model over signals any mode's result has, computed here
+after the mode ran (one place for every mode and entry point):
+
+* ``cosine`` — the query's cosine to the result's own vector;
+* ``margin`` — that cosine above the query's background, in standard
+  deviations of the query's cosine over a fixed sample of the index's units
+  (how far the hit stands out of everything else the index holds);
+* ``coverage`` — the share of the query's terms, weighted by their IDF in the
+  index, that the result's lexical document holds (its text, title,
+  breadcrumb, summary and signature, as BM25 indexes them; a term the
+  corpus never uses, "kubernetes" in a firmware manual, weighs most and is
+  covered by nothing);
+* ``gap`` — how far below the best result of the same list it lies, in the
+  same standard deviations (with ``margin`` it carries how well the query's
+  best match stands out: a query the corpus covers lifts its whole list).
+
+Relevant means on the question's topic: the unit that answers, what holds
+it, or the rest of its page (the dev sets label the best section, not the
+only useful one). The weights are fitted on the labelled dev sets, whose
+questions also serve as each other's out-of-corpus questions, by ``python -m
+benchmarks.calibration``, which writes ``calibration.json`` next to this file
+and reports the fit (reliability curve, Brier score, AUROC of the top
+result's relevance between in-corpus and out-of-corpus questions). An index
+whose embedding model has no fitted entry is scored by the ``generic`` entry,
+which leaves the raw cosine out (its scale belongs to one model).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from strata.lexical import tokenize
+
+FEATURES = ("cosine", "margin", "coverage", "gap")
+CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
+BACKGROUND_ROWS = 4096  # units sampled (evenly) for a query's background
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fitted logistic model: ``sigmoid(bias + Σ weight · feature)``."""
+
+    name: str
+    features: tuple[str, ...]
+    weights: tuple[float, ...]
+    bias: float
+
+    def probability(self, x: np.ndarray) -> np.ndarray:
+        """Relevance of each row of ``x`` (columns in :data:`FEATURES` order)."""
+        cols = [FEATURES.index(f) for f in self.features]
+        z = self.bias + np.asarray(x, dtype=np.float64)[:, cols] @ np.asarray(self.weights)
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -30.0, 30.0)))
+
+
+@lru_cache(maxsize=8)
+def _entries(path: str) -> dict:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def calibration_for(model: str, path: Path = CALIBRATION_FILE) -> Calibration:
+    """The fitted entry for embedding ``model``, else the ``generic`` one, else
+    an unfitted stand-in over margin and coverage (a checkout before the first
+    ``benchmarks.calibration`` run)."""
+    data = _entries(str(path))
+    name = model if model in data.get("models", {}) else "generic"
+    entry = data.get("models", {}).get(model) or data.get("generic")
+    if not entry:
+        return Calibration("unfitted", ("margin", "coverage"), (1.0, 4.0), -6.0)
+    return Calibration(name, tuple(entry["features"]), tuple(float(w) for w in entry["weights"]),
+                       float(entry["bias"]))
+
+
+class Background:
+    """The query's cosine to an even sample of the index's embedded units:
+    its mean and spread are the yardstick of ``margin`` and ``gap``."""
+
+    def __init__(self, index):
+        from strata.retrieval.fusion import kind_mask
+
+        unit, _, _ = index._unit_vectors
+        rows = np.nonzero(kind_mask(index, None))[0]
+        if len(rows) > BACKGROUND_ROWS:
+            rows = rows[np.linspace(0, len(rows) - 1, BACKGROUND_ROWS).astype(np.int64)]
+        self.sample = np.asarray(unit[rows], dtype=np.float32)
+
+    def stats(self, q: np.ndarray) -> tuple[float, float]:
+        if not len(self.sample):
+            return 0.0, 1.0
+        c = self.sample @ q
+        return float(c.mean()), max(float(c.std()), 1e-3)
+
+
+def _coverage(index, query: str, results) -> np.ndarray:
+    """IDF-weighted share of the query's terms that each result's lexical
+    document holds (its text, title, breadcrumb, summary and signature, as the
+    BM25 index has them). One sparse gather per query term, no result text
+    tokenized again; a result outside the unit collection (a fact, an entity)
+    is tokenized from its own text."""
+    from strata.schema import LEXICAL_UNITS
+
+    terms = list(dict.fromkeys(tokenize(query)))
+    lex = index._lexical[LEXICAL_UNITS]
+    n = max(len(lex), 1)
+    doc = np.array([index.lexical_doc(r.node_id) for r in results], dtype=np.int64)
+    held = np.zeros(len(results))
+    total = 0.0
+    outside = [i for i, d in enumerate(doc) if d < 0]
+    own = [set(tokenize(f"{results[i].text or ''} {results[i].title or ''}")) for i in outside]
+    for t in terms:
+        present = lex.term_documents(t)  # bool per document, or None outside the vocabulary
+        df = int(present.sum()) if present is not None else 0
+        w = math.log(1.0 + (n - df + 0.5) / (df + 0.5))  # a term the corpus never uses weighs most
+        total += w
+        if present is not None:
+            inside = doc >= 0
+            held[inside] += w * present[doc[inside]]
+        for i, words in zip(outside, own):
+            held[i] += w * (t in words)
+    return held / total if total > 0 else held
+
+
+def _cosines(index, q: np.ndarray, results, fallback: float) -> np.ndarray:
+    """The query's cosine to each result's own vector (a node without one, or
+    a fact: its fact vector; none at all: ``fallback``, the background mean)."""
+    unit, own, _ = index._unit_vectors
+    out = np.full(len(results), fallback, dtype=np.float64)
+    fact_row = None
+    for i, r in enumerate(results):
+        row = index._row_of.get(r.node_id)
+        if row is not None and own[row]:
+            out[i] = float(np.asarray(unit[row], dtype=np.float32) @ q)
+            continue
+        if row is None:
+            if fact_row is None:
+                ids, _ = index.fact_vectors()
+                fact_row = {f: j for j, f in enumerate(ids)}
+            j = fact_row.get(r.node_id)
+            if j is not None:
+                out[i] = float(index.fact_vectors()[1][j] @ q)
+    return out
+
+
+def features(index, query: str, results, background: Background | None = None) -> np.ndarray:
+    """One row of :data:`FEATURES` per result (``results`` in rank order)."""
+    if not len(results):
+        return np.zeros((0, len(FEATURES)))
+    q = np.asarray(index.embed_query(query), dtype=np.float32)
+    q = q / (float(np.linalg.norm(q)) or 1.0)
+    bg = background if background is not None else index.relevance_background
+    mean, std = bg.stats(q)
+    cos = _cosines(index, q, results, mean)
+    cover = _coverage(index, query, results)
+    margin = (cos - mean) / std
+    gap = (cos.max() - cos) / std
+    return np.column_stack([cos, margin, cover, gap])
+
+
+def annotate(index, query: str, results) -> Calibration:
+    """Set ``relevance`` on every result; returns the calibration used."""
+    cal = calibration_for(str(index.manifest.get("embedding", {}).get("model", "")))
+    if len(results):
+        p = cal.probability(features(index, query, results))
+        for r, v in zip(results, p.tolist()):
+            r.relevance = round(float(v), 4)
+    return cal
