@@ -117,6 +117,11 @@ def evaluate(index_dir: Path, questions: list[dict], modes) -> dict:
                                           for f, q in zip(files, questions)]) for k in FILE_KS}
         row.update({f"section R@{k}": mean_pct([recall_at(s, {g}, k) for s, g in zip(secs, gold)])
                     for k in SECTION_KS})
+        # coverage: how many distinct places the first five results are
+        row["sections in top 5"] = round(sum(len({sec(n) or n for n in rk[:5]})
+                                             for rk in r["ranked"]) / len(questions), 2)
+        row["files in top 5"] = round(sum(len({path_of.get(n) for n in rk[:5]})
+                                          for rk in r["ranked"]) / len(questions), 2)
         row.update(latency(r["ms"]))
         report[name] = row
     return report
@@ -128,6 +133,8 @@ def targets(retrieval: dict) -> list[dict]:
     out = [target("default file Hit@1 ≥ 92", d.get("file Hit@1"), d.get("file Hit@1", 0) >= 92),
            target("default section R@5 ≥ 92", d.get("section R@5"),
                   d.get("section R@5", 0) >= 92)]
+    out.append(target("default: distinct sections in the top 5 ≥ 4.0",
+                      d.get("sections in top 5"), d.get("sections in top 5", 0) >= 4.0))
     out += default_targets(retrieval, ("file Hit@1", "file Hit@3", "section R@1", "section R@5",
                                        "section R@10"))
     if routed:
@@ -138,7 +145,8 @@ def targets(retrieval: dict) -> list[dict]:
 
 
 def markdown(report: dict) -> str:
-    cols = [f"file Hit@{k}" for k in FILE_KS] + [f"section R@{k}" for k in SECTION_KS]
+    cols = [f"file Hit@{k}" for k in FILE_KS] + [f"section R@{k}" for k in SECTION_KS] + \
+        ["sections in top 5", "files in top 5"]
     lines = ["| system | " + " | ".join(cols) + " | p50 ms | p95 ms |",
              "|---|" + "---|" * (len(cols) + 2)]
     for name, r in report["retrieval"].items():

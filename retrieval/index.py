@@ -69,6 +69,7 @@ class Index:
         self._vdir = IndexLayout(path).version_dir(version)
         self.source = str(path)  # where it was opened from (a URI for a mirrored index)
         self._query_cache: dict[str, object] = {}
+        self._token_sets: dict = {}  # result → its BM25 tokens (retrieval.relevance)
         self._kind_rows: dict = {}  # kind codes → rows of those kinds with a vector (dense)
         self.runtime_agreement: float | None = None  # mean cosine, when another runtime queries
 
@@ -524,23 +525,6 @@ class Index:
         g = self.graph
         return np.array([g.index.get(n, -1) for n in self._lexical[LEXICAL_UNITS].node_ids],
                         dtype=np.int64)
-
-    @cached_property
-    def _lexical_docs(self):
-        """Graph row → its document in the ``units`` collection (-1: none); the
-        inverse of :attr:`_lexical_rows`."""
-        import numpy as np
-
-        rows = self._lexical_rows
-        out = np.full(len(self.graph.ids), -1, dtype=np.int64)
-        ok = rows >= 0
-        out[rows[ok]] = np.nonzero(ok)[0]
-        return out
-
-    def lexical_doc(self, node_id: str) -> int:
-        """The ``units`` document of ``node_id`` (-1: a node outside it, or a fact)."""
-        row = self._row_of.get(node_id)
-        return int(self._lexical_docs[row]) if row is not None else -1
 
     @cached_property
     def _fact_lexical_rows(self):

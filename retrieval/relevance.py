@@ -15,8 +15,7 @@ after the mode ran (one place for every mode and entry point):
   deviations of the query's cosine over a fixed sample of the index's units
   (how far the hit stands out of everything else the index holds);
 * ``coverage`` — the share of the query's terms, weighted by their IDF in the
-  index, that the result's lexical document holds (its text, title,
-  breadcrumb, summary and signature, as BM25 indexes them; a term the
+  index, that occur in the result's text, title or breadcrumb (a term the
   corpus never uses, "kubernetes" in a firmware manual, weighs most and is
   covered by nothing);
 * ``gap`` — how far below the best result of the same list it lies, in the
@@ -108,33 +107,55 @@ class Background:
         return float(c.mean()), max(float(c.std()), 1e-3)
 
 
-def _coverage(index, query: str, results) -> np.ndarray:
-    """IDF-weighted share of the query's terms that each result's lexical
-    document holds (its text, title, breadcrumb, summary and signature, as the
-    BM25 index has them). One sparse gather per query term, no result text
-    tokenized again; a result outside the unit collection (a fact, an entity)
-    is tokenized from its own text."""
-    from strata.schema import LEXICAL_UNITS
+def _idf(index, terms: list[str]) -> dict[str, float]:
+    """IDF of each query term in the index's unit collection: a term the corpus
+    never uses weighs most (nothing can cover it). An index published without
+    a lexical collection weighs every term alike."""
+    from strata.schema import LEXICAL_DIR, LEXICAL_UNITS
 
-    terms = list(dict.fromkeys(tokenize(query)))
+    if not (index._vdir / LEXICAL_DIR / LEXICAL_UNITS).is_dir():
+        return dict.fromkeys(terms, 1.0)
     lex = index._lexical[LEXICAL_UNITS]
     n = max(len(lex), 1)
-    doc = np.array([index.lexical_doc(r.node_id) for r in results], dtype=np.int64)
-    held = np.zeros(len(results))
-    total = 0.0
-    outside = [i for i, d in enumerate(doc) if d < 0]
-    own = [set(tokenize(f"{results[i].text or ''} {results[i].title or ''}")) for i in outside]
+    out = {}
     for t in terms:
-        present = lex.term_documents(t)  # bool per document, or None outside the vocabulary
+        present = lex.term_documents(t)
         df = int(present.sum()) if present is not None else 0
-        w = math.log(1.0 + (n - df + 0.5) / (df + 0.5))  # a term the corpus never uses weighs most
-        total += w
-        if present is not None:
-            inside = doc >= 0
-            held[inside] += w * present[doc[inside]]
-        for i, words in zip(outside, own):
-            held[i] += w * (t in words)
-    return held / total if total > 0 else held
+        out[t] = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    return out
+
+
+def coverage(weights: dict[str, float], have: set[str]) -> float:
+    """Share of the query terms' ``weights`` whose term is in ``have`` (a
+    text's tokens, as BM25 tokenizes documents)."""
+    total = sum(weights.values())
+    if total <= 0:
+        return 0.0
+    return sum(w for t, w in weights.items() if t in have) / total
+
+
+TOKEN_SETS = 8192  # results whose tokens an index keeps (a service meets the same hits again)
+
+
+def _tokens(index, r) -> frozenset[str]:
+    key = (r.node_id, len(r.text or ""))
+    cache = index._token_sets
+    have = cache.get(key)
+    if have is None:
+        have = frozenset(tokenize(f"{r.text or ''} {r.title or ''} {r.breadcrumb or ''}"))
+        if len(cache) >= TOKEN_SETS:
+            cache.clear()
+        cache[key] = have
+    return have
+
+
+def _coverage(index, query: str, results) -> np.ndarray:
+    """IDF-weighted share of the query's terms that each result's text, title
+    or breadcrumb holds. The result's own text is tokenized (a few results, not
+    the collection): looking its document up in the BM25 index would make a
+    flat search on a large index build the map of every node id."""
+    idf = _idf(index, list(dict.fromkeys(tokenize(query))))
+    return np.array([coverage(idf, _tokens(index, r)) for r in results])
 
 
 def _cosines(index, q: np.ndarray, results, fallback: float) -> np.ndarray:

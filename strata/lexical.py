@@ -126,16 +126,31 @@ class LexicalIndex:
     budget and for the HTTP service under load.
     """
 
-    def __init__(self, model, node_ids: list[str], kinds: list[str]):
-        import numpy as np
-
+    def __init__(self, model, node_ids, kinds):
+        """``node_ids`` and ``kinds``: lists, or Arrow columns turned into lists
+        when first needed (a query that only asks for term statistics, the
+        relevance of a flat search, does not build a million strings)."""
         self._bm25 = model
-        self.node_ids = node_ids
-        self.kinds = np.asarray(kinds, dtype=object)
+        self._node_ids, self._kinds = node_ids, kinds
         self._vocab = model.vocab_dict if model is not None else {}
 
+    @property
+    def node_ids(self) -> list[str]:
+        if not isinstance(self._node_ids, list):
+            self._node_ids = self._node_ids.to_pylist()
+        return self._node_ids
+
+    @property
+    def kinds(self):
+        import numpy as np
+
+        if not isinstance(self._kinds, np.ndarray):
+            kinds = self._kinds if isinstance(self._kinds, list) else self._kinds.to_pylist()
+            self._kinds = np.asarray(kinds, dtype=object)
+        return self._kinds
+
     def __len__(self) -> int:
-        return len(self.node_ids)
+        return len(self._node_ids)
 
     @classmethod
     def build(cls, node_ids: list[str], kinds: list[str], texts: list[str]) -> LexicalIndex:
@@ -180,7 +195,7 @@ class LexicalIndex:
         docs = pq.ParquetFile(folder / DOCS_FILE).read(columns=["node_id", "kind"])  # no dataset API: it imports pandas
         model = bm25s.BM25.load(str(folder), mmap=True, show_progress=False) \
             if docs.num_rows and meta.get("vocabulary", True) else None
-        return cls(model, docs.column("node_id").to_pylist(), docs.column("kind").to_pylist())
+        return cls(model, docs.column("node_id"), docs.column("kind"))
 
     def query_tokens(self, query: str) -> list[str]:
         """The query's tokens that occur in the collection (others score 0); a
@@ -201,7 +216,7 @@ class LexicalIndex:
 
         toks = self.query_tokens(query)
         if not toks:
-            return np.zeros(len(self.node_ids), dtype=np.float32)
+            return np.zeros(len(self), dtype=np.float32)
         return np.asarray(self._bm25.get_scores(toks), dtype=np.float32)
 
     def search(self, query: str, k: int, kinds=None) -> list[tuple[str, float]]:
