@@ -13,13 +13,23 @@ install: $(VENV)/.installed
 
 # torch==2.13.0 first: it is the CPU build on this machine's disk; a plain
 # torch requirement from sentence-transformers would pull a multi-GB CUDA build.
+# A "==>" line per step, then pip's own output (not -q: a fresh install takes minutes):
+# one line per package, with a live download bar on a terminal and the bar's final
+# state only in a log (CI).
+# The notebook extra is included so that the tests can run notebooks/explore.ipynb
+# through `jupyter nbconvert` (tests/test_notebook.py).
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,docx,bench,scale,langchain,llamaindex,onnx]'
+	@test -x $(PY) || { echo "==> creating the virtual environment $(VENV)…"; python3 -m venv $(VENV); }
+	@echo "==> upgrading pip…"
+	$(PY) -m pip install --disable-pip-version-check --upgrade pip
+	@echo "==> installing torch (CPU build)…"
+	$(PY) -m pip install --disable-pip-version-check torch==2.13.0
+	@echo "==> installing strata and its dependencies (a few minutes in a fresh $(VENV))…"
+	$(PY) -m pip install --disable-pip-version-check -e '.[dev,docx,bench,scale,langchain,llamaindex,onnx,notebook,docs]'
+	@echo "==> configuring the Dagster instance in $(DAGSTER_HOME)…"
 	$(PY) -m strata.pipelines.instance_config $(DAGSTER_HOME)  # telemetry off, one run per corpus at a time
-	touch $@
+	@touch $@
+	@echo "==> $(VENV) is ready"
 
 run: install
 	$(STRATA) index data/sample --corpus sample
@@ -103,6 +113,18 @@ bench: install
 bench-stdlib: install
 	$(PY) -m benchmarks.build_stdlib
 
+# The documentation site (mkdocs.yml, docs/), offline: the generated reference pages first
+# (the CLI from its parser, the settings from the settings model, the artifact schema from
+# strata/schema.py), then a strict build into site/: a broken link, or a page that is neither
+# in nav nor built, fails it. Open site/index.html. (The benchmark tables in docs/ come from
+# `make bench`.)
+.PHONY: docs
+docs: install
+	$(PY) -m strata.pipelines.cli_doc
+	$(PY) -m strata.settings --readme docs/reference/settings.md
+	$(PY) -m strata.schema_doc
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean
+
 # The HTTP service and its web page on the sample index (http://127.0.0.1:8001).
 serve: install
 	$(STRATA) serve --index data/indexes/sample
@@ -112,6 +134,26 @@ validate: install
 
 ui: install
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# JupyterLab on notebooks/ (explore.ipynb), on loopback with no browser: open the
+# http://127.0.0.1:$(NOTEBOOK_PORT)/lab?token=... URL it prints (the next free port if that
+# one is taken). The notebook extra is installed first if this venv lacks it (one made
+# before the extra joined `make install`), and the sample index built if missing.
+.PHONY: notebook
+NOTEBOOK_PORT ?= 8888
+# Jupyter refuses to start as root unless told; as root (containers, CI machines) we tell it:
+# the server listens on loopback only and asks for its token.
+NOTEBOOK_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
+notebook: install
+	@$(VENV)/bin/jupyter-lab --version >/dev/null 2>&1 || { \
+	  echo "==> installing the notebook extra (JupyterLab, nbconvert)…"; \
+	  $(PY) -m pip install --disable-pip-version-check -e '.[notebook]'; }
+	@test -d data/indexes/sample || { \
+	  echo "==> building the sample index the notebook reads (data/indexes/sample)…"; \
+	  $(STRATA) index data/sample --corpus sample; }
+	@echo "==> starting JupyterLab on notebooks/: open the http://127.0.0.1:... URL printed below (Ctrl-C stops it)"
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks --ServerApp.ip=127.0.0.1 \
+	  --ServerApp.port=$(NOTEBOOK_PORT) --no-browser $(NOTEBOOK_ROOT_FLAG)
 
 clean:
 	rm -rf data/indexes .dagster

@@ -1,4 +1,5 @@
-"""Publish stage: freeze the build as a new index version and switch readers to it."""
+"""Publish stage: freeze the build as a new index version and switch readers to it
+(or keep the current version when the build holds nothing new)."""
 
 
 import json
@@ -29,7 +30,9 @@ class PublishConfig(dg.Config):
     description=(
         "manifest.json of a new index version (format version, corpus, model and dimension, counts, "
         "source fingerprint, build time). The build is hard-linked into versions/vNNNNNN/ and the "
-        "CURRENT pointer swapped atomically: readers see the old index or the new one, never a mix."),
+        "CURRENT pointer swapped atomically: readers see the old index or the new one, never a mix. "
+        "A build identical to the current version (same files, same manifest but for its timings) "
+        "publishes nothing: the materialization says unchanged: true and the version kept."),
 )
 @stoppable
 def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
@@ -74,6 +77,29 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         "build_seconds": round(sum(v.get("seconds", 0) for v in report.values()), 3),
         "run_id": context.run.run_id,
     }
+    from strata.buildlock import release_for_run
+
+    # nothing new to readers (same manifest but for build time and timings, every file
+    # byte-identical to the current version's): keep the current version instead of
+    # publishing a copy of it. The query arrays follow from those files, so the current
+    # version's are reused when they are of the current format and read (they are
+    # written here, not by a stage, so only publishing again repairs damaged ones).
+    current = layout.unchanged_version(manifest)
+    if current is not None and _query_arrays_readable(layout.version_dir(current)):
+        layout.prune(config.keep_versions, config.prune_grace_s)  # retention still applies
+        context.log.info(f"{spec.name} unchanged, still version {current} "
+                         f"({layout.version_dir(current)})")
+        release_for_run(layout.root, context.run.run_id)
+        return dg.MaterializeResult(metadata={
+            "unchanged": True,
+            "version": current,
+            "files": stats["files"],
+            "nodes": stats["nodes"],
+            "edges": stats["edges"],
+            "build_seconds": manifest["build_seconds"],
+            "source_fingerprint": fingerprint,
+            "path": path_metadata(layout.version_dir(current)),
+        })
     # what queries memory-map (strata.query_arrays), and the query runtime readied (its ONNX
     # graph exported, its agreement with the built runtime recorded): the first query of
     # the new version then imports no torch and loads nothing whole
@@ -85,11 +111,11 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     manifest["query"] = query_side
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
-    from strata.buildlock import release_for_run
 
     release_for_run(layout.root, context.run.run_id)  # published: the next build may start
     return dg.MaterializeResult(
         metadata={
+            "unchanged": False,
             "version": version,
             "files": stats["files"],
             "nodes": stats["nodes"],
@@ -102,6 +128,17 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
             "path": path_metadata(layout.version_dir(version)),
         },
     )
+
+
+def _query_arrays_readable(version_dir) -> bool:
+    """Whether the version's query arrays are of the current format and open as
+    a reader opens them (every file present, none truncated)."""
+    from strata.query_arrays import open_arrays
+
+    try:
+        return open_arrays(version_dir) is not None
+    except Exception:  # noqa: BLE001 - DamagedArrays or any reader error: publish anew
+        return False
 
 
 @dg.asset(
@@ -125,8 +162,38 @@ def mirrored_index(context: dg.AssetExecutionContext,
     if not spec.mirror or version is None:
         return dg.MaterializeResult(metadata={"mirror": "none configured" if not spec.mirror
                                               else "nothing published yet"})
+    if _mirror_serves(layout.version_dir(version), spec.mirror):
+        # an unchanged build kept the version the store already serves in full (its
+        # CURRENT is written after the version's files): nothing to upload again
+        context.log.info(f"{spec.name} mirror unchanged, still version {version}")
+        target = f"{spec.mirror.split('?')[0].rstrip('/')}/versions/v{version:06d}"
+        return dg.MaterializeResult(metadata={"unchanged": True, "version": version,
+                                              "mirror": dg.MetadataValue.url(target)})
     # a failed upload leaves the store on its previous version; the retry uploads again
     target = push_version(layout.version_dir(version), spec.mirror)
     context.log.info(f"mirrored {spec.name} version {version} to {target}")
-    return dg.MaterializeResult(metadata={"version": version,
+    return dg.MaterializeResult(metadata={"unchanged": False, "version": version,
                                           "mirror": dg.MetadataValue.url(target)})
+
+
+def _mirror_serves(version_dir, uri: str) -> bool:
+    """Whether the mirror at ``uri`` already serves this version in full: its
+    CURRENT names the version (written after the version's files) and the
+    version's manifest there is this one (a local index rebuilt from nothing
+    numbers its versions from 1 again). False when either cannot be read."""
+    from pyarrow import fs
+
+    from strata.layout import CURRENT, VERSIONS
+    from strata.schema import MANIFEST
+
+    try:
+        filesystem, base = fs.FileSystem.from_uri(uri)
+        base = base.rstrip("/")
+        with filesystem.open_input_stream(f"{base}/{CURRENT}") as f:
+            if f.read().decode("utf-8").strip() != version_dir.name:
+                return False
+        with filesystem.open_input_stream(f"{base}/{VERSIONS}/{version_dir.name}/{MANIFEST}") as f:
+            remote = f.read()
+        return remote == (version_dir / MANIFEST).read_bytes()
+    except (OSError, ValueError):
+        return False

@@ -1,11 +1,13 @@
-"""Put the latest benchmark tables into the README.
+"""Put the latest benchmark tables into the documentation.
 
 Reads ``benchmarks/results/*.json|md`` (written by the benchmarks ``make bench``
 runs) and replaces the block between ``<!-- bench:start -->`` and
-``<!-- bench:end -->`` in the README and in docs/benchmarks.md, so the numbers a reader sees are the ones the last
-``make bench`` produced — never typed by hand.
+``<!-- bench:end -->`` in docs/benchmarks.md, and the calibration summary between
+``<!-- calibration:start -->`` and ``<!-- calibration:end -->`` in
+docs/concepts/modes.md (the page on relevance), so the numbers a reader sees are the
+ones the last ``make bench`` produced — never typed by hand.
 
-Usage: ``python -m benchmarks.report [--readme README.md]``
+Usage: ``python -m benchmarks.report [--docs docs/benchmarks.md] [--modes docs/concepts/modes.md]``
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ def block() -> str:
 
 
 def splice(readme: str, new_block: str) -> str:
-    """The README with its benchmark block replaced (the README's one splicer)."""
+    """The page with its benchmark block replaced (the one splicer of that block)."""
     return splice_block(readme, START, END, new_block)
 
 
@@ -170,7 +172,7 @@ CAL_START, CAL_END = "<!-- calibration:start -->", "<!-- calibration:end -->"
 
 def calibration_block() -> str:
     """The calibration summary (its first table and the floor sweep) for the
-    README's section on relevance."""
+    docs' page on relevance (docs/concepts/modes.md)."""
     md = RESULTS / "calibration.md"
     body = md.read_text().split("\n\nThe same, each set scored")[0].strip() if md.exists() \
         else "_not run yet: `python -m benchmarks.calibration`_"
@@ -179,12 +181,14 @@ def calibration_block() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--readme", default=str(REPO / "README.md"))
-    ap.add_argument("--docs", default=str(REPO / "docs" / "benchmarks.md"))
+    ap.add_argument("--docs", default=str(REPO / "docs" / "benchmarks.md"),
+                    help="the page with the benchmark block")
+    ap.add_argument("--modes", default=str(REPO / "docs" / "concepts" / "modes.md"),
+                    help="the page with the calibration block")
     args = ap.parse_args()
-    text = block()
-    for path in (Path(args.readme), Path(args.docs)):
-        out = splice(path.read_text(), text)
+    for path in (Path(args.docs), Path(args.modes)):
+        text = path.read_text()
+        out = splice(text, block()) if START in text else text
         if CAL_START in out:
             out = splice_block(out, CAL_START, CAL_END, calibration_block())
         path.write_text(out)

@@ -329,8 +329,10 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
         failed = (f"{llm_failures['total']} LLM failure(s) ({by_stage}): those items kept their "
                   "offline stand-ins and are retried by the next build")
     if not args.json and not args.quiet:
-        say(f"\nbuilt in {wall:.1f}s (run {result.run_id[:8]} of job index_corpus), version "
-            f"{idx.version}" + (f"; {failed}" if failed else "")
+        # the same version as before the run: publish found nothing new and kept it
+        kept = f"unchanged, still version {idx.version}" if idx.version == before else None
+        say(f"\nbuilt in {wall:.1f}s (run {result.run_id[:8]} of job index_corpus), "
+            + (kept or f"version {idx.version}") + (f"; {failed}" if failed else "")
             + "; open the UI with `make ui` to see it")
     elif failed:
         say(f"warning: {failed}", err=True)

@@ -531,6 +531,12 @@ def build_parser() -> argparse.ArgumentParser:
         "upgrade", help="write what this Strata's queries read into an index published by an "
                         "older one (in place; nothing is encoded again)"))
 
+    from strata.pipelines.corpus_command import add_arguments as add_corpus_arguments
+
+    add_corpus_arguments(sub.add_parser(
+        "corpus", help="add, list or remove corpora in the local registry (nothing is built "
+                       "or deleted)"), _add_llm_args)
+
     mc = sub.add_parser("mcp", help="serve indexes as MCP tools for agents (stdio; --http)")
     from strata.service.mcp_server import add_arguments as add_mcp_arguments
 

@@ -128,8 +128,8 @@ def _section_of(graph, i: int, section: int, parts: set[int]) -> int | None:
     return p if p >= 0 and int(graph.kind[p]) == section else None
 
 
-def gather_sections(index, rows: list[int],
-                    max_chars: int = SECTION_MAX_CHARS) -> list[tuple[int, list[int]]]:
+def gather_sections(index, rows: list[int], max_chars: int = SECTION_MAX_CHARS,
+                    as_section: bool = True) -> list[tuple[int, list[int]]]:
     """``rows`` (best first) with the hits of one document section gathered
     into one entry: returns (row, folded rows) in rank order, where ``row`` is
     the section when two or more of its parts (or it and a part) were hit and
@@ -139,7 +139,9 @@ def gather_sections(index, rows: list[int],
     Why: a question about one topic matches every chunk and code block of
     the section that covers it; listing them one by one spends the ``k``
     places on one place, and the second page or section a question needs
-    drops out of the list. Parts of source files (functions, classes) are
+    drops out of the list. ``as_section=False`` keeps the best hit as the entry
+    (a search restricted to kinds that exclude sections). Parts of source
+    files (functions, classes) are
     not gathered: they are distinct answers, and :func:`denest` already keeps
     a class from being listed below its own methods."""
     from strata.retrieval.graph import KIND_CODE
@@ -160,7 +162,7 @@ def gather_sections(index, rows: list[int],
             entries.append([r, []])
             continue
         entry = entries[at[s]]
-        if entry[0] != s and len(texts[row_of[g.ids[s]]] or "") <= max_chars:
+        if as_section and entry[0] != s and len(texts[row_of[g.ids[s]]] or "") <= max_chars:
             entry[1].append(entry[0])  # the section takes the place of its first hit
             entry[0] = s
         if r != entry[0]:

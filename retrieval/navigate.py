@@ -78,51 +78,120 @@ def ancestors(index, node_id: str) -> list[str]:
 
 # --------------------------------------------------------------------------- finding a target
 
+_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+MAX_CANDIDATES = 8  # names listed when a target is ambiguous or unknown
+TARGET_HELP = ("a node id (section-4b33f6494d79af18), a file path (docs/setup.md, "
+               "pkg/module.py), a module or symbol (pkg.module, pkg.module.Class.method, "
+               "or its unique tail: Class.method) or a document anchor "
+               "(docs/setup.md#setup/install)")
+
+
+@dataclass
+class _Names:
+    """What a target may name in one index: file paths and module names
+    (→ the file's node id) and every non-entity node path (→ its node ids)."""
+
+    files: dict[str, str]
+    by_path: dict[str, str]
+    node_paths: dict[str, list[str]]
+    is_file: set[str]
+
+
+def _names(index) -> _Names:
+    names = _NAMES.get(index)
+    if names is None:
+        cols = index._columns
+        files, modules, node_paths, is_file = {}, {}, {}, set()
+        for nid, kind, path, npath in zip(cols["node_id"], cols["kind"], cols["path"],
+                                          cols["node_path"]):
+            if kind == ENTITY:
+                continue
+            if kind == FILE:
+                files[path] = nid
+                is_file.add(nid)
+                if npath and npath != path:
+                    modules[npath] = nid
+            if npath:
+                node_paths.setdefault(npath, []).append(nid)
+        names = _Names(files, {**modules, **files}, node_paths, is_file)
+        _NAMES[index] = names
+    return names
+
+
+def _paths(index) -> tuple[dict[str, str], dict[str, str]]:
+    """(file path → file node id, file path or module name → file node id)."""
+    names = _names(index)
+    return names.files, names.by_path
+
+
 def resolve(index, target: str) -> str:
-    """The node a user or an agent means by ``target``: a node id, a file path
-    (``docs/calibration.md``), a module or symbol path (``tidewater.calibration``,
-    ``tidewater.calibration.Calibrator.fit``), a document anchor
-    (``docs/calibration.md#calibration/barometric-drift``), or the unique file
-    whose path ends with it (``calibration.md``). Raises :class:`NotFound`
-    with the nearest paths when nothing matches, or the candidates when
-    several files end with it."""
+    """The node id a user or an agent means by ``target``; every MCP tool that
+    takes a node (outline, node, neighbourhood) and :func:`outline` read their
+    argument through here, so they all accept the same names. In order:
+
+    1. a node id (``code-641342418cfd80ef``; entities too);
+    2. a file path (``tidewater/calibration.py``, ``./docs/calibration.md``) or
+       a module name (``tidewater.calibration``): the file's node;
+    3. a node path: a symbol (``tidewater.calibration.Calibrator.fit``) or a
+       document anchor (``docs/calibration.md#calibration/barometric-drift``);
+    4. the unique file path or node path that ends with ``target`` at a
+       ``/``, ``.`` or ``#`` boundary (``calibration.md``, ``Calibrator.fit``).
+
+    Raises :class:`NotFound` — one line — listing the candidates when a name
+    fits several nodes, or the nearest names when it fits none."""
     target = (target or "").strip()
     if not target:
         raise NotFound("give a node id, a file path or a module name")
     g = index.graph
     if target in g.index:
         return target
-    files, by_path = _paths(index)
-    if target in by_path:
-        return by_path[target]
-    cols = index._columns
-    rows = [i for i, p in enumerate(cols["node_path"]) if p == target and cols["kind"][i] != ENTITY]
-    if rows:
-        return cols["node_id"][min(rows, key=lambda i: (cols["kind"][i] != FILE, i))]
-    stripped = target.lstrip("./")
-    ends = sorted(p for p in files if p == stripped or p.endswith("/" + stripped))
-    if len(ends) == 1:
-        return files[ends[0]]
-    if len(ends) > 1:
-        raise NotFound(f"{target!r} matches several files: {', '.join(ends[:10])}; give the "
-                       "full path")
-    near = difflib.get_close_matches(target, list(dict.fromkeys([*files, *by_path])), n=5,
-                                   cutoff=0.5)
-    raise NotFound(f"no node, file or module {target!r} in this index"
+    names = _names(index)
+    stripped = target[2:] if target.startswith("./") else target
+    for t in dict.fromkeys((target, stripped)):
+        if t in names.by_path:
+            return names.by_path[t]
+        ids = names.node_paths.get(t)
+        if ids:
+            return _one(t, ids, names)
+    stripped = stripped.strip("/")
+    found: dict[str, str] = {}  # node id → the name it was found by
+    for path, nid in names.files.items():
+        if path.endswith("/" + stripped):
+            found.setdefault(nid, path)
+    for npath, ids in names.node_paths.items():
+        if npath.endswith(stripped) and npath[-len(stripped) - 1:-len(stripped)] in "/.#" \
+                and len(npath) > len(stripped):
+            for nid in ids:
+                found.setdefault(nid, npath)
+    if len(found) == 1:
+        return next(iter(found))
+    if found:
+        shown = sorted(set(found.values()), key=lambda s: (len(s), s))
+        raise NotFound(f"{_short(target)!r} fits {len(found)} nodes: "
+                       + _list(shown) + "; give the full path or the node id")
+    pool = list(dict.fromkeys([*names.by_path, *names.node_paths]))
+    near = difflib.get_close_matches(target, pool, n=5, cutoff=0.5)
+    raise NotFound(f"no node, file or module {_short(target)!r} in this index"
                    + (f"; did you mean {', '.join(near)}?" if near else ""))
 
 
-def _paths(index) -> tuple[dict[str, str], dict[str, str]]:
-    """(file path → file node id, module name → file node id)."""
-    cols = index._columns
-    files, modules = {}, {}
-    for nid, kind, path, npath in zip(cols["node_id"], cols["kind"], cols["path"],
-                                      cols["node_path"]):
-        if kind == FILE:
-            files[path] = nid
-            if npath and npath != path:
-                modules[npath] = nid
-    return files, {**modules, **files}
+def _one(name: str, ids: list[str], names: _Names) -> str:
+    """The node a node path names: the file when a file has it, else the only
+    node with it; several (a redefined symbol) are ambiguous."""
+    files = [i for i in ids if i in names.is_file]
+    if files or len(ids) == 1:
+        return (files or ids)[0]
+    raise NotFound(f"{_short(name)!r} names {len(ids)} nodes: {_list(ids)}; pass one of "
+                   "these ids")
+
+
+def _list(items: list[str]) -> str:
+    more = len(items) - MAX_CANDIDATES
+    return ", ".join(items[:MAX_CANDIDATES]) + (f" and {more} more" if more > 0 else "")
+
+
+def _short(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 # --------------------------------------------------------------------------- outline

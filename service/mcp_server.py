@@ -10,6 +10,11 @@ corrupt the stream). ``--http`` serves the streamable HTTP transport on
 ``/mcp`` instead, behind the same gate as ``strata serve`` (API keys from
 ``strata keys``, rate limits, loopback only without keys).
 
+``search``, ``outline``, ``node`` and ``neighbourhood`` answer twice: the
+Markdown as the result's text content, which is what an agent reads, and the
+same answer as ``structuredContent`` under an advertised output schema, for
+programs that want ids and paths without parsing text.
+
 The tools themselves are :class:`service.mcp_tools.Tools` over a
 :class:`service.registry.Registry`, so a newly published index version is
 picked up while the client stays connected.
@@ -26,7 +31,19 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from strata.retrieval.modes import DEFAULT_MODE, MODES
-from strata.service.mcp_tools import DEFAULT_BUDGET_TOKENS, MAX_BUDGET_TOKENS, MAX_K, ToolFailure, Tools
+from strata.retrieval.navigate import TARGET_HELP
+from strata.service.mcp_tools import (
+    DEFAULT_BUDGET_TOKENS,
+    MAX_BUDGET_TOKENS,
+    MAX_K,
+    Answer,
+    NeighbourhoodOutput,
+    NodeOutput,
+    OutlineOutput,
+    SearchOutput,
+    ToolFailure,
+    Tools,
+)
 from strata.schema import EMBEDDED_KINDS, ENTITY, FACT
 from strata.settings import QuerySettings, ServeSettings, default, env_var
 
@@ -48,20 +65,21 @@ INSTRUCTIONS = (
     "and each one's estimated relevance, cut to a token budget; when nothing is relevant it "
     "says so and names the closest), then `outline` a file or module, `node` to read a node with "
     "its parent, siblings and children, and `neighbourhood` for what it links to, imports "
-    "and mentions. `ask` answers a question from the index with numbered sources. "
-    "`index_stats` describes what is indexed.")
+    "and mentions; these three take a node id, a file path or a module or symbol name alike. "
+    "Search and the three also return their answer as structured content. `ask` answers a "
+    "question from the index with numbered sources. `index_stats` describes what is indexed.")
 
 IndexArg = Annotated[str | None, Field(
     description="index name (see index_stats); optional when one index is served")]
-NodeArg = Annotated[str, Field(description="a node id from another tool's output "
-                                           "(e.g. section-4b33f6494d79af18)")]
+NodeArg = Annotated[str, Field(description=(
+    f"the node: {TARGET_HELP}; an ambiguous name is refused with its candidates"))]
 
 
 def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
     """The MCP server with Strata's tools (read-only, idempotent)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import ToolAnnotations
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
     from strata.layout import IndexDamaged, IndexNotFound
 
@@ -70,16 +88,26 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
                                 openWorldHint=False)
 
     def tool(fn):
-        """Register ``fn`` with its docstring, dedented, as the description."""
+        """Register ``fn`` with its docstring, dedented, as the description. A
+        tool annotated ``Annotated[CallToolResult, Model]`` also advertises
+        Model's JSON schema as its output schema; one returning ``str`` has
+        none (its answer is the Markdown alone)."""
+        markdown_only = fn.__annotations__.get("return") is str
         server.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""),
-                        annotations=read_only, structured_output=False)
+                        annotations=read_only, structured_output=False if markdown_only else None)
         return fn
 
-    def call(fn, *args, **kwargs) -> str:
+    def call(fn, *args, **kwargs):
+        """``fn``'s answer: Markdown, or for an :class:`Answer` the Markdown as
+        the content an agent reads and the data as ``structuredContent``."""
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except (ToolFailure, IndexDamaged, IndexNotFound) as e:
             raise ToolError(str(e)) from None
+        if isinstance(out, Answer):
+            return CallToolResult(content=[TextContent(type="text", text=out.text)],
+                                  structured_content=out.data.model_dump(mode="json"))
+        return out
 
     @tool
     def search(
@@ -101,14 +129,16 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
         min_relevance: Annotated[float | None, Field(
             ge=0.0, le=1.0, description=MIN_RELEVANCE_HELP)] = None,
         index: IndexArg = None,
-    ) -> str:
+    ) -> Annotated[CallToolResult, SearchOutput]:
         """Search the index: the best passages, sections and code for a query, as
         Markdown blocks (breadcrumb, source path:lines, relevance, node id, text).
         At most k blocks, fewer when the token budget runs out. Each block's
         relevance is the estimated probability that it answers the query;
         results below min_relevance are left out, and when none is left the
         answer says so ("No result above relevance …") and names the closest
-        result: then the index likely holds nothing on the query."""
+        result: then the index likely holds nothing on the query. The same
+        results come as structured content (node_id, kind, path, location,
+        relevance, score, text) with min_relevance, nothing_relevant and note."""
         return call(tools.search, query, index=index, mode=mode, k=k, kinds=kinds,
                     budget_tokens=budget_tokens or default_budget,
                     min_relevance=min_relevance)
@@ -134,12 +164,12 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
     @tool
     def outline(
         target: Annotated[str, Field(description=(
-            "a file path (docs/setup.md), a module or symbol (pkg.module, pkg.module.Class), "
-            "or a node id (its whole file is outlined with the node marked)"))],
+            f"what to outline: {TARGET_HELP}; a node id outlines its whole file with the "
+            "node marked"))],
         max_depth: Annotated[int | None, Field(ge=0, le=20, description=(
             "levels below the target to list (default all)"))] = None,
         index: IndexArg = None,
-    ) -> str:
+    ) -> Annotated[CallToolResult, OutlineOutput]:
         """The outline of a file or module: its hierarchy (sections, classes,
         functions, code blocks, tables, images) in document order, each with its
         lines and node id."""
@@ -151,17 +181,20 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
         max_chars: Annotated[int, Field(ge=200, le=50_000,
                                         description="most characters of its text")] = 6000,
         index: IndexArg = None,
-    ) -> str:
+    ) -> Annotated[CallToolResult, NodeOutput]:
         """Read one node: its text, where it is (breadcrumb, path:lines), its
-        parent, its nearest siblings and its children (with ids)."""
+        parent, its nearest siblings and its children (with ids). The node may
+        be named by id, file path, module or symbol name, as for `outline`."""
         return call(tools.node, node_id, index=index, max_chars=max_chars)
 
     @tool
-    def neighbourhood(node_id: NodeArg, index: IndexArg = None) -> str:
+    def neighbourhood(node_id: NodeArg,
+                      index: IndexArg = None) -> Annotated[CallToolResult, NeighbourhoodOutput]:
         """What a node connects to, one hop: its parent and children, the files and
         sections it links to and that link to it, the modules and symbols it
         imports and that import it, the entities it mentions and the facts
-        (OpenIE triples) extracted from it."""
+        (OpenIE triples) extracted from it. The node may be named by id, file
+        path, module or symbol name, as for `outline`."""
         return call(tools.neighbourhood, node_id, index=index)
 
     @tool

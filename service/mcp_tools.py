@@ -11,16 +11,27 @@ with the closest one, rather than handing the agent passages that only look
 like answers. Kept apart from the SDK wiring (:mod:`service.mcp_server`) so
 the tools are plain calls on a :class:`service.registry.Registry`, the same
 indexes and hot reload the HTTP service uses.
+
+``search``, ``outline``, ``node`` and ``neighbourhood`` also return the same
+answer as data (:class:`Answer`: the Markdown and a pydantic model), which the
+server sends as the MCP result's ``structuredContent`` beside the Markdown, so
+a client program can read ids, paths and relevances without parsing text.
+Every tool that takes a node reads it through :func:`retrieval.navigate.resolve`:
+a node id, a file path, a module or symbol name or a document anchor.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from pydantic import BaseModel, Field
 
 from strata.retrieval import navigate
 from strata.retrieval.context import CHARS_PER_TOKEN, estimate_tokens
 from strata.retrieval.modes import DEFAULT_MODE, MODES
 from strata.retrieval.results import markdown_block, source_url
+from strata.service.models import Fact, NodeRef, OutlineEntry  # the HTTP API's shapes, shared
 
 DEFAULT_BUDGET_TOKENS = 2000  # what one search costs an agent unless it asks for more
 MAX_BUDGET_TOKENS = 16000
@@ -31,6 +42,107 @@ MAX_K = 50
 class ToolFailure(ValueError):
     """A call the tool cannot answer (an unknown index, node or mode); the
     message says what to do instead and goes back to the agent as the error."""
+
+
+# --------------------------------------------------------------------------- structured content
+
+class SearchHit(NodeRef):
+    """One search result, as its Markdown block shows it."""
+
+    rank: int = Field(description="its block's number, from 1")
+    relevance: float | None = Field(
+        description="estimated probability that it answers the query (comparable across "
+                    "queries)")
+    score: float = Field(description="the mode's ranking score (orders one query's results)")
+    relation: str = Field(description="seed, or how the mode brought it in (parent, child, ...)")
+    parent_id: str | None = None
+    url: str | None = None
+    text: str = Field(description="the text as the Markdown block shows it")
+    text_cut: bool = Field(description="whether the text was cut to fit the budget")
+
+
+class IndexInfo(BaseModel):
+    index: str
+    corpus: str
+    version: int | str
+
+
+class SearchOutput(IndexInfo):
+    """A search answer as data: the same results as the Markdown blocks."""
+
+    query: str
+    mode: str
+    k: int
+    budget_tokens: int
+    min_relevance: float = Field(description="the relevance floor applied")
+    results: list[SearchHit] = Field(description="at most k, in the Markdown's order")
+    left_out_for_budget: int = Field(description="results dropped to fit budget_tokens")
+    below_min_relevance: int = Field(description="results left out under the floor")
+    nothing_relevant: bool = Field(description="true when every result fell under the floor")
+    closest: SearchHit | None = Field(
+        None, description="the best result under the floor, when any was left out")
+    note: str | None = Field(None, description="what the Markdown says after the results")
+
+
+
+
+
+class OutlineOutput(IndexInfo):
+    target: str
+    root: NodeRef
+    focus: str | None = Field(description="the node id asked for, when its file is outlined")
+    ancestors: list[NodeRef] = Field(description="above the root, nearest first")
+    entries: list[OutlineEntry] = Field(description="in document order, the root first")
+    truncated: bool
+
+
+class NodeDetail(NodeRef):
+    node_path: str | None = None
+    language: str | None = None
+    position: int | None = Field(None, description="its place among its parent's children")
+    of: int | None = None
+    url: str | None = None
+    text: str = Field(description="its text, cut to max_chars")
+    text_chars: int = Field(description="length of its whole text")
+    text_cut: bool
+
+
+class NodeOutput(IndexInfo):
+    target: str
+    node: NodeDetail
+    parent: NodeRef | None
+    ancestors: list[NodeRef] = Field(description="parent first, up to its file")
+    siblings: list[NodeRef] = Field(description="the nearest ones, in document order")
+    more_siblings: int
+    children: list[NodeRef]
+    more_children: int
+
+
+
+
+
+class NeighbourhoodOutput(IndexInfo):
+    target: str
+    node: NodeRef
+    parent: NodeRef | None
+    children: list[NodeRef] = Field(description="the first ones")
+    children_total: int
+    groups: dict[str, list[NodeRef]] = Field(description=(
+        "links_to, linked_from, imports, imported_by, entities, mentioned_in, related, "
+        "similar: the first items of each"))
+    counts: dict[str, int] = Field(description="every group's full size, and facts")
+    facts: list[Fact]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A tool's answer twice: the Markdown an agent reads and the same as data."""
+
+    text: str
+    data: BaseModel
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def _lines(d: dict) -> str:
@@ -71,11 +183,13 @@ class Tools:
     # -- search ---------------------------------------------------------------
     def search(self, query: str, index: str | None = None, mode: str | None = None,
                k: int = 10, kinds: list[str] | None = None,
-               budget_tokens: int | None = None, min_relevance: float | None = None) -> str:
+               budget_tokens: int | None = None,
+               min_relevance: float | None = None) -> Answer:
         """At most ``k`` result blocks, each with its relevance; the token budget
         is a second cap that can only leave blocks out. Results under
         ``min_relevance`` (default: the server's floor) are left out and
-        counted; when none is left the answer says so and names the closest."""
+        counted; when none is left the answer says so and names the closest.
+        The data holds the same results, their texts cut alike."""
         mode = mode or DEFAULT_MODE
         if mode not in MODES:
             raise ToolFailure(f"unknown mode {mode!r}; choose one of {', '.join(sorted(MODES))}")
@@ -99,41 +213,75 @@ class Tools:
             raise ToolFailure(str(e)) from None
         template = idx.manifest.get("url_template")
         left = budget * CHARS_PER_TOKEN - 400  # the heading and the closing note
-        blocks, dropped = [], 0
+        blocks: list[str] = []
+        hits: list[SearchHit] = []
+        dropped = 0
         for n, r in enumerate(results[:k], 1):  # k is a hard cap, whatever the budget
             if left < 300:
                 dropped += 1
                 continue
-            block = self._block(n, r, template, max_chars=1200)
+            max_chars = 1200
+            block = self._block(n, r, template, max_chars=max_chars)
             if len(block) > left:  # cut the text so that the whole block fits what is left
-                block = self._block(n, r, template, max_chars=max(100, 1200 - (len(block) - left)))
+                max_chars = max(100, 1200 - (len(block) - left))
+                block = self._block(n, r, template, max_chars=max_chars)
             blocks.append(block)
+            hits.append(self._hit(n, r, template, max_chars))
             left -= len(block) + 2
         used = sum(estimate_tokens(b) for b in blocks)
         floor = results.min_relevance
         head = (f"## Search results for {query!r}\n{self._head(name, idx)}, {mode} mode: "
                 f"{len(blocks)} result(s) at relevance {floor:.2f} or above, about {used} "
                 f"tokens of a {budget}-token budget.")
+        closest = self._hit(0, results.below[0], template, 300) if results.below else None
+
+        def answer(text: str, note: str | None) -> Answer:
+            return Answer(text, SearchOutput(
+                **self._info(name, idx), query=query, mode=mode, k=k, budget_tokens=budget,
+                min_relevance=floor, results=hits, left_out_for_budget=dropped,
+                below_min_relevance=len(results.below),
+                nothing_relevant=not hits and bool(results.below), closest=closest,
+                note=note))
+
         if not blocks and results.below:
             best = results.below[0]
-            return (head + f"\n\nNo result above relevance {floor:.2f} for {query!r}; "
+            note = (f"No result above relevance {floor:.2f} for {query!r}; "
                     f"closest: {best.location()} `{best.node_id}` (relevance "
                     f"{best.relevance:.2f}). Nothing in this index looks relevant to the "
                     "query: try other words, or pass a lower min_relevance to see the "
                     "closest results anyway.")
+            return answer(head + "\n\n" + note, note)
         if not blocks:
-            return head + "\n\nNothing matched. Try other words, another mode or no kinds filter."
-        tail = ""
+            note = "Nothing matched. Try other words, another mode or no kinds filter."
+            return answer(head + "\n\n" + note, note)
+        notes = []
         if dropped:
-            tail += (f"\n\n({dropped} more result(s) left out to fit the budget: raise "
-                     "budget_tokens or lower k.)")
+            notes.append(f"({dropped} more result(s) left out to fit the budget: raise "
+                         "budget_tokens or lower k.)")
         if results.below:
             best = results.below[0]
-            tail += (f"\n\n({len(results.below)} more result(s) below relevance {floor:.2f} "
-                     f"left out; the best of them: {best.location()} (relevance "
-                     f"{best.relevance:.2f}).)")
-        return (head + "\nIds work with the `node`, `outline` and `neighbourhood` tools.\n\n"
-                + "\n\n".join(blocks) + tail)
+            notes.append(f"({len(results.below)} more result(s) below relevance {floor:.2f} "
+                         f"left out; the best of them: {best.location()} (relevance "
+                         f"{best.relevance:.2f}).)")
+        tail = "".join("\n\n" + x for x in notes)
+        return answer(head + "\nIds work with the `node`, `outline` and `neighbourhood` tools.\n\n"
+                      + "\n\n".join(blocks) + tail, " ".join(notes) or None)
+
+    @staticmethod
+    def _info(name: str, idx) -> dict:
+        return {"index": name, "corpus": str(idx.corpus), "version": idx.version}
+
+    @staticmethod
+    def _hit(n: int, r, template: str | None, max_chars: int) -> SearchHit:
+        """One result as data, its text cut as :func:`markdown_block` cuts it."""
+        parent = next((c for c in (r.context or []) if c["relation"] == "parent"), None)
+        cut = len(r.text) > max_chars
+        return SearchHit(
+            rank=n, node_id=r.node_id, kind=r.kind, title=r.title, breadcrumb=r.breadcrumb,
+            path=r.path, location=r.location(), start_line=r.start_line, end_line=r.end_line,
+            page=r.page, relevance=r.relevance, score=float(r.score), relation=r.relation,
+            parent_id=parent["node_id"] if parent else None, url=source_url(template, r),
+            text=r.text[:max_chars] + " …" if cut else r.text, text_cut=cut)
 
     @staticmethod
     def _block(n: int, r, template: str | None, max_chars: int) -> str:
@@ -185,12 +333,17 @@ class Tools:
 
     # -- structure --------------------------------------------------------------------
     def outline(self, target: str, index: str | None = None,
-                max_depth: int | None = None) -> str:
+                max_depth: int | None = None) -> Answer:
+        """The hierarchy under ``target`` (any name :func:`navigate.resolve`
+        takes; a node id outlines its whole file with the node marked)."""
         name, idx = self._index(index)
         try:
             o = navigate.outline(idx, target, max_depth=max_depth)
         except navigate.NotFound as e:
             raise ToolFailure(str(e)) from None
+        data = OutlineOutput(**self._info(name, idx), target=target, root=o["root"],
+                             focus=o["focus"], ancestors=o["ancestors"], entries=o["entries"],
+                             truncated=o["truncated"])
         root = o["root"]
         up = " > ".join(_clean(a["title"]) for a in reversed(o["ancestors"]))
         lines = [f"## Outline of {_clean(root['title'])} ({root['kind']}, {_lines(root)})",
@@ -207,15 +360,20 @@ class Tools:
         if o["truncated"]:
             lines.append(f"\n(outline cut at {len(o['entries'])} entries: pass max_depth, or "
                          "outline a section or class by its id)")
-        return "\n".join(lines)
+        return Answer("\n".join(lines), data)
 
-    def node(self, node_id: str, index: str | None = None,
-             max_chars: int = MAX_NODE_CHARS) -> str:
-        name, idx = self._index(index)
+    def _resolve(self, idx, target: str) -> str:
         try:
-            v = navigate.node_view(idx, node_id.strip())
+            return navigate.resolve(idx, target)
         except navigate.NotFound as e:
             raise ToolFailure(str(e)) from None
+
+    def node(self, target: str, index: str | None = None,
+             max_chars: int = MAX_NODE_CHARS) -> Answer:
+        """One node (any name :func:`navigate.resolve` takes) with its text,
+        parent, nearest siblings and first children."""
+        name, idx = self._index(index)
+        v = navigate.node_view(idx, self._resolve(idx, target))
         n = v["node"]
         url = source_url(idx.manifest.get("url_template"), idx.result(n["node_id"], 0.0)) \
             if n["path"] else None
@@ -244,15 +402,21 @@ class Tools:
                                     else ""), ""]
         lines.append(f"{fence}\n{body}\n```" if fence else (body or "(no text of its own: "
                                                                "see its children)"))
-        return "\n".join(lines)
+        data = NodeOutput(
+            **self._info(name, idx), target=target,
+            node={**n, "url": url, "text": body, "text_chars": len(text), "text_cut": cut},
+            parent=v["parent"], ancestors=v["ancestors"], siblings=v["siblings"],
+            more_siblings=v["more_siblings"], children=v["children"],
+            more_children=v["more_children"])
+        return Answer("\n".join(lines), data)
 
-    def neighbourhood(self, node_id: str, index: str | None = None) -> str:
+    def neighbourhood(self, target: str, index: str | None = None) -> Answer:
+        """The one-hop connections of a node (any name :func:`navigate.resolve`
+        takes): parent, children, links, imports, entities and facts."""
         name, idx = self._index(index)
-        try:
-            c = navigate.connections(idx, node_id.strip())
-            v = navigate.node_view(idx, node_id.strip(), max_relatives=8)
-        except navigate.NotFound as e:
-            raise ToolFailure(str(e)) from None
+        node_id = self._resolve(idx, target)
+        c = navigate.connections(idx, node_id)
+        v = navigate.node_view(idx, node_id, max_relatives=8)
         n = c["node"]
         lines = [f"## Neighbourhood of {_clean(n['title'])} ({n['kind']}"
                  + (f", {_lines(n)}" if _lines(n) else "") + f") `{n['node_id']}`",
@@ -286,7 +450,11 @@ class Tools:
         if not c["groups"] and not c["facts"]:
             lines += ["", "No links, imports, entities or facts connect this node; its place "
                           "in the hierarchy is all there is (see `outline`)."]
-        return "\n".join(lines)
+        data = NeighbourhoodOutput(
+            **self._info(name, idx), target=target, node=n, parent=v["parent"],
+            children=v["children"], children_total=len(v["children"]) + v["more_children"],
+            groups=c["groups"], counts=c["counts"], facts=c["facts"])
+        return Answer("\n".join(lines), data)
 
     def index_stats(self, index: str | None = None) -> str:
         name, idx = self._index(index)

@@ -216,8 +216,48 @@ def register_corpus(spec: CorpusSpec, config_path: Path | None = None) -> Path:
     local.parent.mkdir(parents=True, exist_ok=True)
     corpora = _load_yaml(local)
     corpora[spec.name] = spec.to_yaml(config_path.parent)
+    _write_registry(local, corpora)
+    return local
+
+
+def _write_registry(local: Path, corpora: dict) -> None:
+    """Replace the local registry with ``corpora`` in one rename, so a reader (the
+    sensors, a build) sees the old file or the new one, never half of one."""
     tmp = local.with_name(local.name + ".tmp")
-    tmp.write_text("# Corpora registered by `strata index`; managed by Strata.\n"
-                   + yaml.safe_dump({"corpora": corpora}, sort_keys=True))
+    tmp.write_text("# Corpora registered by `strata index` and `strata corpus add`; managed "
+                   "by Strata.\n" + yaml.safe_dump({"corpora": corpora}, sort_keys=True))
     os.replace(tmp, local)
+
+
+def checked(spec: CorpusSpec, config_path: Path, index_base: Path | None = None) -> CorpusSpec:
+    """``spec`` as a build will read it back from the registry, or a
+    :class:`CorpusError` naming what the registry would refuse (a bad name,
+    include or exclude pattern, embedding runtime, LLM setting or worker count).
+    It goes through the very parser of the corpora files, so what is accepted
+    here is what the sensors and `strata index` can load."""
+    base = Path(config_path).parent
+    return _spec(spec.name, spec.to_yaml(base), base, index_base)
+
+
+def corpus_sources(config_path: Path) -> dict[str, Path]:
+    """Which file each corpus comes from: the local registry where it is
+    registered there (it wins over a declaration), else the corpora file."""
+    local = local_registry_path(config_path)
+    return {**dict.fromkeys(_load_yaml(config_path), config_path),
+            **dict.fromkeys(_load_yaml(local), local)}
+
+
+def unregister_corpus(name: str, config_path: Path) -> Path:
+    """Remove ``name`` from the local registry, and only from there: nothing of
+    its folder or its index is touched. A corpus the corpora file declares is
+    the user's text to edit, so it raises :class:`CorpusError` saying so."""
+    local = local_registry_path(config_path)
+    corpora = _load_yaml(local)
+    if name not in corpora:
+        declared = name in _load_yaml(config_path)
+        raise CorpusError(f"corpus {name!r} is declared in {config_path}; remove it there"
+                          if declared else
+                          f"no corpus {name!r} is registered in {local}")
+    del corpora[name]
+    _write_registry(local, corpora)
     return local

@@ -198,6 +198,29 @@ class IndexLayout:
         self.prune(keep, grace_s)
         return version
 
+    def unchanged_version(self, manifest: dict[str, Any]) -> int | None:
+        """The current version when publishing ``build/`` with ``manifest`` would
+        give readers nothing new, else None.
+
+        Nothing new means: the manifest equals the current version's apart from
+        what differs on every build (:data:`VOLATILE_MANIFEST_KEYS`: build time,
+        stage timings, run id, ...), and every file publish would take from
+        ``build/`` holds the same bytes as the current version's file of that
+        name (the same set of files, each a hard link of it or byte-identical;
+        stages rewrite Parquet tables whole, so an unchanged table is usually a
+        new file with the same bytes). A current version that is missing or
+        unreadable counts as changed, so the build is published."""
+        try:
+            version = self.read_current()
+            if version is None:
+                return None
+            current = read_manifest(self.version_dir(version))
+        except (IndexDamaged, OSError, ValueError):
+            return None
+        if not isinstance(current, dict) or _stable(current) != _stable(manifest):
+            return None
+        return version if same_files(self.build, self.version_dir(version)) else None
+
     def prune(self, keep: int, grace_s: float = 0.0) -> list[int]:
         """Drop all but the newest ``keep`` versions (never the current one).
 
@@ -222,6 +245,65 @@ class IndexLayout:
         for v in old:
             shutil.rmtree(self.version_dir(v), ignore_errors=True)
         return old
+
+
+VOLATILE_MANIFEST_KEYS = frozenset({"created_at", "build_seconds", "stages", "run_id", "version",
+                                    "query"})
+"""Manifest keys that differ between two builds of the same content: when and
+how long it built, which run, its version number, and the query-runtime
+preparation (which follows from the published files and this machine)."""
+
+
+def _stable(manifest: dict[str, Any]) -> str:
+    """The manifest without its volatile keys, as canonical JSON."""
+    kept = {k: v for k, v in manifest.items() if k not in VOLATILE_MANIFEST_KEYS}
+    return json.dumps(kept, sort_keys=True, default=str)
+
+
+def published_files(folder: Path) -> dict[str, Path]:
+    """The files of a build (or version) folder that :meth:`IndexLayout.publish`
+    freezes into a version, by path relative to ``folder``."""
+    files = {}
+    for fname in TABLE_FILES.values():
+        if (folder / fname).is_file():
+            files[fname] = folder / fname
+    for sub in (LANCE_DIR, LEXICAL_DIR, BLOB_DIR, QUERY_DIR):
+        if (folder / sub).is_dir():
+            for p in (folder / sub).rglob("*"):
+                if p.is_file():
+                    files[p.relative_to(folder).as_posix()] = p
+    return files
+
+
+def same_files(build: Path, version_dir: Path) -> bool:
+    """Whether ``build`` holds exactly the published files of ``version_dir``,
+    byte for byte. Hard links of the version's files (what an untouched stage
+    leaves) are compared without reading them."""
+    mine, theirs = published_files(build), published_files(version_dir)
+    if mine.keys() != theirs.keys():
+        return False
+    for name, path in mine.items():
+        other = theirs[name]
+        try:
+            if os.path.samefile(path, other):
+                continue
+            if not _same_bytes(path, other):
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        while True:
+            x, y = fa.read(chunk), fb.read(chunk)
+            if x != y:
+                return False
+            if not x:
+                return True
 
 
 def _link_or_copy(src, dst) -> str:

@@ -724,8 +724,8 @@ class LLM:
 
     def _throttled(self, old: int, new: int) -> None:
         log.warning("LLM endpoint %s timed out: sending %d request(s) at a time instead of %d "
-                    "(a server that answers one at a time queues the rest; see the README's "
-                    "local-server notes)", self.endpoint, new, old)
+                    "(a server that answers one at a time queues the rest; see the local-server "
+                    "notes in docs/guides/llm-backends.md)", self.endpoint, new, old)
 
     def _sdk_retry(self, answer: Any, failure: BaseException | None, delay: float, n: int,
                    of: int) -> None:

@@ -1,10 +1,10 @@
 """The artifact schema as Markdown, generated from :mod:`strata.schema`.
 
-The README's schema section is this output between ``<!-- schema:start -->``
+The artifact schema page (docs/reference/artifacts.md) is this output between ``<!-- schema:start -->``
 and ``<!-- schema:end -->``; a test fails when the two drift, so the document
 can never describe columns the code does not write.
 
-Usage: ``python -m strata.schema_doc [--readme README.md]`` (rewrites the block).
+Usage: ``python -m strata.schema_doc [--readme docs/reference/artifacts.md]`` (rewrites the block).
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def update(readme: Path) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--readme", type=Path, default=Path(__file__).resolve().parents[1] / "README.md")
+    ap.add_argument("--readme", type=Path, help="the page with the schema block",
+                    default=Path(__file__).resolve().parents[1] / "docs" / "reference" / "artifacts.md")
     args = ap.parse_args()
     print("updated" if update(args.readme) else "up to date", args.readme)
 

@@ -1,59 +1,112 @@
-"""The README and docs stay true: the generated schema block matches the code,
-the two set-up commands come first, and every picture and page they point to
-exists."""
+"""The README and the documentation site's pages stay true: the generated blocks
+match the code, the README's two set-up commands come first, every picture and
+page they point to exists, every `strata …` command they show is one the CLI
+accepts, and their Python snippets run on a fresh build of the sample.
+
+(The site itself — a strict mkdocs build, the generated CLI and settings pages —
+is checked in tests/test_docs_site.py.)"""
 
 from __future__ import annotations
 
 import re
+import shlex
+from pathlib import Path
+
+import pytest
 
 from strata import schema_doc
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
+DOCS = REPO / "docs"
+PAGES = sorted(DOCS.rglob("*.md"))
+
+
+def _page(rel: str) -> str:
+    return (DOCS / rel).read_text()
+
+
+def _blocks(text: str, lang: str) -> list[str]:
+    return re.findall(r"^```" + lang + r"\n(.*?)^```", text, flags=re.S | re.M)
 
 
 def test_the_schema_block_is_generated_from_the_schema():
+    page = _page("reference/artifacts.md")
     block = re.search(re.escape(schema_doc.START) + r".*?" + re.escape(schema_doc.END),
-                      README, flags=re.S)
-    assert block, "README has the schema block"
-    assert block.group(0) == schema_doc.block(), "run: python -m strata.schema_doc"
+                      page, flags=re.S)
+    assert block, "docs/reference/artifacts.md has the schema block"
+    assert block.group(0) == schema_doc.block(), "run: python -m strata.schema_doc (or make docs)"
 
 
 def test_the_readme_starts_with_the_two_commands():
     first = re.search(r"```bash\n(.*?)```", README, flags=re.S).group(1).strip().splitlines()
     assert [line.split("#")[0].strip() for line in first] == ["make run", "make test"]
+    # and nothing but the title comes before them
+    assert README.index("```bash") < README.index("\n\n", README.index("# Strata")) + 3
+
+
+def test_the_readme_is_short_and_points_into_the_docs():
+    assert len(README.splitlines()) <= 250, "reference material belongs in docs/"
+    for page in ("docs/guides/dagster-ui.md", "docs/guides/notebook.md",
+                 "docs/guides/agents.md", "docs/guides/serve.md", "docs/guides/add-a-corpus.md"):
+        assert f"]({page})" in README, page
 
 
 def test_every_local_link_and_picture_exists():
-    docs = [REPO / "README.md", *(REPO / "docs").glob("*.md")]
     missing = []
-    for doc in docs:
+    for doc in [REPO / "README.md", *PAGES]:
         for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
             if re.match(r"^(https?:|mailto:|#|data:)", target):
                 continue
             path = (doc.parent / target.split("#")[0]).resolve()
             if not path.exists():
-                missing.append(f"{doc.name}: {target}")
+                missing.append(f"{doc.relative_to(REPO)}: {target}")
     assert not missing, missing
 
 
-def _section(title: str) -> str:
-    found = re.search(r"^## " + re.escape(title) + r"\n(.*?)(?=^## )", README, flags=re.S | re.M)
-    assert found, f"README has a section {title!r}"
-    return found.group(1)
+def _strata_commands(text: str) -> list[list[str]]:
+    """The `strata …` invocations in a page's bash blocks, as argument lists; lines
+    with placeholders of optional parts (`[-k 5]`, `…`) are left out."""
+    found = []
+    for block in _blocks(text, "bash"):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip()
+            if not line or line.startswith("#") or re.search(r"\[|…|\.\.\.", line):
+                continue
+            for part in re.split(r"&&|\|\||;|\|", line):
+                try:
+                    words = shlex.split(part)
+                except ValueError:
+                    continue
+                while words and re.match(r"^[A-Z_]+=", words[0]):
+                    words = words[1:]  # VAR=value before the command
+                if words and Path(words[0]).name == "strata":
+                    found.append(words[1:])
+    return found
+
+
+@pytest.mark.parametrize("doc", [REPO / "README.md", *PAGES], ids=lambda p: p.name)
+def test_the_strata_commands_shown_are_ones_the_cli_accepts(doc):
+    from strata.pipelines.cli import build_parser
+
+    for args in _strata_commands(doc.read_text()):
+        try:
+            build_parser().parse_args(args)
+        except SystemExit as e:  # argparse's way of refusing
+            pytest.fail(f"{doc.relative_to(REPO)}: `strata {shlex.join(args)}` is refused ({e})")
 
 
 def test_the_mcp_configurations_start_strata_mcp():
-    """The client configurations in the README are JSON a client reads, the stdio
-    one starts `strata mcp` with arguments the CLI accepts, the HTTP one points
-    at the server's default address with a bearer key."""
+    """The client configurations on the agents page are JSON a client reads, the
+    stdio one starts `strata mcp` with arguments the CLI accepts, the HTTP one
+    points at the server's default address with a bearer key."""
     import json
 
     from strata.pipelines.cli import build_parser, cmd_mcp
     from strata.service.mcp_server import DEFAULT_PORT
 
-    configs = [json.loads(b)["mcpServers"]["strata"]
-               for b in re.findall(r"```json\n(.*?)```", _section("Use it from an agent"), re.S)]
+    page = _page("guides/agents.md")
+    configs = [json.loads(b)["mcpServers"]["strata"] for b in _blocks(page, "json")]
     assert len(configs) == 2
     stdio, http = configs
     assert stdio["command"].endswith("/.venv/bin/strata")
@@ -62,26 +115,28 @@ def test_the_mcp_configurations_start_strata_mcp():
     assert args.index == ["/path/to/strata/data/indexes/sample"]
     assert http["type"] == "http" and http["url"] == f"http://127.0.0.1:{DEFAULT_PORT}/mcp"
     assert http["headers"]["Authorization"].startswith("Bearer strata_")
-    for line in re.findall(r"```bash\n(.*?)```", _section("Use it from an agent"), re.S)[0] \
-            .splitlines():
+    for line in _blocks(page, "bash")[0].splitlines():
         command = line.split("#")[0].split()
         assert command[:2] == ["strata", "mcp"]
         assert build_parser().parse_args(command[1:]).func is cmd_mcp
 
 
-def test_the_framework_snippets_run(sample_index, tmp_path, monkeypatch, capsys):
-    """The README's LangChain and LlamaIndex snippets, as written, on a fresh
-    build of the sample (found where they look for it: data/indexes/sample)."""
-    import importlib.util
-
-    import pytest
-
-    snippets = re.findall(r"```python\n(.*?)```", _section("Use it from LangChain or LlamaIndex"),
-                          re.S)
-    assert len(snippets) == 2 and "langchain" in snippets[0] and "llama_index" in snippets[1]
+@pytest.fixture
+def in_a_project_with_the_sample(sample_index, tmp_path, monkeypatch):
+    """A folder where the snippets find the sample where they look for it:
+    data/indexes/sample (a fresh build of it)."""
     (tmp_path / "data" / "indexes").mkdir(parents=True)
     (tmp_path / "data" / "indexes" / "sample").symlink_to(sample_index)
     monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_framework_snippets_run(in_a_project_with_the_sample, capsys):
+    """The LangChain and LlamaIndex snippets, as written, on the sample."""
+    import importlib.util
+
+    snippets = _blocks(_page("guides/frameworks.md"), "python")
+    assert len(snippets) == 2 and "langchain" in snippets[0] and "llama_index" in snippets[1]
     ran = 0
     for code, module in zip(snippets, ["langchain_core", "llama_index.core"]):
         try:
@@ -89,7 +144,7 @@ def test_the_framework_snippets_run(sample_index, tmp_path, monkeypatch, capsys)
                 continue
         except (ModuleNotFoundError, ValueError):
             continue
-        exec(compile(code, f"README.md ({module} snippet)", "exec"), {})
+        exec(compile(code, f"docs/guides/frameworks.md ({module} snippet)", "exec"), {})
         ran += 1
         out = capsys.readouterr().out
         # the hits with their locations and breadcrumbs, the drift passage among them
@@ -97,3 +152,14 @@ def test_the_framework_snippets_run(sample_index, tmp_path, monkeypatch, capsys)
         assert "docs/calibration.md > Calibration > Barometric drift" in out, out
     if not ran:
         pytest.skip("neither strata[langchain] nor strata[llamaindex] is installed")
+
+
+@pytest.mark.parametrize("where", ["README.md", "docs/guides/notebook.md", "docs/concepts/modes.md"])
+def test_the_python_snippets_run(where, in_a_project_with_the_sample, capsys):
+    """The Python snippets of the README and the query pages, as written, on the sample."""
+    snippets = _blocks((REPO / where).read_text(), "python")
+    assert snippets, f"{where} shows Python"
+    for i, code in enumerate(snippets):
+        exec(compile(code, f"{where} (snippet {i + 1})", "exec"), {})
+    if where == "README.md":
+        assert "docs/calibration.md > Calibration > Barometric drift" in capsys.readouterr().out

@@ -4,7 +4,12 @@ picture."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 import polars as pl
@@ -52,6 +57,7 @@ def test_notebook_runs_on_the_sample_index(sample_index, monkeypatch):
     monkeypatch.setenv("STRATA_INDEX", str(sample_index))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(NOTEBOOK, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(LABELS_INSIDE_CHECK))  # after the graph is drawn
     NotebookClient(nb, kernel_name="python3", timeout=300,
                    resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
 
@@ -96,6 +102,55 @@ def test_notebook_runs_on_the_sample_index(sample_index, monkeypatch):
     assert "Sources" in answer_text and "Connections" in answer_text
     assert "extractive answer" in answer_text  # no LLM configured in the tests
     assert "docs/calibration.md" in answer_text and "Reasoning:" in answer_text
+
+    # every label of the neighbourhood graph, the centre's included, is drawn whole
+    assert _text(nb.cells[-1].outputs[0]).strip() == "clipped labels: []"
+
+
+# Run by the test above as one more cell: the labels of the neighbourhood figure that
+# stick out of its axes (matplotlib clips them there; the centre's bold label once did).
+LABELS_INSIDE_CHECK = """\
+ax = fig.axes[0]
+fig.draw_without_rendering()
+box = ax.get_window_extent()
+print("clipped labels:", [t.get_text() for t in ax.texts
+                          if (e := t.get_window_extent()).x0 < box.x0 or e.x1 > box.x1
+                          or e.y0 < box.y0 or e.y1 > box.y1])
+"""
+
+
+def test_nbconvert_executes_the_notebook(request, tmp_path):
+    """What a reader can do without opening JupyterLab: `jupyter nbconvert --to notebook
+    --execute notebooks/explore.ipynb` from the venv (the notebook extra, which `make
+    install` includes) runs it top to bottom and writes it with its outputs."""
+    if importlib.util.find_spec("nbconvert") is None:
+        pytest.skip("the notebook extra is not installed in this environment "
+                    "(pip install -e '.[notebook]', or make install): no jupyter nbconvert")
+    sample_index = request.getfixturevalue("sample_index")  # built only when not skipped
+    jupyter = Path(sys.executable).with_name("jupyter")
+    assert jupyter.exists(), f"nbconvert is importable but {jupyter} is missing"
+    committed = NOTEBOOK.read_bytes()
+    env = {**os.environ, "STRATA_INDEX": str(sample_index),
+           "MPLBACKEND": "module://matplotlib_inline.backend_inline"}
+    # the timeouts only stop a hung kernel from hanging the suite; nothing is timed
+    proc = subprocess.run(
+        [str(jupyter), "nbconvert", "--to", "notebook", "--execute", str(NOTEBOOK),
+         "--output-dir", str(tmp_path), "--ExecutePreprocessor.timeout=600"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = tmp_path / NOTEBOOK.name
+    assert "Writing" in proc.stderr and out.exists()
+
+    nb = nbformat.read(out, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code)  # every cell ran
+    outputs = [o for c in code for o in c.outputs]
+    assert not [_text(o) for o in outputs if o.output_type == "error"]
+    (setup,) = [c for c in nb.cells if c.get("id") == "setup"]
+    assert str(sample_index.resolve()) in _text(setup.outputs[0])  # STRATA_INDEX was used
+    (neigh,) = _tagged(nb, "neighbourhood")
+    assert any("image/png" in o.get("data", {}) for o in neigh.outputs)
+    assert NOTEBOOK.read_bytes() == committed  # written to tmp_path, the committed file untouched
 
 
 @pytest.fixture(scope="module")

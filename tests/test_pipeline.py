@@ -94,8 +94,10 @@ def test_unchanged_rebuild_reuses_everything(sample_build):
     assert emb["embeddings_computed"] == 0
     assert emb["encoder_loaded"] is False  # nothing to encode: the model is not even loaded
     assert emb["tables_rewritten"] is False  # the vector tables on disk already hold these rows
+    # nothing new to publish: the current version is kept, not copied to a version 2
+    assert _meta(result, "index_manifest")["unchanged"] is True
     second = Index.open(out)
-    assert second.version == 2
+    assert second.version == first.version == 1
     assert first.nodes().equals(second.nodes())
     assert first.edges().equals(second.edges())
     q = first.embed_query("barometric drift")

@@ -18,10 +18,11 @@ SOURCE_DIRS = ("strata", "stages", "assets", "resources", "pipelines", "service"
 
 
 def test_the_readme_table_is_the_models():
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "reference" / "settings.md").read_text()
     block = re.search(re.escape(model.START) + r"\n(.*?)\n" + re.escape(model.END), text, re.S)
-    assert block, "the README has lost its settings block"
-    assert block.group(1) == model.env_table(), "run: python -m strata.settings --readme README.md"
+    assert block, "the settings page has lost its settings block"
+    assert block.group(1) == model.env_table(), \
+        "run: python -m strata.settings --readme docs/reference/settings.md (or make docs)"
     # and every variable the model reads has its row
     for group in model.GROUPS:
         for name in group.model_fields:

@@ -190,7 +190,8 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
             score = dict(ranked)
             for container, child in dropped.items():  # a part listed for its file keeps its rank
                 score[child] = max(score[child], score[container])
-            gathered = _with_sides(index, gather_sections(index, kept), sides,
+            gathered = _with_sides(index, gather_sections(
+                index, kept, as_section=not kinds or "section" in kinds), sides,
                                    min(int(k), WINDOW), score)[:k]
             results, hits = [], {}
             for j, folded in gathered:

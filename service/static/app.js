@@ -12,6 +12,9 @@ const $ = (id) => document.getElementById(id);
 const KEY_STORE = "strata.apiKey";
 let authRequired = false;
 let lastIndex = null;  // the index the results on screen come from
+let lastData = null;   // the /search response on screen, for the path filter
+let lastTerms = null;  // the query's words of that search, to mark in the texts
+const KIND_MODES = new Set(["auto", "hybrid", "flat", "keyword"]);  // accept params.kinds
 
 // ---------------------------------------------------------------- safe HTML
 const TAGS = new Set(["P", "BR", "HR", "H1", "H2", "H3", "H4", "H5", "H6", "STRONG", "EM", "B",
@@ -134,11 +137,90 @@ function startRequest(text) {
   setBusy(true, text);
 }
 
+// ---------------------------------------------------------------- highlighting
+// Syntax colours for code hits, by a small tokenizer in the page (no library, no
+// network): comments, strings, numbers and keywords become <span class="tok-…">,
+// built as DOM nodes (the text stays text).
+const KEYWORDS = new Set(("and as assert async await break case catch class const continue def "
+  + "default defer del do elif else enum export extends false fn for from func go if impl import "
+  + "in interface is lambda let loop match mod mut new nil none not null or package pass pub "
+  + "raise range return select self static struct super switch this throw trait true try type "
+  + "use var where while with yield None True False").split(" "));
+const SLASH_COMMENTS = /^(typescript|javascript|ts|js|tsx|jsx|go|rust|c|cpp|java|kotlin|swift|scala|csharp|cs|json)$/;
+const HASH_COMMENTS = /^(python|py|yaml|yml|toml|shell|bash|sh|ruby|r|perl|make|makefile|dockerfile|ini)$/;
+const STRINGS = String.raw`"""[\s\S]*?"""|'''[\s\S]*?'''|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'|` + "`[^`]*`";
+const NUMBERS = String.raw`\b0x[0-9a-fA-F]+\b|\b\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?\b`;
+
+function tokenRule(language) {
+  const lang = (language || "").toLowerCase();
+  const comments = [];
+  if (SLASH_COMMENTS.test(lang)) comments.push(String.raw`//[^\n]*`, String.raw`/\*[\s\S]*?\*/`);
+  if (HASH_COMMENTS.test(lang) || !SLASH_COMMENTS.test(lang)) comments.push(String.raw`#[^\n]*`);
+  return new RegExp(`(${comments.join("|")})|(${STRINGS})|(${NUMBERS})|([A-Za-z_][A-Za-z0-9_]*)`, "g");
+}
+
+function tokenize(text, language) {
+  const out = [];
+  let at = 0;
+  for (const m of text.matchAll(tokenRule(language))) {
+    let cls = null;
+    if (m[1]) cls = "tok-com";
+    else if (m[2]) cls = "tok-str";
+    else if (m[3]) cls = "tok-num";
+    else if (m[4] && KEYWORDS.has(m[4])) cls = "tok-kw";
+    if (!cls) continue;
+    if (m.index > at) out.push(text.slice(at, m.index));
+    out.push(el("span", { class: cls }, m[0]));
+    at = m.index + m[0].length;
+  }
+  if (at < text.length) out.push(text.slice(at));
+  return out;
+}
+
+// The query's words (three letters or more, common words left out) as one
+// case-insensitive pattern that matches them as whole words, a plural or -ed/-ing
+// form included; "_" counts as a break between words (moving_average).
+const STOP = new Set(("the and for with how what when where which who why does did can are "
+  + "was were has have had from that this these those into onto out our you your not but "
+  + "all any its use using about").split(" "));
+
+function termPattern(query) {
+  const words = [...new Set((query || "").toLowerCase().match(/[\p{L}\p{N}_]{3,}/gu) || [])]
+    .filter((w) => !STOP.has(w))
+    .sort((a, b) => b.length - a.length)
+    .map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  if (!words.length) return null;
+  return new RegExp(`(?<![\\p{L}\\p{N}])(?:${words.join("|")})(?:s|es|ed|d|ing)?(?![\\p{L}\\p{N}])`, "giu");
+}
+
+// Wraps the matches of pattern in root's text in <mark> elements (DOM nodes, never HTML).
+function markTerms(root, pattern) {
+  if (!pattern || !root) return root;
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const texts = [];
+  while (walker.nextNode()) texts.push(walker.currentNode);
+  for (const t of texts) {
+    const found = [...t.data.matchAll(pattern)];
+    if (!found.length) continue;
+    const frag = document.createDocumentFragment();
+    let at = 0;
+    for (const m of found) {
+      if (m.index > at) frag.append(t.data.slice(at, m.index));
+      frag.append(el("mark", { class: "term" }, m[0]));
+      at = m.index + m[0].length;
+    }
+    if (at < t.data.length) frag.append(t.data.slice(at));
+    t.replaceWith(frag);
+  }
+  return root;
+}
+
 // ---------------------------------------------------------------- results
 function hitBody(hit) {
   if (hit.html) return el("div", { class: "md" }, toFragment(hit.html));
   if (hit.kind === "code") {
-    return el("pre", {}, el("code", { class: "language-" + (hit.language || "text") }, hit.text));
+    return el("pre", {}, el("code", { class: "language-" + (hit.language || "text") },
+                            ...tokenize(hit.text || "", hit.language)));
   }
   if (hit.kind === "image") {
     const fig = el("figure", {}, el("figcaption", {}, hit.text));
@@ -219,10 +301,11 @@ function hitCard(hit, above, opts = {}) {
   const scores = el("div", { class: "scores" }, relevanceBadge(hit, opts.floor),
                     opts.below ? el("span", { class: "below-tag" }, "below the relevance floor") : null);
   return el("li", { class: opts.below ? "result below" : "result", tabindex: "0",
-                    "data-kind": hit.kind, "data-node-id": hit.node_id,
+                    "data-kind": hit.kind, "data-node-id": hit.node_id, "data-rank": hit.rank,
                     "aria-label": opts.below ? `${hit.breadcrumb} (below the relevance floor)`
                                              : hit.breadcrumb },
-            head, scores.childNodes.length ? scores : null, meta, contextLine(hit), hitBody(hit));
+            head, scores.childNodes.length ? scores : null, meta, contextLine(hit),
+            markTerms(hitBody(hit), opts.terms));
 }
 
 // Hits grouped by file (in the order of their best hit) into list; a hit whose
@@ -237,7 +320,11 @@ function renderGroups(list, hitList, opts) {
   }
   for (const [path, hits] of groups) {
     const ids = new Map(hits.map((h) => [h.node_id, h]));
-    const enclosing = (h) => (h.ancestors || []).map((a) => ids.get(a)).find(Boolean) || null;
+    const order = new Map(hits.map((h, i) => [h.node_id, i]));
+    // the nearest ancestor that is a hit ranked better: a hit never moves above its rank
+    // to sit inside a container found later (diffusion often ranks the section below it)
+    const enclosing = (h) => (h.ancestors || []).map((a) => ids.get(a))
+      .find((a) => a && order.get(a.node_id) < order.get(h.node_id)) || null;
     const cards = new Map();
     const top = el("ol", { class: "hits" });
     for (const hit of hits) {  // rank order: an enclosing hit may come later
@@ -273,13 +360,23 @@ function clearResults() {
 
 // The results, then (dimmed, after a divider) the hits under the relevance floor;
 // when none reached it, a "No good match" panel above the closest ones.
+function pathPrefix() {
+  return $("path-filter").value.trim().replace(/^\.?\/+/, "");
+}
+
 function renderResults(data) {
   if (lastIndex !== data.index) closePanel();  // its node belongs to another index
   lastIndex = data.index;
+  lastData = data;
   clearResults();
   const floor = isNumber(data.min_relevance) ? data.min_relevance : null;
-  const files = renderGroups($("results"), data.results || [], { floor });
-  const below = Array.isArray(data.below) ? data.below : [];
+  const prefix = pathPrefix();
+  const keep = (h) => !prefix || (h.path || "").startsWith(prefix);
+  const all = data.results || [];
+  const shown = all.filter(keep);
+  const files = renderGroups($("results"), shown, { floor, terms: lastTerms });
+  const allBelow = Array.isArray(data.below) ? data.below : [];
+  const below = allBelow.filter(keep);
   const none = data.nothing_relevant === true;
   if (none) {
     $("no-match-floor").textContent = `No result reached relevance ${floorText(floor)}.`
@@ -288,18 +385,31 @@ function renderResults(data) {
     $("no-match").hidden = false;
   }
   if (below.length) {
-    renderGroups($("below"), below, { floor, below: true });
+    renderGroups($("below"), below, { floor, below: true, terms: lastTerms });
     $("below-title").textContent = (none ? "Closest hits, below" : "Below")
       + ` the relevance floor (min_relevance ${floorText(floor)})`;
     $("below-note").textContent = none ? "" : (data.note || "");
     $("below-box").hidden = false;
   }
   const under = below.length ? `, ${below.length} below relevance ${floorText(floor)}` : "";
+  const hidden = all.length - shown.length + allBelow.length - below.length;
+  const filtered = prefix ? ` (path filter "${prefix}": ${hidden} hidden)` : "";
   $("summary").textContent =
-    `${(data.results || []).length} result(s) in ${files} file(s)${under} from ${data.index} v${data.version}, ${data.mode} mode, ${data.took_ms.toFixed(0)} ms`;
+    `${shown.length} result(s) in ${files} file(s)${under} from ${data.index} v${data.version}, ${data.mode} mode, ${data.took_ms.toFixed(0)} ms${filtered}`;
 }
 
 // ---------------------------------------------------------------- search and ask
+function checkedKinds() {
+  return [...document.querySelectorAll("#kinds input[type=checkbox]:checked")].map((c) => c.value);
+}
+
+function syncKinds() {  // only some modes filter by kind
+  const on = KIND_MODES.has($("mode").value);
+  $("kinds").disabled = !on;
+  $("kinds-note").textContent = on ? "none ticked: every kind"
+                                   : `not in ${$("mode").value} mode (auto, hybrid, flat, keyword only)`;
+}
+
 function request(field) {
   const body = { mode: $("mode").value, k: Number($("k").value) || 10 };
   body[field] = $("query").value;
@@ -316,7 +426,12 @@ async function search(ev) {
   $("answer").hidden = true;
   clearResults();
   try {
-    renderResults(await call("POST", "/search", request("query")));
+    const body = request("query");
+    const kinds = checkedKinds();
+    if (kinds.length && KIND_MODES.has(body.mode)) body.params = { kinds };
+    const data = await call("POST", "/search", body);
+    lastTerms = termPattern(body.query);
+    renderResults(data);
   } catch (e) {
     showError(e.message);
   } finally {
@@ -428,25 +543,37 @@ async function ask() {
 }
 
 // ---------------------------------------------------------------- the side panel
-const panel = { history: [], current: null, tab: "node", token: 0 };
+const panel = { history: [], current: null, tab: "node", token: 0, opener: null };
+const TABS = ["node", "outline", "graph"];
 
 function panelTab(tab) {
   panel.tab = tab;
-  $("tab-node").setAttribute("aria-selected", String(tab === "node"));
-  $("tab-outline").setAttribute("aria-selected", String(tab === "outline"));
-  $("panel-node").hidden = tab !== "node";
-  $("panel-outline").hidden = tab !== "outline";
+  for (const t of TABS) {
+    $(`tab-${t}`).setAttribute("aria-selected", String(tab === t));
+    $(`panel-${t}`).hidden = tab !== t;
+  }
   if (tab === "outline") {
     const here = $("panel-outline").querySelector("[aria-current='true']");
     if (here) here.scrollIntoView({ block: "nearest" });
   }
 }
 
-function closePanel() {
+// The panel where the reader is: a sheet over the page on a narrow screen (CSS),
+// kept in the viewport beside the results on a wide one.
+function revealPanel() {
+  const box = $("panel").getBoundingClientRect();
+  if (box.top < 0 || box.bottom > window.innerHeight) $("panel").scrollIntoView({ block: "nearest" });
+}
+
+function closePanel(opts = {}) {
+  const wasOpen = !$("panel").hidden;
   $("panel").hidden = true;
-  document.body.classList.remove("with-panel");
+  document.body.classList.remove("with-panel", "sheet-open");
   panel.history = [];
   panel.current = null;
+  const back = panel.opener;
+  panel.opener = null;
+  if (opts.refocus && wasOpen && back && back.isConnected) back.focus({ preventScroll: true });
 }
 
 async function openNode(nodeId, opts = {}) {
@@ -455,9 +582,15 @@ async function openNode(nodeId, opts = {}) {
   if (panel.current && panel.current !== nodeId && !opts.back) panel.history.push(panel.current);
   panel.current = nodeId;
   $("panel-back").disabled = panel.history.length === 0;
+  if ($("panel").hidden) {
+    const active = document.activeElement;
+    panel.opener = active && active.closest ? active.closest("li.result") || active : null;
+  }
   $("panel").hidden = false;
-  document.body.classList.add("with-panel");
+  document.body.classList.add("with-panel", "sheet-open");
   if (opts.tab) panelTab(opts.tab);
+  revealPanel();
+  if (!$("panel").contains(document.activeElement)) $("panel").focus({ preventScroll: true });
   const token = ++panel.token;
   const status = $("panel-status");
   status.className = "loading";
@@ -471,14 +604,17 @@ async function openNode(nodeId, opts = {}) {
     if (token !== panel.token) return;  // a later click won
     renderNode(node);
     renderOutline(outline, nodeId);
+    renderGraph(node);
     status.className = "";
     status.textContent = "";
+    revealPanel();
   } catch (e) {
     if (token !== panel.token) return;
     status.className = "error";
     status.textContent = e.message;
     $("panel-node").replaceChildren();
     $("panel-outline").replaceChildren();
+    $("panel-graph").replaceChildren();
   } finally {
     if (token === panel.token) $("panel").setAttribute("aria-busy", "false");
   }
@@ -512,7 +648,9 @@ function renderNode(data) {
                    ` · ${n.node_id}`);
   let body;
   if (n.html) body = el("div", { class: "md node-text" }, toFragment(n.html));
-  else if (n.kind === "code") body = el("pre", { class: "node-text" }, el("code", {}, n.text));
+  else if (n.kind === "code") {
+    body = el("pre", { class: "node-text" }, el("code", {}, ...tokenize(n.text || "", n.language)));
+  }
   else body = el("div", { class: "text node-text" }, n.text);
   const facts = data.facts.length ? el("section", { class: "rel-group", "data-group": "Facts" },
     el("h4", {}, `Facts (${data.counts.facts})`),
@@ -559,6 +697,89 @@ function renderOutline(data, focus) {
   if (panel.tab === "outline") panelTab("outline");
 }
 
+// The node's neighbourhood as a small SVG drawing (no library): the node in the
+// middle, its parent, children, siblings and connections around it, each one a
+// link to open it. Built with DOM calls; labels are text nodes.
+const SVG = "http://www.w3.org/2000/svg";
+const GRAPH_RELATIONS = [["parent", "parent"], ["children", "child"], ["links_to", "links to"],
+  ["linked_from", "linked from"], ["imports", "imports"], ["imported_by", "imported by"],
+  ["siblings", "sibling"], ["entities", "mentions"], ["mentioned_in", "mentioned in"],
+  ["related", "related"], ["similar", "similar"]];
+const GRAPH_MAX = 16;
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+  for (const c of children) node.append(c);
+  return node;
+}
+
+const clip = (text, n) => (text.length > n ? text.slice(0, n - 1) + "…" : text);
+
+function renderGraph(data) {
+  const n = data.node;
+  const pools = { parent: data.parent ? [data.parent] : [], children: data.children || [],
+                  siblings: data.siblings || [] };
+  for (const [key] of GROUPS) pools[key] = (data.connections || {})[key] || [];
+  // a fair share of every relation, in the order above, up to GRAPH_MAX
+  const picked = [];
+  const seen = new Set([n.node_id]);
+  for (let round = 0; picked.length < GRAPH_MAX; round++) {
+    let added = false;
+    for (const [key, label] of GRAPH_RELATIONS) {
+      const item = (pools[key] || [])[round];
+      if (!item || picked.length >= GRAPH_MAX) continue;
+      added = true;
+      if (seen.has(item.node_id)) continue;
+      seen.add(item.node_id);
+      picked.push({ item, key, label });
+    }
+    if (!added) break;
+  }
+  const W = 600, H = 350, cx = W / 2, cy = H / 2, rx = 122, ry = 128;
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "graph", role: "img",
+                            "aria-label": `neighbourhood of ${n.title}: ${picked.length} nodes` });
+  const edges = svg("g", { class: "edges" });
+  const nodes = svg("g", { class: "nodes" });
+  root.append(edges, nodes);
+  picked.forEach(({ item, key, label }, i) => {
+    const angle = -Math.PI / 2 + (2 * Math.PI * i) / Math.max(1, picked.length);
+    const x = cx + rx * Math.cos(angle), y = cy + ry * Math.sin(angle);
+    edges.append(svg("line", { x1: cx, y1: cy, x2: x.toFixed(1), y2: y.toFixed(1),
+                               class: `edge rel-${key}` }));
+    const right = Math.cos(angle) >= -0.01;
+    const title = svg("title", {});
+    title.textContent = `${label}: ${item.title || item.node_id} (${item.kind})`;
+    const text = svg("text", { x: (x + (right ? 9 : -9)).toFixed(1), y: (y + 4).toFixed(1),
+                               "text-anchor": Math.abs(Math.cos(angle)) < 0.2 ? "middle"
+                                 : right ? "start" : "end" });
+    if (Math.abs(Math.cos(angle)) < 0.2) text.setAttribute("y", (y + (y < cy ? -10 : 18)).toFixed(1));
+    text.textContent = clip(item.title || item.node_id, 22);
+    const g = svg("g", { class: `gnode rel-${key}`, tabindex: "0", role: "button",
+                         "data-node-id": item.node_id,
+                         "aria-label": `${label}: ${item.title || item.node_id}` },
+                  title, svg("circle", { cx: x.toFixed(1), cy: y.toFixed(1), r: 7 }), text);
+    g.addEventListener("click", () => openNode(item.node_id, { tab: "graph" }));
+    g.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); ev.stopPropagation();
+                                                 openNode(item.node_id, { tab: "graph" }); }
+    });
+    nodes.append(g);
+  });
+  const centre = svg("text", { x: cx, y: cy + 26, "text-anchor": "middle", class: "centre-label" });
+  centre.textContent = clip(n.title || n.node_id, 30);
+  nodes.append(svg("g", { class: "gnode centre" },
+                   svg("circle", { cx, cy, r: 11 }), centre));
+  const used = [...new Set(picked.map((p) => p.key))];
+  const legend = el("ul", { class: "legend" }, ...used.map((key) => el("li", {},
+    el("span", { class: `swatch rel-${key}`, "aria-hidden": "true" }),
+    GRAPH_RELATIONS.find(([k]) => k === key)[1])));
+  $("panel-graph").replaceChildren(
+    picked.length ? root : el("p", { class: "muted" }, "Nothing around this node."),
+    picked.length ? legend : "",
+    el("p", { class: "muted" }, `${picked.length} of its neighbours; click one to go there.`));
+}
+
 function panelBack() {
   const prev = panel.history.pop();
   if (prev) openNode(prev, { back: true });
@@ -575,7 +796,10 @@ const CARDS = "#results li.result, #below li.result";  // in page order
 function moveFocus(step) {
   const cards = [...document.querySelectorAll(CARDS)];
   if (!cards.length) return;
-  const current = document.activeElement.closest ? document.activeElement.closest("li.result") : null;
+  let current = document.activeElement.closest ? document.activeElement.closest("li.result") : null;
+  if (!current && panel.opener && panel.opener.matches && panel.opener.matches("li.result")) {
+    current = panel.opener;  // from the panel: on from the hit it was opened from
+  }
   const at = cards.indexOf(current);
   const next = cards[Math.max(0, Math.min(cards.length - 1, at < 0 ? 0 : at + step))];
   next.focus();
@@ -594,7 +818,7 @@ function onKey(ev) {
     return;
   }
   if (ev.key === "Escape") {
-    if (!$("panel").hidden) { closePanel(); ev.preventDefault(); }
+    if (!$("panel").hidden) { closePanel({ refocus: true }); ev.preventDefault(); }
     else if (ev.target === $("query")) $("query").blur();
     return;
   }
@@ -635,7 +859,11 @@ async function start() {
   });
   $("search-form").addEventListener("submit", search);
   $("ask-btn").addEventListener("click", ask);
-  $("panel-close").addEventListener("click", closePanel);
+  $("panel-close").addEventListener("click", () => closePanel({ refocus: true }));
+  $("tab-graph").addEventListener("click", () => panelTab("graph"));
+  $("mode").addEventListener("change", syncKinds);
+  syncKinds();
+  $("path-filter").addEventListener("input", () => { if (lastData) renderResults(lastData); });
   $("panel-back").addEventListener("click", panelBack);
   $("tab-node").addEventListener("click", () => panelTab("node"));
   $("tab-outline").addEventListener("click", () => panelTab("outline"));

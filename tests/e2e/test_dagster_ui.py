@@ -222,6 +222,19 @@ def test_a_no_change_rebuild_from_the_ui_runs_in_one_process(dagster_ui, page):
     assert tags.get("dagster/from_ui") == "true" and tags["dagster/partition"] == "sample"
     # tags the UI cannot set, added by the run's steps
     assert tags["strata/launched_by"] == "the UI" and tags["strata/llm"] == "offline"
+    # one filter finds every build of the corpus, however it was launched ("Materialize
+    # all" runs as __ASSET_JOB, the CLI as index_corpus: the partition tag is on both), and
+    # the unchanged rebuild kept its version, said so in the asset's history
+    import dagster as dg
+    from dagster._core.instance.ref import InstanceRef
+
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+        found = {r.run_id for r in instance.get_runs(
+            filters=dg.RunsFilter(tags={"dagster/partition": "sample"}))}
+        event = instance.get_latest_materialization_event(dg.AssetKey("index_manifest"))
+    assert run_id in found and (dagster_ui.get("cli_run") or run_id) in found, found
+    meta = event.asset_materialization.metadata
+    assert meta["unchanged"].value is True and meta["version"].value == 1, meta
     pids, engine = step_processes(home, run_id)
     assert len(pids) == 1, pids  # every step in the run worker's own process
     assert any("every step in this process" in m for m in engine), engine

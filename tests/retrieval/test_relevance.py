@@ -142,3 +142,11 @@ def test_other_models_fall_back_to_the_generic_fit():
     other = calibration_for("some/other-model")
     assert "cosine" in own.features and own.name.endswith("all-MiniLM-L6-v2")
     assert other.name == "generic" and "cosine" not in other.features
+
+
+def test_gathering_never_returns_a_kind_that_was_not_asked_for(idx):
+    """A search restricted to code gathers hits of one section without
+    returning the section itself."""
+    for q in ["tide readings and gauges", *IN_CORPUS]:
+        res = idx.search(q, kinds=["code"], k=10, min_relevance=0)
+        assert res and {r.kind for r in res} == {"code"}, (q, [r.kind for r in res])

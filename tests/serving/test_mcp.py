@@ -144,7 +144,8 @@ def test_search_returns_at_most_k_blocks_and_says_when_nothing_is_relevant(sampl
         async with Client(params, read_timeout_seconds=120) as client:
             out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
             for name, args in calls.items():
-                out[name] = _text(await client.call_tool("search", args))
+                result = await client.call_tool("search", args)
+                out[name], out[name, "data"] = _text(result), result.structured_content
             out["ask"] = _text(await client.call_tool(
                 "ask", {"question": NONSENSE, "min_relevance": 0.99}))
 
@@ -161,6 +162,10 @@ def test_search_returns_at_most_k_blocks_and_says_when_nothing_is_relevant(sampl
         assert blocks <= args["k"], (name, text[:3000])
         assert blocks or "No result above relevance" in text, (name, text[:3000])
         assert len(relevances) == blocks and all(0 <= float(x) <= 1 for x in relevances), name
+        data = out[name, "data"]  # the same results as data, no more than k either
+        assert [h["node_id"] for h in data["results"]] == \
+            re.findall(r"^- id: (\S+) \(", text, re.M), name
+        assert len(data["results"]) == blocks <= data["k"] == args["k"]
         if args.get("min_relevance") == 0:
             assert blocks == args["k"], (name, text[:3000])  # the floor leaves all k
         if "kinds" in args:
@@ -172,6 +177,7 @@ def test_search_returns_at_most_k_blocks_and_says_when_nothing_is_relevant(sampl
                       r"(\S+) `[a-z]+-[0-9a-f]+` \(relevance (\d\.\d\d)\)", nothing)
     assert found, nothing
     assert found.group(1) == NONSENSE and float(found.group(3)) < 0.99
+    assert out["nothing", "data"]["nothing_relevant"] and not out["nothing", "data"]["results"]
     # with no floor the same query gets the closest results, no more than k
     assert len(BLOCK.findall(out["anything"])) == 2
     assert "### Sources\n(none: nothing retrieved reached the relevance floor" in out["ask"]
@@ -233,3 +239,135 @@ def test_streamable_http_needs_a_key(mcp_http):
     time.sleep(0.3)
     log = mcp_http["log"].read_text()
     assert "agent POST /mcp 200" in log and key not in log
+
+
+def _ids(markdown: str) -> list[str]:
+    return ID.findall(markdown)
+
+
+def _one_line_error(result) -> str:
+    assert result.is_error and result.structured_content is None, result
+    text = result.content[0].text
+    assert "\n" not in text, text
+    return text
+
+
+def test_node_tools_take_the_same_names_and_return_structured_content(sample_index):
+    """``outline``, ``node`` and ``neighbourhood`` read a node id, a file path,
+    a module name and a symbol name alike (an unknown or ambiguous name is a
+    one-line error naming candidates), and search and the three answer with
+    structured content that says what the Markdown says: the same ids, in the
+    same order, never more than k results."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, cwd=str(REPO), env=ENV,
+        args=["-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index)])
+    names = ["tidewater.calibration", "tidewater/calibration.py", "./tidewater/calibration.py",
+             "calibration.py"]
+    out: dict = {}
+
+    async def session():
+        async with Client(params, read_timeout_seconds=120) as client:
+            out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
+            o = await client.call_tool("outline", {"target": "tidewater/calibration.py"})
+            out["outline"] = o
+            file_id = o.structured_content["root"]["node_id"]
+            out["file_id"] = file_id
+            for tool in ("node", "neighbourhood"):
+                for name in [file_id, *names]:
+                    out[tool, name] = await client.call_tool(tool, {"node_id": name})
+            for name in ("tidewater.calibration.correct_barometric_drift",
+                         "correct_barometric_drift", "Calibrator.fit"):
+                out["symbol", name] = await client.call_tool("node", {"node_id": name})
+            drift = out["symbol", "correct_barometric_drift"].structured_content["node"]
+            out["focus"] = await client.call_tool("outline", {"target": drift["node_id"]})
+            out["section"] = await client.call_tool(
+                "neighbourhood", {"node_id": "docs/calibration.md#calibration/barometric-drift"})
+            out["unknown"] = await client.call_tool("node", {"node_id": "tidewater.calibraton"})
+            out["unknown-n"] = await client.call_tool(
+                "neighbourhood", {"node_id": "tidewater/calibrashun.py"})
+            out["ambiguous"] = await client.call_tool("neighbourhood", {"node_id": "calibration"})
+            out["search"] = await client.call_tool(
+                "search", {"query": "barometric drift", "k": 3, "min_relevance": 0})
+            out["nothing"] = await client.call_tool(
+                "search", {"query": NONSENSE, "min_relevance": 0.99})
+
+    anyio.run(session)
+    tools = out["tools"]
+    for name in ("search", "outline", "node", "neighbourhood"):
+        assert tools[name].output_schema and tools[name].output_schema["type"] == "object", name
+    for name, arg in (("outline", "target"), ("node", "node_id"), ("neighbourhood", "node_id")):
+        help_ = tools[name].input_schema["properties"][arg]["description"]
+        assert "file path" in help_ and "module" in help_ and "node id" in help_, name
+    assert tools["ask"].output_schema is None and tools["index_stats"].output_schema is None
+    file_id = out["file_id"]
+    assert file_id.startswith("file-")
+
+    # every name of the module gives what its node id gives, text and data alike
+    for tool in ("node", "neighbourhood"):
+        by_id = out[tool, file_id]
+        expected = {k: v for k, v in by_id.structured_content.items() if k != "target"}
+        for name in names:
+            got = out[tool, name]
+            assert _text(got) == _text(by_id), (tool, name)
+            assert got.structured_content["target"] == name
+            assert {k: v for k, v in got.structured_content.items() if k != "target"} == \
+                expected, (tool, name)
+    node = out["node", "tidewater.calibration"]
+    assert node.structured_content["node"]["node_id"] == file_id
+    assert _text(node).startswith("## tidewater.calibration (file)")
+    assert "### Imports" in _text(out["neighbourhood", "tidewater/calibration.py"])
+
+    # symbols by qualified name or by their unique tail
+    full = out["symbol", "tidewater.calibration.correct_barometric_drift"].structured_content
+    assert full["node"]["title"] == "correct_barometric_drift"
+    assert full["node"]["kind"] == "code" and full["parent"]["node_id"] == file_id
+    assert out["symbol", "correct_barometric_drift"].structured_content["node"] == full["node"]
+    fit = out["symbol", "Calibrator.fit"].structured_content["node"]
+    assert fit["node_path"] == "tidewater.calibration.Calibrator.fit"
+    focus = out["focus"].structured_content
+    assert focus["focus"] == full["node"]["node_id"] and focus["root"]["node_id"] == file_id
+    section = out["section"].structured_content
+    assert section["node"]["title"] == "Barometric drift"
+
+    # an unknown or ambiguous name: one line, with the candidates
+    assert "did you mean tidewater.calibration" in _one_line_error(out["unknown"])
+    assert "did you mean tidewater/calibration.py" in _one_line_error(out["unknown-n"])
+    ambiguous = _one_line_error(out["ambiguous"])
+    assert "tidewater.calibration" in ambiguous and "docs/calibration.md#calibration" in ambiguous
+
+    # the data says what the Markdown says
+    o = out["outline"].structured_content
+    assert [e["node_id"] for e in o["entries"]] == _ids(_text(out["outline"]))
+    assert o["entries"][0]["depth"] == 0 and o["root"]["node_id"] == file_id
+    for name in ("tidewater.calibration", "correct_barometric_drift"):
+        got = out["node", name] if ("node", name) in out else out["symbol", name]
+        d = got.structured_content
+        listed = [d["node"]] + ([d["parent"]] if d["parent"] else []) + d["siblings"] \
+            + d["children"]
+        assert set(_ids(_text(got))) == {x["node_id"] for x in listed}, name
+        assert d["node"]["text"] in _text(got)
+    n = out["neighbourhood", file_id].structured_content
+    listed = {n["node"]["node_id"]} | {x["node_id"] for x in n["children"]} \
+        | {x["node_id"] for items in n["groups"].values() for x in items} \
+        | {f["source_id"] for f in n["facts"]} | ({n["parent"]["node_id"]} if n["parent"] else set())
+    assert set(_ids(_text(out["neighbourhood", file_id]))) == listed
+    assert n["counts"]["imports"] >= len(n["groups"]["imports"]) >= 1
+
+    s, text = out["search"].structured_content, _text(out["search"])
+    hits = s["results"]
+    assert 1 <= len(hits) <= s["k"] == 3 and not s["nothing_relevant"]
+    assert [h["node_id"] for h in hits] == re.findall(r"^- id: (\S+) \(", text, re.M)
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+    assert [f"{h['relevance']:.2f}" for h in hits] == \
+        re.findall(r"^- relevance: (\d\.\d\d)$", text, re.M)
+    for h in hits:
+        assert f"- source: {h['location']}" in text and h["text"] in text
+        assert h["kind"] in {"file", "section", "chunk", "code", "table", "image"}
+        assert isinstance(h["score"], float) and h["path"]
+    assert s["min_relevance"] == 0 and s["query"] == "barometric drift"
+    nothing = out["nothing"].structured_content
+    assert nothing["results"] == [] and nothing["nothing_relevant"] is True
+    assert nothing["min_relevance"] == 0.99 and nothing["note"] in _text(out["nothing"])
+    assert f"`{nothing['closest']['node_id']}`" in nothing["note"]

@@ -377,3 +377,214 @@ def test_relevance_badges_the_floor_and_no_good_match_at_phone_width(page):
     page.wait_for_selector("#panel:not([hidden]) #panel-node .meta")
     assert page.get_attribute("#panel", "aria-busy") == "false"
     assert not page.errors, page.errors
+
+
+def _in_viewport(page, selector):
+    box = page.locator(selector).bounding_box()
+    size = page.viewport_size
+    return box, (box is not None and box["y"] >= 0 and box["x"] >= 0
+                 and box["y"] + box["height"] <= size["height"] + 0.5
+                 and box["x"] + box["width"] <= size["width"] + 0.5)
+
+
+@pytest.mark.parametrize("width, height", [(390, 844), (1280, 800)])
+def test_explore_opens_where_the_reader_is(page, width, height):
+    page.set_viewport_size({"width": width, "height": height})
+    _search(page, "barometric drift correction with a barometer", mode="hierarchical")
+    last = page.locator("#results li.result").last
+    last.scroll_into_view_if_needed()
+    assert page.evaluate("window.scrollY") > 300  # far down the results
+    node_id = last.get_attribute("data-node-id")
+    last.locator(":scope > .crumb button.explore").click()
+    page.wait_for_selector("#panel:not([hidden]) #panel-node .meta")
+    page.wait_for_timeout(100)
+    box, inside = _in_viewport(page, "#panel")
+    assert inside, (box, page.viewport_size)
+    assert box["height"] > 150, box
+    assert node_id in page.inner_text("#panel-node .meta")
+    # the keyboard is in the panel; Esc closes it and goes back to the hit
+    assert page.evaluate("document.getElementById('panel').contains(document.activeElement)")
+    if width == 390:
+        _shot(page, "web-explore-phone.png")
+    page.keyboard.press("Escape")
+    assert page.is_hidden("#panel")
+    assert page.evaluate("document.activeElement.dataset.nodeId") == node_id
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    assert not page.errors, page.errors
+
+
+CONTRAST = """(sel) => {
+    const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => {
+        const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+        return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const out = [];
+    for (const e of [...document.querySelectorAll(sel)].slice(0, 6)) {
+        let bg = null;
+        for (let n = e; n; n = n.parentElement) {
+            const c = rgb(getComputedStyle(n).backgroundColor);
+            if (c.length === 3 || (c.length === 4 && c[3] > 0.9)) { bg = c.slice(0, 3); break; }
+        }
+        bg = bg || [255, 255, 255];
+        const fg = rgb(getComputedStyle(e).color).slice(0, 3);
+        const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+        out.push([sel, (a + 0.05) / (b + 0.05), lum(bg)]);
+    }
+    return out;
+}"""
+
+
+def test_dark_mode_is_page_wide_and_readable(browser, site):
+    page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme="dark")
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(site["base"] + "/")
+    page.wait_for_selector("body[data-ready='1']")
+    _search(page, "barometric drift correction with a barometer", mode="hierarchical")
+    page.locator("#results li.result").first.locator(":scope > .crumb button.explore").click()
+    page.wait_for_selector("#panel:not([hidden]) #panel-node .rel-group")
+    for sel in ["body", "#query", "#summary", ".file-head .path", ".result .crumb-last",
+                ".result .meta", ".result .text, .result .md p", "button.nav", ".badge",
+                "mark.term", "#panel-node .rel-group h4", "#search-btn", "button.explore",
+                "#mode", "kbd"]:
+        found = page.evaluate(CONTRAST, sel)
+        assert found, sel
+        for _, ratio, _background in found:
+            assert ratio >= 4.5, (sel, ratio)
+        if sel in ("body", ".result .meta", "#panel-node .rel-group h4", "#query"):
+            assert all(bg < 0.05 for _, _, bg in found), (sel, found)  # a dark background
+    page.evaluate("document.activeElement.blur()")
+    _shot(page, "web-dark.png")
+    assert not errors, errors
+    page.close()
+
+
+def test_query_terms_are_marked_and_code_is_coloured(page):
+    query = "moving average window smoothing"
+    data = _search(page, query, mode="hybrid")
+    words = {"moving", "average", "window", "smoothing"}
+    marks = page.locator("#results mark.term").all_text_contents()
+    assert marks and all(any(m.lower().startswith(w) for w in words) for m in marks), marks
+    # case-insensitive, at the start of a word only, and the text itself unchanged
+    assert any(m[0].isupper() for m in marks) or any(m.islower() for m in marks)
+    code = [h for h in data["results"] if h["kind"] == "code"]
+    assert code, [h["kind"] for h in data["results"]]
+    card = page.locator(f"#results li.result[data-node-id='{code[0]['node_id']}']")
+    pre = card.locator(":scope > pre code")
+    assert pre.text_content() == code[0]["text"]
+    assert pre.locator(".tok-kw").count() >= 1
+    assert pre.locator(".tok-str, .tok-com").count() >= 1
+    assert set(pre.locator(".tok-kw").all_text_contents()) <= {
+        "def", "return", "for", "in", "if", "or", "raise", "import", "from", "not", "and",
+        "None", "True", "False", "else", "elif", "while", "with", "as", "class", "lambda",
+        "yield", "try", "is", "pass", "break", "continue", "assert", "async", "await", "del",
+        "self", "range", "type", "match", "new", "this", "use", "static", "let", "const"}
+    assert pre.locator("mark.term").count() >= 1  # the query's words inside the code too
+    # a word in the query's text is never markup: a hostile query stays text
+    _search(page, "<img src=x onerror=window.__pwned=1> window", mode="hybrid")
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("#results img").count() == 0
+    page.fill("#query", query)
+    data = _search(page, query, mode="hybrid")
+    card = page.locator(f"#results li.result[data-node-id='{code[0]['node_id']}']")
+    card.scroll_into_view_if_needed()
+    page.evaluate("document.activeElement.blur()")
+    if os.environ.get("STRATA_SCREENSHOTS"):
+        card.screenshot(path=os.path.join(os.environ["STRATA_SCREENSHOTS"], "web-code-hit.png"))
+    assert not page.errors, page.errors
+
+
+def test_filter_by_kind_and_path(page):
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.check("#kinds input[value='code']")
+    data = _search(page, "tide readings and gauges", mode="hybrid")
+    assert data["results"] and {h["kind"] for h in data["results"]} == {"code"}
+    assert page.locator("#results li.result:not([data-kind='code'])").count() == 0
+    sent = page.evaluate("null")  # the request itself: kinds in the mode's params
+    with page.expect_request(lambda r: r.url.endswith("/search")) as req:
+        page.press("#query", "Enter")
+    sent = req.value.post_data_json
+    assert sent["params"] == {"kinds": ["code"]}
+    page.wait_for_selector("body[data-busy='0'] #results li.result")
+    # a mode that takes no kinds: the box says so and nothing is sent
+    page.select_option("#mode", "hierarchical")
+    assert page.is_disabled("#kinds input[value='code']")
+    assert "not in hierarchical mode" in page.text_content("#kinds-note")
+    with page.expect_request(lambda r: r.url.endswith("/search")) as req:
+        page.press("#query", "Enter")
+    assert "params" not in req.value.post_data_json
+    page.wait_for_selector("body[data-busy='0'] #results li.result")
+    page.select_option("#mode", "auto")
+    assert page.is_enabled("#kinds input[value='code']")
+    data = _search(page, "tide readings and gauges", mode="auto")
+    assert "code" in {h["kind"] for h in data["results"]}
+    page.uncheck("#kinds input[value='code']")
+    # the path prefix filters what is shown, client side
+    data = _search(page, "tide readings and gauges", mode="auto")
+    paths = {h["path"] for h in data["results"]}
+    assert any(p.startswith("tidewater/") for p in paths) and any(
+        not p.startswith("tidewater/") for p in paths), paths
+    page.fill("#path-filter", "tidewater/")
+    shown = [page.locator("#results li.file-group").nth(i).get_attribute("data-path")
+             for i in range(page.locator("#results li.file-group").count())]
+    assert shown and all(p.startswith("tidewater/") for p in shown), shown
+    kept = [h for h in data["results"] if h["path"].startswith("tidewater/")]
+    assert page.locator("#results li.result").count() == len(kept)
+    assert 'path filter "tidewater/"' in page.text_content("#summary")
+    assert "filters the shown results" in page.text_content("#path-note")
+    # whole words: "tide" marks "tides", never "tidewater"
+    marks = {m.lower() for m in page.locator("#results mark.term").all_text_contents()}
+    assert marks and "tidewater" not in marks and marks <= {"tide", "tides", "reading",
+                                                              "readings", "gauge", "gauges"}, marks
+    page.evaluate("document.activeElement.blur()")
+    _shot(page, "web-filter.png")
+    page.fill("#path-filter", "")
+    assert page.locator("#results li.result").count() == len(data["results"])
+    assert not page.errors, page.errors
+
+
+def test_neighbourhood_graph(page):
+    page.set_viewport_size({"width": 1280, "height": 900})
+    _search(page, "barometric drift correction with a barometer", mode="hierarchical")
+    drift = page.locator("#results li.result[aria-label='docs/calibration.md > Calibration > "
+                         "Barometric drift']")
+    drift.locator(":scope > .crumb button.explore").click()
+    page.wait_for_selector("#panel-title:has-text('Barometric drift')")
+    page.click("#tab-graph")
+    assert page.is_visible("#panel-graph svg.graph")
+    nodes = page.locator("#panel-graph g.gnode[role=button]")
+    assert nodes.count() >= 4
+    labels = [nodes.nth(i).get_attribute("aria-label") for i in range(nodes.count())]
+    assert any(a.startswith("parent: ") for a in labels), labels
+    assert any(a.startswith("child: ") for a in labels), labels
+    assert any(a.startswith("links to: Vented") for a in labels), labels
+    assert page.locator("#panel-graph line.edge").count() == nodes.count()
+    _, inside = _in_viewport(page, "#panel-graph svg.graph")
+    assert inside
+    _shot(page, "web-graph.png")
+    page.locator("#panel-graph g.gnode[aria-label='child: Correcting with a barometer']").click()
+    page.wait_for_selector("#panel-title:has-text('Correcting with a barometer')")
+    assert page.is_visible("#panel-graph svg.graph")  # stays on the graph
+    assert page.locator("#panel-graph g.gnode.rel-parent").get_attribute("aria-label") == \
+        "parent: Barometric drift"
+    assert not page.errors, page.errors
+
+
+def test_nesting_never_moves_a_hit_above_its_rank(page):
+    data = _search(page, "barometric drift correction with a barometer", mode="diffusion")
+    ranks = {h["node_id"]: h["rank"] for h in data["results"]}
+    # the case this is about: a hit inside a section that ranks worse
+    ids = set(ranks)
+    assert any(ranks[a] > h["rank"] for h in data["results"]
+               for a in h.get("ancestors") or [] if a in ids), "no such case in this search"
+    pairs = page.evaluate("""() => [...document.querySelectorAll('li.result > ol.nested > li.result')]
+        .map(li => [Number(li.closest('ol.nested').parentElement.dataset.rank), Number(li.dataset.rank)])""")
+    assert all(outer < inner for outer, inner in pairs), pairs
+    for group in page.locator("#results li.file-group").all():
+        top = [int(r) for r in group.locator(":scope > ol.hits > li.result").evaluate_all(
+            "ls => ls.map(l => l.dataset.rank)")]
+        assert top == sorted(top), top
+    first = page.locator("#results li.result").first.get_attribute("data-rank")
+    assert first == "1"
+    assert not page.errors, page.errors
