@@ -7,7 +7,7 @@ from dataclasses import replace
 import dagster as dg
 
 from strata.embedding import AUTO, DEFAULT_MODEL, Encoder, EncoderSpec, resolve_runtime
-from strata.settings import EmbedSettings, default
+from strata.settings import EmbedSettings, resource_field
 
 
 class EmbedderResource(dg.ConfigurableResource):
@@ -20,13 +20,13 @@ class EmbedderResource(dg.ConfigurableResource):
     named by ``api_key_env`` and never stored).
     """
 
-    # defaults from strata.settings.EmbedSettings (declared there with their variables)
-    backend: str = default(EmbedSettings, "backend")
-    model: str = default(EmbedSettings, "model")
-    base_url: str | None = default(EmbedSettings, "base_url")
-    api_key_env: str = default(EmbedSettings, "api_key_env")
-    batch_size: int = default(EmbedSettings, "batch_size")
-    runtime: str = default(EmbedSettings, "runtime")
+    # declared by strata.settings.EmbedSettings (default, and a description naming the variable)
+    backend: str = resource_field(EmbedSettings, "backend")
+    model: str = resource_field(EmbedSettings, "model")
+    base_url: str | None = resource_field(EmbedSettings, "base_url")
+    api_key_env: str = resource_field(EmbedSettings, "api_key_env")
+    batch_size: int = resource_field(EmbedSettings, "batch_size")
+    runtime: str = resource_field(EmbedSettings, "runtime")
     """How a local model runs: torch, torch-bf16, onnx or onnx-int8 (ONNX Runtime
     on a graph exported locally from the same weights; see strata.onnx_runtime),
     or auto (torch-bf16 on a CPU with native bfloat16, else torch)."""

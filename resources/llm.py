@@ -7,11 +7,11 @@ from pathlib import Path
 
 import dagster as dg
 
-from strata.settings import LLMSettings, check, default
+from strata.settings import LLMSettings, check, resource_field
 
 
-def _D(name: str):  # noqa: N802 - reads as the declared default
-    return default(LLMSettings, name)
+def _D(name: str):  # noqa: N802 - reads as the declared field
+    return resource_field(LLMSettings, name)
 
 
 class LLMResource(dg.ConfigurableResource):
@@ -24,8 +24,8 @@ class LLMResource(dg.ConfigurableResource):
     function; ``vision_callable_path`` optionally for images).
     """
 
-    # defaults from strata.settings.LLMSettings (declared there with their variables
-    # and bounds); pipelines.definitions gives each field whose variable is set as dg.EnvVar
+    # declared by strata.settings.LLMSettings (default, and a description naming the
+    # variable); pipelines.definitions gives each field whose variable is set as dg.EnvVar
     backend: str = _D("backend")
     model: str = _D("model")
     base_url: str | None = _D("base_url")

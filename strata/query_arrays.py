@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -318,10 +319,17 @@ class DamagedArrays(RuntimeError):
         self.path, self.cause = path, cause
 
 
+# np.load parses each header with ast.literal_eval, which CPython 3.11 does not make
+# safe across threads (a service's request threads opening a new version together can
+# fail with "AST constructor recursion depth mismatch"): one header at a time
+_LOAD_LOCK = threading.Lock()
+
+
 def _npy(path: Path, mmap: bool = True) -> np.ndarray:
     """A ``.npy`` file, memory-mapped; never unpickled."""
     try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        with _LOAD_LOCK:
+            return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
     except Exception as e:  # noqa: BLE001 - missing, truncated, not an array: name the file
         raise DamagedArrays(path, e) from None
 

@@ -353,6 +353,16 @@ def default(group: type[BaseModel], name: str) -> Any:
     return group.model_fields[name].get_default(call_default_factory=True)
 
 
+def resource_field(group: type[_Group], name: str) -> Any:
+    """A Dagster resource field declared by its settings field: the same default,
+    and a description naming the variable it is read from, so the UI's resource
+    page says which variable to set even when none was set as the code location
+    loaded."""
+    f = group.model_fields[name]
+    return Field(default=default(group, name),
+                 description=f"{f.description} (read from ${env_var(group, name)})")
+
+
 def env_var(group: type[_Group], name: str) -> str:
     alias = group.model_fields[name].validation_alias
     assert isinstance(alias, str), (group, name)

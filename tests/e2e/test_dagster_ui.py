@@ -146,6 +146,10 @@ def test_the_code_location_is_strata_and_resources_name_their_variables(dagster_
     # the same, as a user sees it: the resource page of the `strata` location
     page.goto(base + "/locations/strata/resources/llm")
     page.get_by_text("STRATA_LLM_BACKEND").first.wait_for()
+    # a variable nobody set is still named: the field's description says what it reads
+    assert "STRATA_EMBED_BATCH_SIZE" not in os.environ
+    page.goto(base + "/locations/strata/resources/embedder")
+    page.get_by_text("STRATA_EMBED_BATCH_SIZE").first.wait_for()
     page.goto(base + "/locations")
     page.get_by_text("strata", exact=True).first.wait_for()
 
