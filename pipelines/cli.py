@@ -381,13 +381,9 @@ def _query_help(name: str) -> str:
     """A query flag's help from its :class:`strata.settings.QuerySettings` field:
     the field's description, then ``default $VAR, else X``, so the flag, the
     variable and the settings table say the same thing."""
-    from strata.settings import QuerySettings, default, env_var
+    from strata.settings import QuerySettings, field_help
 
-    what = QuerySettings.model_fields[name].description or ""
-    value = default(QuerySettings, name)
-    shown = f"{value:g}" if isinstance(value, float) else str(value)
-    # argparse formats help with %: a literal one must be doubled
-    return f"{what} (default ${env_var(QuerySettings, name)}, else {shown})".replace("%", "%%")
+    return field_help(QuerySettings, name).replace("%", "%%")  # argparse formats help with %
 
 
 def _probability(text: str) -> float:

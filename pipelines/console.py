@@ -173,16 +173,10 @@ def _rich_results(console, results) -> None:
 
 
 def tokens_used(results) -> int:
-    """Estimated tokens of the blocks a budgeted search returned: the mode's own
-    count (``trace.counts["tokens_used"]``) when it keeps one, else the sum over
-    the returned texts, estimated as the budget is."""
-    counts = getattr(getattr(results, "trace", None), "counts", None) or {}
-    used = counts.get("tokens_used")
-    if used is not None:
-        return int(used)
-    from strata.retrieval.context import estimate_tokens
-
-    return sum(estimate_tokens(r.text) for r in results)
+    """Estimated tokens of the blocks a budgeted search returned, as the search
+    counted them (:func:`retrieval.modes.run_mode` keeps ``tokens_used`` in the
+    trace of every search given a budget)."""
+    return int(results.trace.counts["tokens_used"])
 
 
 def budget_line(used: int, budget: int) -> str:

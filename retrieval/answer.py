@@ -110,7 +110,7 @@ def _reasoning(results, mode: str) -> str:
                 f"{c['path']} ({c['relation']} from {c['via']})" for c in conns) + "."
         return text
     if not results:
-        note = getattr(results, "note", None)
+        note = results.note
         return (f"{mode} retrieval found no passages for this question"
                 + (f": {note}" if note else "."))
     how = {
@@ -186,7 +186,7 @@ def declined(results) -> str | None:
     came closest), or found nothing at all."""
     if results:
         return None
-    below = getattr(results, "below", None)
+    below = results.below
     if not below:
         return NOTHING
     best = below[0]
@@ -200,7 +200,7 @@ def _declined(results, base: dict) -> Answer | None:
     text = declined(results)
     if text is None:
         return None
-    if getattr(results, "below", None):
+    if results.below:
         base["trace"]["notes"] = [*base["trace"].get("notes", []),
                                   "answer: nothing above the relevance floor; no LLM asked"]
     return Answer(text=text, extractive=True, **base)

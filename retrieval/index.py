@@ -17,7 +17,7 @@ from strata.retrieval.node_rows import NodeColumns, RowOf
 from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
                            LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
                            vector_table_name)
-from strata.settings import QuerySettings, SettingsError, default, load
+from strata.settings import QuerySettings, value_or_default
 
 if TYPE_CHECKING:
     import polars as pl
@@ -42,10 +42,7 @@ def limit_blas_threads() -> None:
     if _BLAS_LIMITED:
         return
     _BLAS_LIMITED = True
-    try:
-        n = load(QuerySettings).blas_threads
-    except SettingsError:
-        n = default(QuerySettings, "blas_threads")
+    n = value_or_default(QuerySettings, "blas_threads")
     if n > 0:
         from threadpoolctl import threadpool_limits
 
@@ -401,10 +398,7 @@ class Index:
         from strata.ann import open_ann
         from strata.schema import QUERY_DIR
 
-        try:
-            nprobe = load(QuerySettings).ann_nprobe
-        except SettingsError:
-            nprobe = default(QuerySettings, "ann_nprobe")
+        nprobe = value_or_default(QuerySettings, "ann_nprobe")
         try:
             return open_ann(self._vdir / QUERY_DIR, nprobe)
         except Exception as e:  # noqa: BLE001 - unreadable: one line naming it

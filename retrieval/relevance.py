@@ -170,23 +170,22 @@ def _cosines(index, q: np.ndarray, results, fallback: float) -> np.ndarray:
             out[i] = float(np.asarray(unit[row], dtype=np.float32) @ q)
             continue
         if row is None:
-            if fact_row is None:
-                ids, _ = index.fact_vectors()
-                fact_row = {f: j for j, f in enumerate(ids)}
+            if fact_row is None:  # the first fact among the results
+                fact_ids, fact_vecs = index.fact_vectors()
+                fact_row = {f: j for j, f in enumerate(fact_ids)}
             j = fact_row.get(r.node_id)
             if j is not None:
-                out[i] = float(index.fact_vectors()[1][j] @ q)
+                out[i] = float(fact_vecs[j] @ q)
     return out
 
 
-def features(index, query: str, results, background: Background | None = None) -> np.ndarray:
+def features(index, query: str, results) -> np.ndarray:
     """One row of :data:`FEATURES` per result (``results`` in rank order)."""
     if not len(results):
         return np.zeros((0, len(FEATURES)))
     q = np.asarray(index.embed_query(query), dtype=np.float32)
     q = q / (float(np.linalg.norm(q)) or 1.0)
-    bg = background if background is not None else index.relevance_background
-    mean, std = bg.stats(q)
+    mean, std = index.relevance_background.stats(q)
     cos = _cosines(index, q, results, mean)
     cover = _coverage(index, query, results)
     margin = (cos - mean) / std

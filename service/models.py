@@ -175,13 +175,11 @@ def _mode_tag(value: Any) -> str | None:
 def _min_relevance_field():
     """The optional relevance floor of a request, described by its setting
     (:class:`strata.settings.QuerySettings`): unset, the server's own floor."""
-    from strata.settings import QuerySettings, default, env_var
+    from strata.settings import QuerySettings, field_help
 
-    what = QuerySettings.model_fields["min_relevance"].description or ""
     return (Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None,
-            Field(default=None, description=(
-                f"{what}. Unset: the server's floor (${env_var(QuerySettings, 'min_relevance')}"
-                f", else {default(QuerySettings, 'min_relevance'):g})")))
+            Field(default=None, description=field_help(QuerySettings, "min_relevance")
+                  + "; unset: the server's floor"))
 
 
 def request_model(kind: str, max_query_chars: int):

@@ -18,6 +18,7 @@ import yaml
 
 from strata.stages.discover import check_patterns
 from strata.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
+from strata.layout import write_text_atomic
 from strata.settings import RUNTIME_CHOICES, corpora_file, local_registry_path
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
@@ -223,10 +224,9 @@ def register_corpus(spec: CorpusSpec, config_path: Path | None = None) -> Path:
 def _write_registry(local: Path, corpora: dict) -> None:
     """Replace the local registry with ``corpora`` in one rename, so a reader (the
     sensors, a build) sees the old file or the new one, never half of one."""
-    tmp = local.with_name(local.name + ".tmp")
-    tmp.write_text("# Corpora registered by `strata index` and `strata corpus add`; managed "
-                   "by Strata.\n" + yaml.safe_dump({"corpora": corpora}, sort_keys=True))
-    os.replace(tmp, local)
+    write_text_atomic(local, "# Corpora registered by `strata index` and `strata corpus add`; "
+                             "managed by Strata.\n"
+                      + yaml.safe_dump({"corpora": corpora}, sort_keys=True))
 
 
 def checked(spec: CorpusSpec, config_path: Path, index_base: Path | None = None) -> CorpusSpec:

@@ -16,6 +16,7 @@ half-written index.
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import re
@@ -24,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from strata.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, QUERY_DIR, TABLE_FILES
+
+# the folders a version holds beside its tables (TABLE_FILES): what publish freezes
+PUBLISHED_DIRS = (LANCE_DIR, LEXICAL_DIR, BLOB_DIR, QUERY_DIR)
 
 CURRENT = "CURRENT"
 VERSIONS = "versions"
@@ -187,7 +191,7 @@ class IndexLayout:
             src = self.build / fname
             if src.exists():
                 _link_or_copy(src, tmp / fname)
-        for folder in (LANCE_DIR, LEXICAL_DIR, BLOB_DIR, QUERY_DIR):
+        for folder in PUBLISHED_DIRS:
             if (self.build / folder).exists():
                 shutil.copytree(self.build / folder, tmp / folder, copy_function=_link_or_copy)
         manifest = dict(manifest, version=version)
@@ -267,7 +271,7 @@ def published_files(folder: Path) -> dict[str, Path]:
     for fname in TABLE_FILES.values():
         if (folder / fname).is_file():
             files[fname] = folder / fname
-    for sub in (LANCE_DIR, LEXICAL_DIR, BLOB_DIR, QUERY_DIR):
+    for sub in PUBLISHED_DIRS:
         if (folder / sub).is_dir():
             for p in (folder / sub).rglob("*"):
                 if p.is_file():
@@ -287,23 +291,11 @@ def same_files(build: Path, version_dir: Path) -> bool:
         try:
             if os.path.samefile(path, other):
                 continue
-            if not _same_bytes(path, other):
+            if not filecmp.cmp(path, other, shallow=False):  # sizes first, then bytes
                 return False
         except OSError:
             return False
     return True
-
-
-def _same_bytes(a: Path, b: Path, chunk: int = 1 << 20) -> bool:
-    if a.stat().st_size != b.stat().st_size:
-        return False
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        while True:
-            x, y = fa.read(chunk), fb.read(chunk)
-            if x != y:
-                return False
-            if not x:
-                return True
 
 
 def _link_or_copy(src, dst) -> str:

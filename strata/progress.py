@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from collections.abc import Callable
 
-from strata.settings import BuildSettings, SettingsError, default, load
+from strata.settings import BuildSettings, value_or_default
 
 
 _LINE = re.compile(r"^(?P<label>[^:\n]+): (?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+)%\)"
@@ -68,10 +68,7 @@ def parse_line(text: str) -> Progress | None:
 def every_s() -> float:
     """``$STRATA_PROGRESS_EVERY_S`` (:class:`strata.settings.BuildSettings`); its
     default when the variable cannot be used (progress lines never fail a step)."""
-    try:
-        return load(BuildSettings).progress_every_s
-    except SettingsError:
-        return default(BuildSettings, "progress_every_s")
+    return value_or_default(BuildSettings, "progress_every_s")
 
 
 def tracker(label: str, emit: Callable[[str], None],

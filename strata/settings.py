@@ -353,14 +353,32 @@ def default(group: type[BaseModel], name: str) -> Any:
     return group.model_fields[name].get_default(call_default_factory=True)
 
 
+def value_or_default(group: type[G], name: str) -> Any:
+    """One setting as the environment sets it, or its default when the group's
+    variables cannot be used: for what must not fail a query or a step (a bad
+    variable fails the commands that read their settings, in one line)."""
+    try:
+        return getattr(load(group), name)
+    except SettingsError:
+        return default(group, name)
+
+
+def field_help(group: type[_Group], name: str) -> str:
+    """A setting's description, then the variable it is read from and its
+    default: one wording for the CLI flag, the HTTP field and the Dagster
+    resource field that each expose it."""
+    value = default(group, name)
+    shown = f"{value:g}" if isinstance(value, float) else ("unset" if value is None else value)
+    return (f"{group.model_fields[name].description or ''} "
+            f"(default ${env_var(group, name)}, else {shown})")
+
+
 def resource_field(group: type[_Group], name: str) -> Any:
     """A Dagster resource field declared by its settings field: the same default,
     and a description naming the variable it is read from, so the UI's resource
     page says which variable to set even when none was set as the code location
     loaded."""
-    f = group.model_fields[name]
-    return Field(default=default(group, name),
-                 description=f"{f.description} (read from ${env_var(group, name)})")
+    return Field(default=default(group, name), description=field_help(group, name))
 
 
 def env_var(group: type[_Group], name: str) -> str:

@@ -28,12 +28,9 @@ class UnknownMode(ValueError):
 
 def default_min_relevance() -> float:
     """The relevance floor a search uses unless told (``STRATA_MIN_RELEVANCE``)."""
-    from strata.settings import QuerySettings, SettingsError, default, load
+    from strata.settings import QuerySettings, value_or_default
 
-    try:
-        return load(QuerySettings).min_relevance
-    except SettingsError:
-        return default(QuerySettings, "min_relevance")
+    return value_or_default(QuerySettings, "min_relevance")
 
 
 def run_mode(index, query: str, mode: str = DEFAULT_MODE, k: int = 10,

@@ -65,7 +65,7 @@ def _uses_walk(index, walk) -> bool:
     return _prepare(index).walk is not None
 
 
-def _sides(index, query: str, kinds, alpha, candidates, trace) -> list[int]:
+def _sides(index, query: str, qvec, kinds, alpha, candidates, trace) -> list[int]:
     """The best unit of each side of a comparison the query makes
     (:mod:`retrieval.facets`), each side recalled on its own; [] for a query
     that compares nothing."""
@@ -74,7 +74,7 @@ def _sides(index, query: str, kinds, alpha, candidates, trace) -> list[int]:
         return []
     out = []
     with trace.stage("facets"):
-        whole = np.asarray(index.embed_query(query), dtype=np.float32)
+        whole = np.asarray(qvec, dtype=np.float32)
         for part in parts:
             # the side's own vector, with the whole question's to keep its context
             # ("V1 where an exception is thrown" is about the question's providers)
@@ -102,12 +102,14 @@ def _with_sides(index, entries, sides, window, score):
             missing.append(j)
     if not missing:
         return entries
-    rest = [(r, f) for r, f in entries if r not in missing]
-    at = max(1, min(window, len(rest) + len(missing)) - len(missing))
+    order = place([r for r, _ in entries], missing, window)
+    rest = [r for r in order if r not in missing]
+    at = order.index(missing[0])
     for n, j in enumerate(missing):
-        ref = rest[min(at + n, len(rest) - 1)][0] if rest else j
+        ref = rest[min(at + n, len(rest) - 1)] if rest else j
         score[j] = max(score.get(j, 0.0), score.get(ref, 0.0))
-    return rest[:at] + [(j, []) for j in missing] + rest[at:]
+    folded = dict(entries)
+    return [(r, folded.get(r, [])) for r in order]
 
 
 def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=None,
@@ -161,7 +163,7 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
                             lexical_hits=int(np.count_nonzero(recall.lexical)))
         ranked = recall.top(len(recall))
         trace.notes.append("auto: fused recall (dense + BM25)")
-    sides = _sides(index, query, kinds, alpha, candidates, trace) if facets else []
+    sides = _sides(index, query, qvec, kinds, alpha, candidates, trace) if facets else []
 
     with trace.stage("assemble"):
         if budget_tokens is not None:
