@@ -74,7 +74,7 @@ def stoppable(fn):
 
     Why: Dagster's retry policy turns an interrupt inside a step into a retry
     request, so an interrupted summarize step came back ten seconds later and
-    the build ran on to publish (issue 17). Here it becomes a ``Failure`` that
+    the build ran on to publish. Here it becomes a ``Failure`` that
     is not retried; the next `strata index` resumes from what finished."""
     import functools
 

@@ -1,7 +1,7 @@
 """The asset groups of the lineage view: the three stages people name when they
 describe the pipeline. The Dagster UI draws each group as one box (collapsed
 until opened), so the global lineage reads ingest → enrich → index at a glance
-instead of one box per step (issue 18: eight boxes of one or two assets each).
+instead of one box per step (eight boxes of one or two assets each).
 """
 
 INGEST = "ingest"  # the corpus folder read and parsed: parsed_shards, nodes

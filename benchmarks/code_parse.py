@@ -1,4 +1,4 @@
-"""Code parsing speed on one large generated Go file (issue 19).
+"""Code parsing speed on one large generated Go file.
 
 Times :func:`stages.parse.code.parse_code` (tree-sitter) on a generated
 40,012-line Go file (3,334 commented receiver methods and structs), best of 3,

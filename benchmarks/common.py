@@ -173,7 +173,7 @@ def run_systems(index, questions: list[str], modes: list[str], k: int, to_unit,
 # --------------------------------------------------------------------------- targets
 
 DEFAULT = "strata auto"  # the default mode's row in every benchmark
-FLAT_BASELINES = ("dense+BM25 RRF", "strata hybrid")  # "the best flat baseline" of issue 16
+FLAT_BASELINES = ("dense+BM25 RRF", "strata hybrid")  # "the best flat baseline" of the targets
 P50_MS, P95_MS = 30.0, 80.0  # the default mode's latency budget (query embedding included)
 
 

@@ -1,4 +1,4 @@
-"""The runtimes of all-MiniLM-L6-v2 against torch in float32 (issue 21).
+"""The runtimes of all-MiniLM-L6-v2 against torch in float32.
 
 For torch (float32), torch-bf16 (bfloat16 weights and matmuls), onnx (float32)
 and onnx-int8 (dynamic quantisation, per-channel weight scales), both ONNX

@@ -34,7 +34,7 @@ matched / reference, both summed over passages (micro-average), in percent.
 The extractor is pluggable: any ``(text, title) -> OpenIEOut`` function
 (``--extractor module:function`` or ``path/to/file.py:function``), or a
 HippoRAG-format file of predictions (``--predictions FILE``), so a model's output
-(issue 22: SmolLM2 through a local server) is scored by the same code. Each run
+(SmolLM2 through a local server) is scored by the same code. Each run
 replaces its own row (``--label``) in ``benchmarks/results/openie_quality.json``
 and keeps the others, each stamped with the date and the git commit it was
 measured at.

@@ -138,7 +138,7 @@ SECTIONS = (
      "launcher into a run worker; timed from the launch to the run's end as the UI reports it. "
      "CLI: `strata index` in a child process, interpreter start-up included. Trials "
      "interleaved. `workers: 2` is the launch asking for the multiprocess executor, which every "
-     "run used before issue 18."),
+     "run used before builds ran in one process by default."),
     ("hyprag", "Code: Strata hierarchical vs HypRAG 0.7.2 on the same stdlib subset",
      "Same chunks, same hierarchy, same MiniLM encoder; HypRAG runs from PyPI in its own venv. "
      "Gold = dotted node paths (`benchmarks/data/stdlib_code_questions.yaml`)."),

@@ -1,5 +1,5 @@
 """Build throughput with 1 and 2 worker processes, and what editing 1% of a
-2,000-file corpus costs (issue 7).
+2,000-file corpus costs.
 
 The corpus is generated (``benchmarks.synthetic_corpus``: Markdown pages and
 Python modules in the sample corpus's vocabulary, fixed seed). Every build is

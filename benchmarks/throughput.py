@@ -1,4 +1,4 @@
-"""Build throughput against the encoder's own (issue 21).
+"""Build throughput against the encoder's own.
 
 On a 2-core machine without a GPU a first build is mostly the embedding model,
 so the limit to measure a build against is the model itself, fed well: one

@@ -1,5 +1,5 @@
 """An unchanged rebuild launched the way the Dagster UI launches it, against the
-same rebuild from `strata index` (issue 18: 79 s from the UI, 11 s from the CLI).
+same rebuild from `strata index` (79 s from the UI, 11 s from the CLI).
 
 - UI path: `dagster dev -w workspace.yaml` (webserver, daemon, code server) on
   loopback; each trial is a GraphQL ``launchPipelineExecution`` of the

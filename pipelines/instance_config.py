@@ -2,7 +2,7 @@
 by default), written by `make install` and by the first `strata index`.
 
 Besides turning telemetry off it makes Dagster's own run queue hold one run of
-a corpus partition at a time (issue 18): a second run of the same corpus, from
+a corpus partition at a time: a second run of the same corpus, from
 the UI, the change sensor or the nightly schedule, waits as *Queued* in the UI
 until the first has finished, instead of racing it to the index. The queue
 counts every run of the instance in progress, `strata index`'s too (they carry

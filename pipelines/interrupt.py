@@ -2,7 +2,7 @@
 exit code 130 (143 for SIGTERM), the run marked CANCELED in the Dagster UI, and
 the previously published version still serving.
 
-Why this needs more than Python's default KeyboardInterrupt (issue 17: Ctrl-C
+Why this needs more than Python's default KeyboardInterrupt (Ctrl-C
 did nothing for 75 s, then the build published and exited 0):
 
 - Dagster replaces the SIGINT handler during a run (and maps SIGTERM onto it):

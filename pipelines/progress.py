@@ -8,7 +8,7 @@ thread that follows the log shows the same progress for both.
 
 Why a terminal of its own: while a step runs in this process, Dagster points
 file descriptors 1 and 2 at the step's compute-log files, so anything written to
-``sys.stderr`` then goes to a file (issue 18: the bar sat at ``0/13 starting…``
+``sys.stderr`` then goes to a file (the bar sat at ``0/13 starting…``
 and jumped to ``12/13`` 80 s later). The view writes to a duplicate of the
 stderr descriptor taken before the run, which still reaches the terminal.
 

@@ -5,7 +5,7 @@ every step in the run's own process (Dagster's in-process executor) unless the
 launch or the corpus asks for workers, then Dagster's multiprocess executor
 with that many step processes at a time.
 
-Why in process by default (issue 18): an unchanged rebuild launched from the
+Why in process by default: an unchanged rebuild launched from the
 UI, the change sensor or the nightly schedule took 79 s on the multiprocess
 executor, where `strata index` took 11 s, because each of the 13 steps started
 its own process and loaded the code location again (4-5 s each). Most runs of

@@ -1,7 +1,7 @@
 """One build per index folder at a time.
 
 Two builds of one index write the same ``build/`` folder: with different LLM
-settings, one publishes the other's half-finished work (issue 17: a sensor run
+settings, one publishes the other's half-finished work (a sensor run
 published offline summaries over a CLI run's OpenAI ones). So every build
 claims the folder's lock file, ``<index>/.build.lock``, in one of two ways:
 
@@ -234,7 +234,7 @@ def release_for_run(index_dir: str | os.PathLike, run_id: str) -> None:
     lease = holder(index_dir)
     if not path.exists() or not lease or lease.get("run_id") != run_id:
         # not this run's lease (a CLI's lock, held for its whole build): nothing to
-        # clear, and no flock to wait 2 s for (every `strata index` did, issue 21)
+        # clear, and no flock to wait 2 s for (every `strata index` did)
         return
     fd = os.open(path, os.O_RDWR)
     try:

@@ -148,7 +148,7 @@ def encoder_threads(processes: int | None = None) -> int:
 
     Why always: torch starts as many threads as the machine has cores in every
     process, so two shard processes on 2 cores ran four threads that took turns
-    on two cores (issue 21); one process alone must still get every core."""
+    on two cores; one process alone must still get every core."""
     settings = load(EmbedSettings)  # $STRATA_TORCH_THREADS, $STRATA_ENCODING_PROCESSES
     if settings.torch_threads:
         return settings.torch_threads

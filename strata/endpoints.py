@@ -5,7 +5,7 @@ item failed", and saying so in one line that names the URL and what to check.
 Why a module of its own: an endpoint that is down is not an item failure. An
 LLM stage isolates per-item faults (a 429, a 5xx, a malformed answer) and
 carries on; but when nothing answers at all, retrying every item with backoff
-spends minutes telling the user nothing (issue 17: 98 "connection error" lines
+spends minutes telling the user nothing (98 "connection error" lines
 in 3.5 minutes, then "done" with every item failed). So a stage probes the
 endpoint once before it sends anything (:func:`probe`), and the LLM trips a
 circuit breaker after a run of connection failures with no answer in between;

@@ -1,5 +1,5 @@
 """Compare two published index versions table by table, for the incremental ==
-fresh-build property (issue 7). Differences come back as readable strings."""
+fresh-build property. Differences come back as readable strings."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One build per index folder (issue 17): the lock `strata index` holds for its
+"""One build per index folder: the lock `strata index` holds for its
 lifetime, and the lease a run started from the UI or a sensor takes, across
 real processes."""
 

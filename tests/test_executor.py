@@ -1,4 +1,4 @@
-"""Where a run's steps execute (pipelines/scaleout.py, issue 18): in the run's own
+"""Where a run's steps execute (pipelines/scaleout.py): in the run's own
 process unless the launch or the corpus asks for workers. Runs of the code
 location's `index_corpus` job with its own executor: `strata index` on a
 terminal (tests/test_progress.py: every step in one process), `--workers 2`

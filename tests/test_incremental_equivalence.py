@@ -1,5 +1,5 @@
-"""An incrementally rebuilt index equals a fresh build of the same folder
-(issue 7): same node ids, edges, facts, entities, image groups and vectors,
+"""An incrementally rebuilt index equals a fresh build of the same folder:
+same node ids, edges, facts, entities, image groups and vectors,
 whatever sequence of edits, deletes, renames and additions came before.
 
 The sequences come from hypothesis. Each example starts from one shared build

@@ -1,5 +1,5 @@
 """A build killed midway leaves the previous version serving, and the next run
-finishes without redoing the work that was done (issue 7: versioned publish)."""
+finishes without redoing the work that was done (versioned publish)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Published versions mirrored to object storage and read back by URI
-(issue 7), against a real S3 HTTP endpoint on loopback (moto's server)."""
+"""Published versions mirrored to object storage and read back by URI,
+against a real S3 HTTP endpoint on loopback (moto's server)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ONNX Runtime runtimes of the packaged model (issue 21): exported here from
+"""The ONNX Runtime runtimes of the packaged model: exported here from
 the packaged weights, their vectors against torch's, the manifest naming the
 runtime that built an index, and another runtime allowed to query it only when
 its vectors agree with the index's own."""

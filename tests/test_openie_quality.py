@@ -1,7 +1,7 @@
 """The OpenIE scorer (benchmarks.openie_quality): its matching rule on a small
 hand-made reference, the GPT-3.5 file scored against itself, the heuristic on
-the first 200 MuSiQue passages, and the command line that issue 22 will drive
-with a model's output."""
+the first 200 MuSiQue passages, and the command line that scores
+a model's output."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_extractors_load_from_a_module_or_a_file(tmp_path):
 
 
 def test_command_line_keeps_other_rows(passages, tmp_path):
-    """What issue 22 will do: score a model's output file next to the heuristic."""
+    """Score a model's output file next to the heuristic."""
     preds = tmp_path / "preds.json"
     docs = [{"idx": 0, "extracted_entities": ["Journal of Mathematical Physics", "1963"],
              "extracted_triples": [["Journal of Mathematical Physics", "became monthly in", "1963"]]}]

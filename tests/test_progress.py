@@ -1,4 +1,4 @@
-"""Progress inside the long steps (issue 18): the line a step logs (counts, rate,
+"""Progress inside the long steps: the line a step logs (counts, rate,
 ETA), and `strata index` on a real pseudo-terminal drawing it while the
 embedding step runs, although Dagster points the process's stdout and stderr
 at its compute-log files during every step."""

@@ -1,4 +1,4 @@
-"""Strata writes only where the user points it (issue 19): the project folder is
+"""Strata writes only where the user points it: the project folder is
 $STRATA_HOME, else the nearest folder at or above the current one that is a Strata
 project, else the current folder; relative --out/--index are the current folder's;
 nothing is written in the repository or the installed package. The real command,

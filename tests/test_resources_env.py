@@ -1,7 +1,7 @@
-"""Resources configured through ``dg.EnvVar`` (issue 18): the code location names
+"""Resources configured through ``dg.EnvVar``: the code location names
 the variables (so the UI shows where a setting comes from) and a run reads them
 when it starts, not when the definitions were loaded; a corpus's remembered
-settings (issue 17) still win over them. Real Dagster runs on a tiny corpus."""
+settings still win over them. Real Dagster runs on a tiny corpus."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The torch runtimes of the packaged model (issue 21): torch-bf16 (bfloat16
+"""The torch runtimes of the packaged model: torch-bf16 (bfloat16
 weights and matmuls, ~1.8x float32's speed on a CPU with AVX512-BF16 or AMX) is
 what ``auto`` (the default) takes on such a CPU; a rebuild keeps the runtime an
 index was built with; a corpus that declares a runtime keeps it; and a bf16-built

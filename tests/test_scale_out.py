@@ -1,4 +1,4 @@
-"""Scale-out (issue 7): the parse and embedding shards run as separate steps on
+"""Scale-out: the parse and embedding shards run as separate steps on
 Dagster's multiprocess executor and on a local Dask cluster (dagster-dask),
 and the index they produce equals the in-process build of the same corpus."""
 

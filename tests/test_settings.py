@@ -1,4 +1,4 @@
-"""One settings model (strata.settings, issue 19): the README's table is the model's,
+"""One settings model (strata.settings): the README's table is the model's,
 every default is stated there once and read by the CLI, the resources and the
 service, and a variable that cannot be used stops a command in one line."""
 

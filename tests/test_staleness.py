@@ -1,6 +1,6 @@
 """A new prompt template (the asset's code version) marks exactly that stage
 and the stages after it stale in Dagster, and the rebuild redoes exactly that
-stage's items (issue 7: per-stage invalidation)."""
+stage's items (per-stage invalidation)."""
 
 from __future__ import annotations
 

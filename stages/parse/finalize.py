@@ -19,7 +19,7 @@ from strata.settings import ChunkingSettings, check, default
 
 # Bump when a parser's output changes for the same input: it invalidates the
 # per-document cache so old parses are not reused.
-PARSER_VERSION = "4"  # 4: code on tree-sitter, the shared section builder (issue 19)
+PARSER_VERSION = "4"  # 4: code on tree-sitter, the shared section builder
 # Kinds whose long text is split into chunk children.
 CHUNKED_KINDS = (SECTION, FILE)
 

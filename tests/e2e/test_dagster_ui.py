@@ -1,4 +1,4 @@
-"""The Dagster UI as a user drives it (issue 18), in headless Chromium (Debian's
+"""The Dagster UI as a user drives it, in headless Chromium (Debian's
 chromium, driven by Playwright) against a real `dagster dev -w workspace.yaml`
 on loopback, in the order a user meets it:
 

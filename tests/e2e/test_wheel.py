@@ -1,4 +1,4 @@
-"""The package as a user installs it (issue 19): a wheel built from this checkout,
+"""The package as a user installs it: a wheel built from this checkout,
 installed (not editable) into a fresh virtual environment, then `strata index` and
 `strata search` run from a folder outside the repository.
 

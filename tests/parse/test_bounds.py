@@ -1,4 +1,4 @@
-"""Compressed containers are measured before they are inflated (issue 17): a DOCX
+"""Compressed containers are measured before they are inflated: a DOCX
 or PDF that would expand past its cap is skipped with a reason, whatever its
 headers claim, and a normal one is untouched."""
 

@@ -1,4 +1,4 @@
-"""A corpus of hostile files, generated fresh for each test session (issue 8).
+"""A corpus of hostile files, generated fresh for each test session.
 
 Each case is one file (or link) with what must happen to it: ``indexed``
 (its text is in the index, possibly with a parser note), or ``skipped`` with a

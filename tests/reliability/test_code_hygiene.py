@@ -1,5 +1,5 @@
 """Nothing read from a corpus, an index or a model is ever executed or
-unpickled (issue 8): a scan of the project's own source for the calls that
+unpickled: a scan of the project's own source for the calls that
 would do it. Model output is parsed as JSON/text only (see strata.llm_json)."""
 
 from __future__ import annotations

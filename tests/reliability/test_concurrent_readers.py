@@ -1,5 +1,5 @@
 """Readers query while rebuilds publish new versions: no exception, and no
-result mixes versions (issue 8). Threads share the process with the build;
+result mixes versions. Threads share the process with the build;
 one extra reader runs as a separate process. The keyword reader searches the
 LanceDB full-text indexes directly, so Lance tables are open and being read
 while the build rewrites its own Lance tables and publishes."""

@@ -1,5 +1,5 @@
 """A damaged index explains itself in one line and the next build rebuilds
-around the damage (issue 17).
+around the damage.
 
 Published versions are hard links of ``build/``, so a file damaged in place in
 a published version is also a damaged cache: the next `strata index` must

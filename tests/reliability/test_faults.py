@@ -1,4 +1,4 @@
-"""Faults in the middle of a build (issue 8): a full disk while writing, a
+"""Faults in the middle of a build: a full disk while writing, a
 file that vanishes between listing and reading. After each, the previous
 version still serves and the next run completes without redoing finished
 work."""

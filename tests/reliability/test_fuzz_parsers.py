@@ -1,5 +1,5 @@
-"""Bounded fuzzing of the Markdown, HTML and code parsers with hypothesis
-(issue 8): any text must parse without raising, into rows whose parents
+"""Bounded fuzzing of the Markdown, HTML and code parsers with hypothesis:
+any text must parse without raising, into rows whose parents
 exist and whose line ranges lie inside the file. Examples are built from
 fragments that stress the parsers (unclosed fences, ragged tables, deep
 lists, stray HTML, links, odd unicode), mixed with arbitrary text.

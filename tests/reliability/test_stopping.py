@@ -1,4 +1,4 @@
-"""Stopping a build, endpoints that are down, one build per index (issue 17).
+"""Stopping a build, endpoints that are down, one build per index.
 
 Real processes, real signals, a real HTTP server: a `strata index` child process
 waits on an LLM request that the server holds open, gets SIGTERM (sent to it

@@ -180,7 +180,7 @@ def _through_uvicorn(app, settings):
 
 def test_x_forwarded_for_is_believed_only_from_configured_proxies(sample_index):
     """uvicorn believes X-Forwarded-For from 127.0.0.1 by default: a local client
-    rotating 127.0.0.N escaped the anonymous rate limit (issue 17). Now a claim is
+    rotating 127.0.0.N escaped the anonymous rate limit. Now a claim is
     believed only from proxies named in the settings; otherwise every request that
     makes one counts as one client, which the loopback rule does not trust."""
     import uvicorn

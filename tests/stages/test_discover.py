@@ -396,7 +396,7 @@ def test_empty_python_module_is_indexed_not_skipped(tmp_path):
     assert src.reason is None and src.text == "" and src.note == "empty file"
 
 
-# --------------------------------------------------------------------------- odd files (issue 17)
+# --------------------------------------------------------------------------- odd files
 
 def _in_thread(fn, timeout=120):
     """Run ``fn``; a hang fails the test instead of the suite."""

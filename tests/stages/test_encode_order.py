@@ -1,4 +1,4 @@
-"""Encoding at the model's own speed (issue 21): every text sorted by length,
+"""Encoding at the model's own speed: every text sorted by length,
 encoded in calls of one batch, written as it comes, threads shared by the
 encoding processes. The real packaged model, real Parquet caches."""
 
