@@ -13,9 +13,9 @@ import polars as pl
 from strata.resources.corpora import CorpusRegistry
 from strata.resources.llm import usd_prices
 from strata.stages.corpora import CorpusSpec
-from strata.layout import IndexLayout, update_json
-from strata.schema import TABLE_FILES
-from strata.stats import markdown_table
+from strata.core.layout import IndexLayout, update_json
+from strata.core.schema import TABLE_FILES
+from strata.core.stats import markdown_table
 
 BUILD_REPORT = "build_report.json"
 
@@ -24,9 +24,9 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
                       write: bool = True) -> tuple[CorpusSpec, IndexLayout]:
     """The corpus of this partition and its index folder. A step that writes the
     index (``write``) first makes sure this run holds the folder's build lock
-    (:mod:`strata.buildlock`): a second build of the same index stops here, with
+    (:mod:`strata.core.buildlock`): a second build of the same index stops here, with
     the holder named, before it writes anything."""
-    from strata import stopping
+    from strata.core import stopping
 
     reason = stopping.requested()
     if reason:  # Dagster carries on with independent steps after an interrupt: not us
@@ -40,7 +40,7 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
 
 
 def take_build_lock(context, layout: IndexLayout) -> None:
-    from strata.buildlock import RUN_TAG, BuildLocked, claim_for_run
+    from strata.core.buildlock import RUN_TAG, BuildLocked, claim_for_run
 
     run = context.run
     try:
@@ -80,8 +80,8 @@ def stoppable(fn):
 
     @functools.wraps(fn)
     def body(*args, **kwargs):
-        from strata import stopping
-        from strata.profiling import step_profile
+        from strata.core import stopping
+        from strata.core.profiling import step_profile
 
         try:
             with step_profile(fn.__name__):  # STRATA_PROFILE: where the step's time goes
@@ -105,11 +105,11 @@ def _stopped(reason: str) -> dg.Failure:
 
 @contextmanager
 def stop_on_dead_endpoint() -> Iterator[None]:
-    """An endpoint that cannot be used at all (:class:`strata.endpoints.EndpointError`)
+    """An endpoint that cannot be used at all (:class:`strata.core.endpoints.EndpointError`)
     fails the step at once and for good: Dagster's retry policy would only ask the
     same dead server again after a delay. The description is the error's one line
     (URL and what to check), which the CLI prints as it is."""
-    from strata.endpoints import EndpointError
+    from strata.core.endpoints import EndpointError
 
     try:
         yield
@@ -163,10 +163,10 @@ def output_version(*paths: Path) -> dg.DataVersion:
 
 def progress_logger(context: dg.AssetExecutionContext, label: str,
                     every_s: float | None = None) -> Callable[[int, int], None]:
-    """Log 'label: i/n (p%) · rate/s · ETA m:ss' (:mod:`strata.progress`) every few
+    """Log 'label: i/n (p%) · rate/s · ETA m:ss' (:mod:`strata.core.progress`) every few
     seconds, plus the first and the last: the UI's run log shows it, and
     `strata index` draws its progress bar from it."""
-    from strata.progress import tracker
+    from strata.core.progress import tracker
 
     return tracker(label, context.log.info, every_s)
 
@@ -183,10 +183,10 @@ def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
     """Replace this stage's rows in build/failures.parquet; returns the count."""
     import pyarrow as pa
 
-    from strata.layout import write_parquet_atomic
-    from strata.schema import FAILURES
+    from strata.core.layout import write_parquet_atomic
+    from strata.core.schema import FAILURES
 
-    from strata.layout import read_cache_table
+    from strata.core.layout import read_cache_table
 
     path = layout.build_table("failures")
     old = read_cache_table(path, "failure list")

@@ -47,8 +47,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     from strata.assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
     from strata.stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
-    from strata.embedding import canonical_model, encoder_threads
-    from strata.layout import write_json_atomic
+    from strata.core.embedding import canonical_model, encoder_threads
+    from strata.core.layout import write_json_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = load_embedding_items(layout)

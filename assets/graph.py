@@ -10,8 +10,8 @@ from strata.assets.common import (corpus_and_layout, md, output_version, path_me
 from strata.assets.groups import INDEX
 from strata.assets.partitions import corpora_partitions
 from strata.resources.corpora import CorpusRegistry
-from strata.layout import write_parquet_atomic
-from strata.stats import edges_by_type
+from strata.core.layout import write_parquet_atomic
+from strata.core.stats import edges_by_type
 
 GRAPH_VERSION = "2"
 
@@ -27,7 +27,7 @@ def _entity_vectors(layout):
     """(entity ids, normalized vectors) from the build's entity vector table."""
     import numpy as np
 
-    from strata.schema import ENTITY, vector_table_name
+    from strata.core.schema import ENTITY, vector_table_name
 
     path = layout.build_lance / f"{vector_table_name(ENTITY)}.lance"
     if not path.exists():

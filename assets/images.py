@@ -61,7 +61,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
     import polars as pl
 
     from strata.stages.enrich.images import dedup_images, image_records
-    from strata.layout import write_parquet_atomic
+    from strata.core.layout import write_parquet_atomic
 
     t0 = time.perf_counter()
     spec, layout = corpus_and_layout(context, corpora)
@@ -110,7 +110,7 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
 
     from strata.stages.enrich.captions import run_captions
     from strata.stages.enrich.images import duplicate_mapping, image_records
-    from strata.layout import write_parquet_atomic
+    from strata.core.layout import write_parquet_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = read_build_table(layout, "nodes")

@@ -45,7 +45,7 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
     from strata.stages.enrich.openie import match_import_cached, openie_units, run_openie
 
     from strata.stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
-    from strata.layout import write_parquet_atomic
+    from strata.core.layout import write_parquet_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = read_build_table(layout, "nodes")
@@ -55,7 +55,7 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         imported, unmatched, cached = match_import_cached(config.import_path, units, layout.cache)
         context.log.info(f"OpenIE import: {len(imported)} chunks matched, {len(unmatched)} "
                          f"unmatched{' (cached match)' if cached else ''}")
-    from strata.layout import write_text_atomic
+    from strata.core.layout import write_text_atomic
 
     offline_path = layout.cache / "openie_offline.json"
     try:

@@ -3,12 +3,12 @@
 
 import dagster as dg
 
-from strata.settings import ChunkingSettings, default
+from strata.core.settings import ChunkingSettings, default
 
 
 class ParseConfig(dg.Config):
     # defaults (and bounds, checked by stages.parse.finalize.ParseSettings) declared
-    # in strata.settings.ChunkingSettings
+    # in strata.core.settings.ChunkingSettings
     chunk_tokens: int = default(ChunkingSettings, "chunk_tokens")
     """Estimated-token budget of a chunk; longer sections are split into chunk children."""
     context_lines: int = default(ChunkingSettings, "context_lines")

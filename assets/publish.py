@@ -40,10 +40,10 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     from datetime import datetime
 
     from strata.stages.parse.finalize import stable_hash
-    from strata.layout import read_json_or_empty
-    from strata.query_arrays import graph_nodes, write as write_query_arrays
-    from strata.schema import FORMAT_VERSION
-    from strata.stats import index_stats
+    from strata.core.layout import read_json_or_empty
+    from strata.core.query_arrays import graph_nodes, write as write_query_arrays
+    from strata.core.schema import FORMAT_VERSION
+    from strata.core.stats import index_stats
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = graph_nodes(read_build_table(layout, "nodes"),
@@ -77,7 +77,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         "build_seconds": round(sum(v.get("seconds", 0) for v in report.values()), 3),
         "run_id": context.run.run_id,
     }
-    from strata.buildlock import release_for_run
+    from strata.core.buildlock import release_for_run
 
     # nothing new to readers (same manifest but for build time and timings, every file
     # byte-identical to the current version's): keep the current version instead of
@@ -100,11 +100,11 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
             "source_fingerprint": fingerprint,
             "path": path_metadata(layout.version_dir(current)),
         })
-    # what queries memory-map (strata.query_arrays), and the query runtime readied (its ONNX
+    # what queries memory-map (strata.core.query_arrays), and the query runtime readied (its ONNX
     # graph exported, its agreement with the built runtime recorded): the first query of
     # the new version then imports no torch and loads nothing whole
-    from strata.embedding import EncoderSpec
-    from strata.query_runtime import prepare
+    from strata.core.embedding import EncoderSpec
+    from strata.core.query_runtime import prepare
 
     write_query_arrays(layout.build, int(encoder["dim"]), nodes, edges)  # the tables read above
     query_side = prepare(layout.build, EncoderSpec.from_manifest(encoder))
@@ -133,7 +133,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
 def _query_arrays_readable(version_dir) -> bool:
     """Whether the version's query arrays are of the current format and open as
     a reader opens them (every file present, none truncated)."""
-    from strata.query_arrays import open_arrays
+    from strata.core.query_arrays import open_arrays
 
     try:
         return open_arrays(version_dir) is not None
@@ -155,7 +155,7 @@ def _query_arrays_readable(version_dir) -> bool:
 @stoppable
 def mirrored_index(context: dg.AssetExecutionContext,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
-    from strata.remote import push_version
+    from strata.core.remote import push_version
 
     spec, layout = corpus_and_layout(context, corpora, write=False)
     version = layout.current_version()
@@ -183,8 +183,8 @@ def _mirror_serves(version_dir, uri: str) -> bool:
     numbers its versions from 1 again). False when either cannot be read."""
     from pyarrow import fs
 
-    from strata.layout import CURRENT, VERSIONS
-    from strata.schema import MANIFEST
+    from strata.core.layout import CURRENT, VERSIONS
+    from strata.core.schema import MANIFEST
 
     try:
         filesystem, base = fs.FileSystem.from_uri(uri)

@@ -27,7 +27,7 @@ def build_tags(spec, llm=None, embedder=None) -> dict[str, str]:
         tags[LLM_TAG] = llm.label(spec.llm)
     if embedder is not None:
         from strata.assets.shard_cache import built_encoder
-        from strata.layout import IndexLayout
+        from strata.core.layout import IndexLayout
 
         previous = built_encoder(IndexLayout(spec.out))
         tags[EMBEDDING_TAG] = embedding_label(embedder.spec_for(spec.embedding, previous))

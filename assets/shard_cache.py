@@ -15,8 +15,8 @@ from pathlib import Path
 import polars as pl
 
 from strata.assets.common import read_build_table
-from strata.embedding import EncoderSpec
-from strata.layout import IndexLayout, read_json_or_empty
+from strata.core.embedding import EncoderSpec
+from strata.core.layout import IndexLayout, read_json_or_empty
 
 SHARDS_DIR = "shards"
 SUMMARY = "summary.json"

@@ -34,14 +34,14 @@ from strata.assets.shard_cache import (PARSED_PATHS, SUMMARY, built_encoder, loa
                                       shard_summaries, vector_cache_dir)
 from strata.resources.corpora import CorpusRegistry
 from strata.resources.embedder import EmbedderResource
-from strata.layout import write_json_atomic
-from strata.schema import TABLE_FILES
-from strata.settings import BuildSettings, load
+from strata.core.layout import write_json_atomic
+from strata.core.schema import TABLE_FILES
+from strata.core.settings import BuildSettings, load
 
 
 def shard_count() -> int:
-    """``STRATA_SHARDS`` (:class:`strata.settings.BuildSettings`), read when called;
-    a bad value is a one-line :class:`strata.settings.SettingsError` (a ValueError)."""
+    """``STRATA_SHARDS`` (:class:`strata.core.settings.BuildSettings`), read when called;
+    a bad value is a one-line :class:`strata.core.settings.SettingsError` (a ValueError)."""
     return load(BuildSettings).shards
 
 
@@ -54,7 +54,7 @@ def encoding_processes(shards: int, tags: dict) -> int:
     executor adds when it starts them; absent: every step in one process),
     never more than the shards. ``STRATA_ENCODING_PROCESSES`` set by an
     operator (other executors, a shared machine) wins."""
-    from strata.settings import EmbedSettings, load
+    from strata.core.settings import EmbedSettings, load
 
     explicit = load(EmbedSettings).encoding_processes  # checked by the model
     if explicit:
@@ -77,7 +77,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         from strata.stages.embed import shard_of
         from strata.stages.nodes import build_nodes, overlay, read_previous
         from strata.stages.parse.finalize import ParseSettings
-        from strata.layout import write_parquet_atomic
+        from strata.core.layout import write_parquet_atomic
 
         spec, layout = corpus_and_layout(context, corpora)
         paths = [rel for rel, _ in iter_paths(spec.root, spec.include, spec.exclude)]
@@ -120,8 +120,8 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         import pyarrow as pa
 
         from strata.stages.embed import encode_shard
-        from strata.embedding import encoder_threads
-        from strata.layout import read_cache_table, write_parquet_atomic
+        from strata.core.embedding import encoder_threads
+        from strata.core.layout import read_cache_table, write_parquet_atomic
 
         spec, layout = corpus_and_layout(context, corpora)
         items = load_embedding_items(layout)

@@ -87,9 +87,9 @@ def strata_cmd() -> list[str]:
 
 def usable(index: Path) -> bool:
     """A published index of this Strata's format with its query arrays."""
-    from strata.layout import IndexLayout, read_manifest
-    from strata.query_arrays import present
-    from strata.schema import FORMAT_VERSION
+    from strata.core.layout import IndexLayout, read_manifest
+    from strata.core.query_arrays import present
+    from strata.core.schema import FORMAT_VERSION
 
     try:
         vdir = IndexLayout(index).resolve()

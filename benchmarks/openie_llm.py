@@ -5,7 +5,7 @@ extraction does to diffusion recall.
 
 1. **Extraction.** The passages go through the OpenIE stage's own code, as a
    build sends them: :func:`stages.enrich.openie.openie_request` (the same
-   prompt, JSON mode), :meth:`strata.llm.LLM.run` (the same retries, parse
+   prompt, JSON mode), :meth:`strata.core.llm.LLM.run` (the same retries, parse
    retries, cache and failure isolation), :func:`~stages.enrich.openie.parse_openie`
    and :func:`~stages.enrich.openie.validate`. A passage whose answer could not be
    used after the retries counts as an empty extraction (a build records it in
@@ -59,7 +59,7 @@ def extract(passages, base_url: str, cache: Path, progress_every: int = 20) -> d
     validated outputs, failures and the stage's stats."""
     from strata.stages.enrich.openie import (OpenIEOut, grounded_entities, openie_request, parse_openie,
                                       unit_context, validate)
-    from strata.llm import LLM, LLMConfig
+    from strata.core.llm import LLM, LLMConfig
 
     units = [{"node_id": passage_file(i), "text": p.unit_text, "title": p.title,
               "breadcrumb": p.title} for i, p in enumerate(passages)]

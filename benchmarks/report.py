@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from benchmarks.common import REPO, RESULTS
-from strata.schema_doc import splice as splice_block
+from strata.core.schema_doc import splice as splice_block
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = (

@@ -5,7 +5,7 @@ parsed and embedded on a small machine.
 The version folder looks like one ``strata index`` publishes, as far as a
 query reads it: ``CURRENT``, ``versions/v000001/manifest.json`` (a real
 index's manifest, its counts replaced, so the model and the query runtime are
-that index's) and ``query/`` written by :func:`strata.query_arrays.save`, with
+that index's) and ``query/`` written by :func:`strata.core.query_arrays.save`, with
 the approximate index it writes at this size. There are no Parquet tables,
 Lance tables or BM25 collections, so only dense (``flat``) queries run on it.
 
@@ -103,8 +103,8 @@ def _vectors(kind, parent, centres: np.ndarray, rng: np.random.Generator):
 
 def _edges(kind, parent, centre, rng: np.random.Generator):
     """(src, dst, type code, relation name) of every edge."""
-    from strata.query_arrays import EDGE_CODE
-    from strata.schema import JUMP, SEMANTIC, STRUCTURAL
+    from strata.core.query_arrays import EDGE_CODE
+    from strata.core.schema import JUMP, SEMANTIC, STRUCTURAL
 
     child = np.nonzero(parent >= 0)[0]
     files = np.nonzero(kind == 0)[0]
@@ -130,7 +130,7 @@ def _edges(kind, parent, centre, rng: np.random.Generator):
 
 
 def _node_table(kind, parent, ordinal, file_of, section_of, ids, rng: np.random.Generator):
-    """The node fields a query returns (:data:`strata.query_arrays.NODE_FIELDS`)."""
+    """The node fields a query returns (:data:`strata.core.query_arrays.NODE_FIELDS`)."""
     import pyarrow as pa
 
     names = ("file", "section", "chunk")
@@ -182,9 +182,9 @@ def write(out: Path, nodes: int, template: Path, seed: int = 0,
     """Write a synthetic index of ``nodes`` nodes into ``out`` (replacing what is
     there), its manifest and probe from the published index ``template``;
     returns the parameters and the seconds writing took (also in ``out/synthetic.json``)."""
-    from strata.layout import IndexLayout
-    from strata.query_arrays import KIND_CODE, Graph, QueryArrays, open_arrays, save
-    from strata.schema import CHUNK, FILE, SECTION
+    from strata.core.layout import IndexLayout
+    from strata.core.query_arrays import KIND_CODE, Graph, QueryArrays, open_arrays, save
+    from strata.core.schema import CHUNK, FILE, SECTION
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)

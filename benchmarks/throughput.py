@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common import REPO, SCRATCH, build_with_cli, machine, write_result
-from strata.embedding import AUTO, resolve_runtime
-from strata.settings import RUNTIMES
+from strata.core.embedding import AUTO, resolve_runtime
+from strata.core.settings import RUNTIMES
 
 TARGET_RATIO = 0.85  # the build's texts/s against the bare model's
 TARGET_FIRST_BUILD_S = 100.0  # MuSiQue with the imported triples, torch
@@ -65,7 +65,7 @@ def bare_child(texts_file: Path, runtime: str) -> None:
     """In a fresh process (torch's threads as a build process gets them): the
     batch-size sweep on a sample, then every text in one call."""
     from strata.stages.embed import ENCODE_BATCH
-    from strata.embedding import EncoderSpec, encoder_threads, load_encoder
+    from strata.core.embedding import EncoderSpec, encoder_threads, load_encoder
 
     texts = json.loads(texts_file.read_text())
     encoder = load_encoder(EncoderSpec(runtime=runtime))
@@ -121,7 +121,7 @@ def build(docs: Path, work: Path, name: str, extra: list[str], profile: Path | N
 
 def profile_rows(folder: Path) -> list[dict]:
     """One row per step (shards of a stage summed), in the order they started."""
-    from strata.profiling import top_costs
+    from strata.core.profiling import top_costs
 
     steps: dict[str, dict] = {}
     for js in sorted(folder.glob("*.json")):

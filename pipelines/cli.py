@@ -17,12 +17,12 @@ from strata.pipelines.build_command import cmd_index
 from strata.pipelines.console import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE
 from strata.pipelines.console import print_json
 from strata.pipelines.console import say as _print
-from strata.settings import RUNTIMES
+from strata.core.settings import RUNTIMES
 
 
 def _open_index(path: str, version: int | None = None):
     from strata.retrieval import Index
-    from strata.layout import IndexNotFound
+    from strata.core.layout import IndexNotFound
 
     try:
         return Index.open(path, version=version)
@@ -33,7 +33,7 @@ def _open_index(path: str, version: int | None = None):
 
 def _versions(root: str) -> list[dict]:
     """One row per published version still on disk (newest last)."""
-    from strata.layout import IndexLayout, read_manifest
+    from strata.core.layout import IndexLayout, read_manifest
 
     layout = IndexLayout(root)
     current = layout.current_version()
@@ -89,7 +89,7 @@ def cmd_map(args: argparse.Namespace) -> int:
 def _query_llm(args: argparse.Namespace):
     """The LLM of a query command from its flags, else $STRATA_LLM_*; None when offline.
     Built directly (no Dagster resources: query commands never import dagster)."""
-    from strata.llm import query_llm
+    from strata.core.llm import query_llm
 
     return query_llm(getattr(args, "llm_backend", None), getattr(args, "llm_model", None),
                      getattr(args, "llm_base_url", None), getattr(args, "llm_callable", None))
@@ -229,7 +229,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from strata.service.auth import KeyFileError, load_entries
     from strata.service.settings import ServiceConfigError, ServiceSettings, is_loopback
-    from strata.layout import IndexNotFound
+    from strata.core.layout import IndexNotFound
 
     try:  # the flags given win over the STRATA_* variables, which win over the defaults
         settings = ServiceSettings.from_env(
@@ -369,7 +369,7 @@ def _add_llm_args(group) -> None:
 
 def _serve_default(name: str) -> str:
     """``default X, or $VAR`` for a ``strata serve`` flag's help, from the model."""
-    from strata.settings import ServeSettings, default, env_var
+    from strata.core.settings import ServeSettings, default, env_var
 
     value = default(ServeSettings, name)
     shown = "none" if value is None else ("off" if value is False else f"{value:g}"
@@ -378,10 +378,10 @@ def _serve_default(name: str) -> str:
 
 
 def _query_help(name: str) -> str:
-    """A query flag's help from its :class:`strata.settings.QuerySettings` field:
+    """A query flag's help from its :class:`strata.core.settings.QuerySettings` field:
     the field's description, then ``default $VAR, else X``, so the flag, the
     variable and the settings table say the same thing."""
-    from strata.settings import QuerySettings, field_help
+    from strata.core.settings import QuerySettings, field_help
 
     return field_help(QuerySettings, name).replace("%", "%%")  # argparse formats help with %
 
@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "onnx-int8; needs the onnx extra); default: what the corpus was built "
                          "with, else $STRATA_EMBED_RUNTIME (auto: torch-bf16 on a CPU with "
                          "native bfloat16, else torch)")
-    from strata.settings import ChunkingSettings
+    from strata.core.settings import ChunkingSettings
 
     chunking = ChunkingSettings.model_fields["chunk_tokens"]
     ix.add_argument("--chunk-tokens", type=int, default=chunking.default,
@@ -486,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--index", action="append", required=True,
                     help="index folder or object-storage URI, or NAME=LOCATION (repeatable)")
     # a flag not given is None: the STRATA_* variable, else the default, both in
-    # strata.settings.ServeSettings (whose defaults the help shows)
+    # strata.core.settings.ServeSettings (whose defaults the help shows)
     sv.add_argument("--host", default=None,
                     help=f"address to listen on ({_serve_default('host')}; others need API keys)")
     sv.add_argument("--port", type=int, default=None, help=_serve_default("port"))
@@ -563,16 +563,16 @@ EXIT_PIPE = 141  # the reader of stdout went away (`strata search ... | head`), 
 
 def main(argv: list[str] | None = None) -> int:
     from strata.pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
-    from strata.embedding import EmbeddingModelMismatch
-    from strata.endpoints import EndpointError
-    from strata.layout import IndexDamaged
+    from strata.core.embedding import EmbeddingModelMismatch
+    from strata.core.endpoints import EndpointError
+    from strata.core.layout import IndexDamaged
     from strata.pipelines.console import visible
-    from strata.settings import SettingsError
+    from strata.core.settings import SettingsError
 
     try:
         args = build_parser().parse_args(argv)
         if args.func is cmd_index:  # a build: idle OpenMP threads sleep (before torch loads)
-            from strata.embedding import passive_waits
+            from strata.core.embedding import passive_waits
 
             passive_waits()
         rc = args.func(args)

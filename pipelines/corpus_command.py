@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 
 from strata.pipelines.console import EXIT_OK, EXIT_USAGE, print_json, say, visible
-from strata.settings import RUNTIME_CHOICES, ProjectSettings, corpora_file, load
+from strata.core.settings import RUNTIME_CHOICES, ProjectSettings, corpora_file, load
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
@@ -39,8 +39,8 @@ def _where() -> tuple[Path, Path | None]:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from strata.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
-    from strata.ownership import looks_owned
+    from strata.core.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
+    from strata.core.ownership import looks_owned
     from strata.pipelines.build_command import other_corpus
     from strata.stages.corpora import (CorpusError, CorpusSpec, checked, corpus_sources,
                                        load_corpora, register_corpus, validate_name)

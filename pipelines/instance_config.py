@@ -8,7 +8,7 @@ until the first has finished, instead of racing it to the index. The queue
 counts every run of the instance in progress, `strata index`'s too (they carry
 the partition tag), so a run launched from the UI during a CLI build queues as
 well. `strata index` itself does not go through the queue (it runs the job in
-its own process); the index folder's lock (:mod:`strata.buildlock`) stays the
+its own process); the index folder's lock (:mod:`strata.core.buildlock`) stays the
 guard there, and for builds of the same folder from anywhere.
 
 ``run_queue.dequeue_interval_seconds: 1``: the daemon looks at the queue every
@@ -37,7 +37,7 @@ HEADER = ("# Written by Strata (pipelines/instance_config.py): telemetry off, an
 def ensure_instance_config(home: Path) -> Path:
     """Create ``home/dagster.yaml``, or add the per-corpus run limit to one that
     configures no run queue of its own (what an operator wrote is never changed)."""
-    from strata.ownership import mark
+    from strata.core.ownership import mark
 
     home.mkdir(parents=True, exist_ok=True)
     mark(home, "dagster-home")  # never indexed, even inside a corpus folder
@@ -79,6 +79,6 @@ def _write(path: Path, text: str) -> None:
 
 
 if __name__ == "__main__":  # make install
-    from strata.settings import dagster_home_dir
+    from strata.core.settings import dagster_home_dir
 
     print(ensure_instance_config(Path(sys.argv[1]) if len(sys.argv) > 1 else dagster_home_dir()))

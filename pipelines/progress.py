@@ -2,7 +2,7 @@
 
 Why from the event log: the run executes in this process or, with
 ``--workers``, in step processes, and either way every step start, step end and
-progress line a long step logs (:mod:`strata.progress`: ``embed shard 0:
+progress line a long step logs (:mod:`strata.core.progress`: ``embed shard 0:
 1200/3394 (35%) · 45.2/s · ETA 0:48``) lands in the instance's event log. A
 thread that follows the log shows the same progress for both.
 
@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from strata.progress import Progress, clock, every_s, format_line, parse_line
+from strata.core.progress import Progress, clock, every_s, format_line, parse_line
 
 
 
@@ -86,7 +86,7 @@ class BuildProgress:
     def _find_run(self):
         import dagster as dg
 
-        from strata.buildlock import RUN_TAG  # the run carries its build's token
+        from strata.core.buildlock import RUN_TAG  # the run carries its build's token
 
         runs = self.instance.get_runs(filters=dg.RunsFilter(tags={RUN_TAG: self.token}),
                                       limit=1)

@@ -1,7 +1,7 @@
 """`strata upgrade`: bring a published index up to what this Strata's queries read,
 in place, without encoding anything again.
 
-A version published before the query arrays existed (:mod:`strata.query_arrays`)
+A version published before the query arrays existed (:mod:`strata.core.query_arrays`)
 still answers, but every querying process then reads its Parquet and Lance
 files whole. Upgrading writes the arrays into each such version folder (a
 temporary folder renamed into place, so a reader sees none or all of them) and
@@ -19,10 +19,10 @@ from strata.pipelines.console import EXIT_OK, EXIT_USAGE, say
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    from strata.embedding import EncoderSpec
-    from strata.layout import IndexLayout, read_manifest
-    from strata.query_arrays import present, write
-    from strata.query_runtime import prepare
+    from strata.core.embedding import EncoderSpec
+    from strata.core.layout import IndexLayout, read_manifest
+    from strata.core.query_arrays import present, write
+    from strata.core.query_runtime import prepare
 
     layout = IndexLayout(args.index)
     current = layout.current_version()  # IndexNotFound: one line from main()

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import dagster as dg
 
-from strata.embedding import AUTO, DEFAULT_MODEL, Encoder, EncoderSpec, resolve_runtime
-from strata.settings import EmbedSettings, resource_field
+from strata.core.embedding import AUTO, DEFAULT_MODEL, Encoder, EncoderSpec, resolve_runtime
+from strata.core.settings import EmbedSettings, resource_field
 
 
 class EmbedderResource(dg.ConfigurableResource):
@@ -20,7 +20,7 @@ class EmbedderResource(dg.ConfigurableResource):
     named by ``api_key_env`` and never stored).
     """
 
-    # declared by strata.settings.EmbedSettings (default, and a description naming the variable)
+    # declared by strata.core.settings.EmbedSettings (default, and a description naming the variable)
     backend: str = resource_field(EmbedSettings, "backend")
     model: str = resource_field(EmbedSettings, "model")
     base_url: str | None = resource_field(EmbedSettings, "base_url")
@@ -28,7 +28,7 @@ class EmbedderResource(dg.ConfigurableResource):
     batch_size: int = resource_field(EmbedSettings, "batch_size")
     runtime: str = resource_field(EmbedSettings, "runtime")
     """How a local model runs: torch, torch-bf16, onnx or onnx-int8 (ONNX Runtime
-    on a graph exported locally from the same weights; see strata.onnx_runtime),
+    on a graph exported locally from the same weights; see strata.core.onnx_runtime),
     or auto (torch-bf16 on a CPU with native bfloat16, else torch)."""
 
     def spec_for(self, corpus_spec: EncoderSpec | None,
@@ -52,6 +52,6 @@ class EmbedderResource(dg.ConfigurableResource):
         return replace(spec, runtime=resolve_runtime(setting, before))
 
     def load(self, spec: EncoderSpec) -> Encoder:
-        from strata.embedding import load_encoder
+        from strata.core.embedding import load_encoder
 
         return load_encoder(spec, batch_size=self.batch_size)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from strata.settings import LLMSettings, check, resource_field
+from strata.core.settings import LLMSettings, check, resource_field
 
 
 def _D(name: str):  # noqa: N802 - reads as the declared field
@@ -24,7 +24,7 @@ class LLMResource(dg.ConfigurableResource):
     function; ``vision_callable_path`` optionally for images).
     """
 
-    # declared by strata.settings.LLMSettings (default, and a description naming the
+    # declared by strata.core.settings.LLMSettings (default, and a description naming the
     # variable); pipelines.definitions gives each field whose variable is set as dg.EnvVar
     backend: str = _D("backend")
     model: str = _D("model")
@@ -77,7 +77,7 @@ class LLMResource(dg.ConfigurableResource):
         """The LLM for one stage (:meth:`settings` says which). A ``callable``
         backend without a vision callable cannot see images: captions then use
         the offline stand-in."""
-        from strata.llm import LLM, LLMConfig
+        from strata.core.llm import LLM, LLMConfig
 
         s = self.settings(overrides)
         if vision and s["backend"] == "callable" and not s["vision_callable_path"]:
@@ -99,7 +99,7 @@ def _load(path: str | None):
 
 def usd_prices(resource) -> tuple[float | None, float | None]:
     """(prompt, completion) US dollars per million tokens, None where not set;
-    :class:`strata.settings.SettingsError` (a ValueError) for a price that is not
+    :class:`strata.core.settings.SettingsError` (a ValueError) for a price that is not
     a number."""
     fields = ("usd_per_million_prompt_tokens", "usd_per_million_completion_tokens")
     s = check(LLMSettings, {f: getattr(resource, f, None) for f in fields})

@@ -3,7 +3,7 @@
 :func:`ask` retrieves with any mode, assembles the context (numbered passages,
 :meth:`retrieval.results.SearchResults.to_markdown`) and then either
 
-- asks the given LLM (an :class:`strata.llm.LLM` or a ``str -> str`` callable)
+- asks the given LLM (an :class:`strata.core.llm.LLM` or a ``str -> str`` callable)
   to answer from that context only, citing passages by number; the context and
   the question go in as quoted data between delimiters, and the instructions
   say that anything inside them is data (a document saying "ignore previous
@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
-from strata.llm import as_llm
+from strata.core.llm import as_llm
 from strata.retrieval.extractive import extractive_text
 from strata.retrieval.results import source_url
 
@@ -144,7 +144,7 @@ def _retrieve(index, question: str, mode: str, client, k: int, params: dict):
 
 
 def _request(index, question: str, results):
-    from strata.llm import LLMRequest
+    from strata.core.llm import LLMRequest
 
     system, user = answer_messages(
         question, results.to_markdown(url_template=index.manifest.get("url_template")))
@@ -250,7 +250,7 @@ def ask_stream(index, question: str, mode: str | None = None, llm=None, k: int =
     ``("error", message)`` follows what was said and ``done`` still comes, its
     text what the reader saw plus a note."""
     from strata.retrieval.modes import DEFAULT_MODE
-    from strata.llm import LLMStreamError
+    from strata.core.llm import LLMStreamError
 
     mode = mode or DEFAULT_MODE
     client, owned = as_llm(llm, max_tokens=1024)

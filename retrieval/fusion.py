@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from strata.retrieval.graph import KIND_CODE, top_k
-from strata.schema import EMBEDDED_KINDS
+from strata.core.schema import EMBEDDED_KINDS
 
 ALPHA = 0.6  # weight of the dense signal; 1 - ALPHA for BM25
 DEPTH = 100  # best units taken from each signal before fusing

@@ -1,4 +1,4 @@
-"""The index graph as compact arrays (:class:`strata.query_arrays.Graph`) and
+"""The index graph as compact arrays (:class:`strata.core.query_arrays.Graph`) and
 the partial sort every mode ranks with.
 
 Nodes have dense integer ids; edges are a CSR adjacency (``indptr``,
@@ -13,7 +13,7 @@ import numpy as np
 
 # the graph's arrays are written at publish and memory-mapped here: one definition, in
 # the foundation, shared by the build that writes them and the queries that read them
-from strata.query_arrays import EDGE_CODE, KIND_CODE, Graph
+from strata.core.query_arrays import EDGE_CODE, KIND_CODE, Graph
 
 __all__ = ["EDGE_CODE", "KIND_CODE", "Graph", "top_k"]
 

@@ -10,14 +10,14 @@ from functools import cached_property
 from pathlib import Path
 
 from strata.retrieval.results import Result, SearchResults
-from strata.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
-from strata.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
-from strata.query_arrays import NODE_FIELDS, QueryArrays
+from strata.core.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
+from strata.core.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
+from strata.core.query_arrays import NODE_FIELDS, QueryArrays
 from strata.retrieval.node_rows import NodeColumns, RowOf
-from strata.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
+from strata.core.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
                            LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
                            vector_table_name)
-from strata.settings import QuerySettings, value_or_default
+from strata.core.settings import QuerySettings, value_or_default
 
 if TYPE_CHECKING:
     import polars as pl
@@ -75,11 +75,11 @@ class Index:
              encoder: Encoder | None = None) -> Index:
         """``path``: an index folder, or the URI of one mirrored to object storage
         (``s3://bucket/indexes/docs``), whose pinned version is copied to a local
-        cache once (see :mod:`strata.remote`)."""
-        from strata.remote import is_remote
+        cache once (see :mod:`strata.core.remote`)."""
+        from strata.core.remote import is_remote
 
         if is_remote(path):
-            from strata.remote import pull_version
+            from strata.core.remote import pull_version
 
             local, version = pull_version(str(path), version)
             idx = cls.open(local, version, encoder)
@@ -154,7 +154,7 @@ class Index:
     @cached_property
     def _nodes(self) -> pl.DataFrame:
         """Hierarchy nodes plus entity nodes (from OpenIE), one frame."""
-        from strata.query_arrays import graph_nodes
+        from strata.core.query_arrays import graph_nodes
 
         return graph_nodes(self._table("nodes"), self._table("entities", optional=True))
 
@@ -182,7 +182,7 @@ class Index:
         return self._table(name, optional=True)
 
     def stats(self) -> dict:
-        from strata.stats import index_stats
+        from strata.core.stats import index_stats
 
         s = index_stats(self._nodes, self._edges, self.documents(), self.skipped())
         facts = self.facts()
@@ -195,11 +195,11 @@ class Index:
 
     @cached_property
     def _arrays(self) -> QueryArrays:
-        """What queries read (:mod:`strata.query_arrays`): memory-mapped from the
+        """What queries read (:mod:`strata.core.query_arrays`): memory-mapped from the
         version's ``query/`` folder, or, for a version published before it
         existed, computed from the Parquet and Lance files (slower; a warning
         names the command that writes them)."""
-        from strata.query_arrays import DamagedArrays, compute, open_arrays
+        from strata.core.query_arrays import DamagedArrays, compute, open_arrays
 
         try:
             arrays = open_arrays(self._vdir)
@@ -251,7 +251,7 @@ class Index:
     @property
     def encoder(self) -> Encoder:
         """The encoder of the manifest's model, on the runtime queries use
-        (:func:`strata.query_runtime.query_spec`: ONNX Runtime where the model
+        (:func:`strata.core.query_runtime.query_spec`: ONNX Runtime where the model
         exports, so a query imports no torch; ``STRATA_EMBED_RUNTIME`` picks one
         explicitly). Another runtime than the build's is checked by
         :meth:`check_runtime`; one chosen here that disagrees gives way to the
@@ -261,9 +261,9 @@ class Index:
 
     def _load_encoder(self) -> Encoder:
         if self._encoder is None:
-            from strata.embedding import AUTO, load_encoder
-            from strata.query_runtime import query_spec
-            from strata.settings import EmbedSettings, load
+            from strata.core.embedding import AUTO, load_encoder
+            from strata.core.query_runtime import query_spec
+            from strata.core.settings import EmbedSettings, load
 
             built = EncoderSpec.from_manifest(self.manifest["embedding"])
             asked = load(EmbedSettings)  # $STRATA_EMBED_RUNTIME, only when the user set it
@@ -283,10 +283,10 @@ class Index:
         """An encoder running the index's model on another runtime (torch,
         torch-bf16, onnx, onnx-int8) may embed its queries only when its vectors
         of the index's own texts agree with the stored ones
-        (:func:`strata.query_runtime.agreement`: measured once per index content
+        (:func:`strata.core.query_runtime.agreement`: measured once per index content
         and runtime, then read from the model cache); otherwise one line says
         why (:class:`EmbeddingModelMismatch`)."""
-        from strata.query_runtime import agreement
+        from strata.core.query_runtime import agreement
 
         built = EncoderSpec.from_manifest(self.manifest["embedding"])
         if built.same_runtime(encoder.spec):
@@ -368,7 +368,7 @@ class Index:
     # -- shared building blocks of the modes ------------------------------------
     @property
     def graph(self):
-        """The graph as CSR arrays (:class:`strata.query_arrays.Graph`)."""
+        """The graph as CSR arrays (:class:`strata.core.query_arrays.Graph`)."""
         return self._arrays.graph
 
     @property
@@ -395,14 +395,14 @@ class Index:
         """The approximate index a large version was published with, else None."""
         if not self._arrays.mapped:
             return None
-        from strata.ann import open_ann
-        from strata.schema import QUERY_DIR
+        from strata.core.ann import open_ann
+        from strata.core.schema import QUERY_DIR
 
         nprobe = value_or_default(QuerySettings, "ann_nprobe")
         try:
             return open_ann(self._vdir / QUERY_DIR, nprobe)
         except Exception as e:  # noqa: BLE001 - unreadable: one line naming it
-            from strata.ann import ANN_FILE
+            from strata.core.ann import ANN_FILE
 
             raise self._damaged(self._vdir / QUERY_DIR / ANN_FILE, e) from None
 
@@ -412,7 +412,7 @@ class Index:
         one and they cover ``k``, else a scan of every row."""
         import numpy as np
 
-        from strata.ann import RERANK
+        from strata.core.ann import RERANK
         from strata.retrieval.graph import top_k
 
         unit, own, kind = self._unit_vectors
@@ -453,7 +453,7 @@ class Index:
         Exact search on the memory-mapped vectors: one matrix-vector product
         over every row (the mask applied to the scores, so no rows are copied).
         A version large enough to have been published with an approximate
-        index (:mod:`strata.ann`) takes its candidates from it and scores them
+        index (:mod:`strata.core.ann`) takes its candidates from it and scores them
         exactly."""
         import numpy as np
 
@@ -479,8 +479,8 @@ class Index:
 
     @cached_property
     def _lexical(self) -> dict:
-        """The BM25 collections (:mod:`strata.lexical`): ``units`` and ``graph``."""
-        from strata.lexical import LexicalIndex
+        """The BM25 collections (:mod:`strata.core.lexical`): ``units`` and ``graph``."""
+        from strata.core.lexical import LexicalIndex
 
         folder = self._vdir / LEXICAL_DIR
         out = {}

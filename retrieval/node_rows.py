@@ -2,13 +2,13 @@
 
 A million-node index must answer a flat query without turning every node id
 into a Python string or every text into a list: rows are looked up in the
-memory-mapped Arrow columns (:mod:`strata.query_arrays`), and the Python
+memory-mapped Arrow columns (:mod:`strata.core.query_arrays`), and the Python
 objects are built only when a mode asks for a whole column or the whole map.
 """
 
 from __future__ import annotations
 
-from strata.query_arrays import NODE_FIELDS
+from strata.core.query_arrays import NODE_FIELDS
 
 
 class RowOf:

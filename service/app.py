@@ -189,7 +189,7 @@ class Service:
     """What the routes share: settings, indexes, keys, limits, the LLM."""
 
     def __init__(self, settings: ServiceSettings, registry: Registry | None = None, llm=None):
-        from strata.llm import query_llm
+        from strata.core.llm import query_llm
 
         settings.check()
         self.settings = settings
@@ -521,7 +521,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         _, idx = svc.registry.get(name)
         if version is not None and version != idx.version:
             from strata.retrieval import Index, IndexNotFound
-            from strata.layout import IndexDamaged
+            from strata.core.layout import IndexDamaged
 
             try:
                 idx = Index.open(idx.path, version=version)

@@ -1,5 +1,5 @@
 """What a running service is configured with: the ``STRATA_*`` service variables
-(:class:`strata.settings.ServeSettings`) with the flags of ``strata serve`` winning,
+(:class:`strata.core.settings.ServeSettings`) with the flags of ``strata serve`` winning,
 or the variables alone when the app is started by uvicorn directly."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
-from strata.settings import ServeSettings, SettingsError, check, default, load
+from strata.core.settings import ServeSettings, SettingsError, check, default, load
 
 
 class ServiceConfigError(ValueError):
@@ -31,7 +31,7 @@ def _d(name: str):
 
 @dataclass
 class ServiceSettings:
-    """A running service's configuration: :class:`strata.settings.ServeSettings`
+    """A running service's configuration: :class:`strata.core.settings.ServeSettings`
     (its defaults, variables and bounds are declared there) plus what only a
     caller gives (the LLM flags, ``warm_up``)."""
 

@@ -3,7 +3,7 @@
 Each corpus is one Dagster partition. ``strata index ROOT --corpus NAME``
 records its corpus in a local registry file beside the YAML (git-ignored) so
 that the UI, sensors and later CLI runs all resolve the same partition to the
-same folder. Which file is the project's: :func:`strata.settings.corpora_file`
+same folder. Which file is the project's: :func:`strata.core.settings.corpora_file`
 (``$STRATA_CORPORA``, else ``data/corpora.yaml`` in the project folder), never
 one inside the installed package.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 import yaml
 
 from strata.stages.discover import check_patterns
-from strata.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
-from strata.layout import write_text_atomic
-from strata.settings import RUNTIME_CHOICES, corpora_file, local_registry_path
+from strata.core.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
+from strata.core.layout import write_text_atomic
+from strata.core.settings import RUNTIME_CHOICES, corpora_file, local_registry_path
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # a name is a folder name (indexes/<name>, with suffixes beside it) and a Dagster

@@ -189,7 +189,7 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
     ``.gitignore``. Excluded folders are not walked.
 
     Strata's own folders (index folders, the Dagster home: see
-    :mod:`strata.ownership`) and the project's corpus registry are never
+    :mod:`strata.core.ownership`) and the project's corpus registry are never
     listed, whatever the patterns say.
 
     Directory symlinks are not descended into (no loops, no escapes); file
@@ -197,7 +197,7 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
     valid UTF-8 is yielded in its escaped form (:func:`display_path`) with the
     real path beside it.
     """
-    from strata.ownership import MARKER, looks_owned, own_files
+    from strata.core.ownership import MARKER, looks_owned, own_files
 
     wanted = _spec(tuple(include) or ("**/*",), "include")
     unwanted = _spec(DEFAULT_EXCLUDE + tuple(exclude), "exclude")

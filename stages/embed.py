@@ -21,10 +21,10 @@ import polars as pl
 import pyarrow as pa
 
 from strata.stages.parse.finalize import stable_hash
-from strata import stopping
-from strata.embedding import Encoder, EncoderSpec, canonical_model
-from strata.layout import replace_dir
-from strata.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
+from strata.core import stopping
+from strata.core.embedding import Encoder, EncoderSpec, canonical_model
+from strata.core.layout import replace_dir
+from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
 
 # Bump when embedding_text() changes: every vector is recomputed.
@@ -94,7 +94,7 @@ def _previous_vectors(lance_dir: Path) -> dict[str, np.ndarray]:
         return {}
     import lancedb
 
-    from strata.layout import damaged_lance_file, short_error
+    from strata.core.layout import damaged_lance_file, short_error
 
     out: dict[str, np.ndarray] = {}
     try:
@@ -179,7 +179,7 @@ def read_vector_cache(cache_dir: Path | None) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     if cache_dir is None or not cache_dir.is_dir():
         return out
-    from strata.layout import read_cache_table
+    from strata.core.layout import read_cache_table
 
     for f in sorted(cache_dir.glob("*.parquet")):
         t = read_cache_table(f, "vector cache")

@@ -1,4 +1,4 @@
-"""The lexical stage: one BM25 index over every text unit (see :mod:`strata.lexical`).
+"""The lexical stage: one BM25 index over every text unit (see :mod:`strata.core.lexical`).
 
 What a unit is indexed by differs from what the encoder sees
 (:func:`stages.embed.embedding_text`): the encoder's window is a few hundred
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import polars as pl
 
-from strata.layout import replace_dir
-from strata.lexical import FORMAT, LexicalIndex
-from strata.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
+from strata.core.layout import replace_dir
+from strata.core.lexical import FORMAT, LexicalIndex
+from strata.core.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
 
 MAX_LEXICAL_CHARS = 20_000
 FINGERPRINT_FILE = "fingerprint"

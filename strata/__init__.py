@@ -1,5 +1,6 @@
-"""Strata's foundation, shared by the pipeline and the query side: the artifact
-schema, the on-disk layout of an index, and the encoders."""
+"""Strata's one import name: the user's top-level folders (assets/, pipelines/,
+retrieval/, ...) are its subpackages through relative symlinks, and strata.core is the
+foundation both the build and the query side stand on."""
 
 import os as _os
 

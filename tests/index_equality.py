@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from strata.schema import LANCE_DIR, TABLE_FILES
+from strata.core.schema import LANCE_DIR, TABLE_FILES
 
 # Columns that legitimately differ between an incremental and a fresh build:
 # timings, run bookkeeping and the stage that produced a row's attempts.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from strata import schema_doc
+from strata.core import schema_doc
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
@@ -35,7 +35,7 @@ def test_the_schema_block_is_generated_from_the_schema():
     block = re.search(re.escape(schema_doc.START) + r".*?" + re.escape(schema_doc.END),
                       page, flags=re.S)
     assert block, "docs/reference/artifacts.md has the schema block"
-    assert block.group(0) == schema_doc.block(), "run: python -m strata.schema_doc (or make docs)"
+    assert block.group(0) == schema_doc.block(), "run: python -m strata.core.schema_doc (or make docs)"
 
 
 def test_the_readme_starts_with_the_two_commands():

@@ -12,12 +12,12 @@ import sys
 
 import pytest
 
-from strata import settings as model
+from strata.core import settings as model
 from strata.pipelines import cli_doc
 from tests.conftest import REPO
+from tests.source_tree import source_files
 
 DOCS = REPO / "docs"
-SOURCE_DIRS = ("strata", "stages", "assets", "resources", "pipelines", "service", "retrieval")
 
 pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
 pytest.importorskip("material", reason="the docs extra: pip install -e '.[docs]'")
@@ -75,8 +75,7 @@ def test_the_settings_page_lists_every_variable():
     page = (DOCS / "reference" / "settings.md").read_text()
     names = {model.env_var(group, name) for group in model.GROUPS for name in group.model_fields}
     # and any full STRATA_* name the code reads outside the model (prefixes like STRATA_LLM_ aside)
-    for d in SOURCE_DIRS:
-        for path in (REPO / d).rglob("*.py"):
-            names |= {n for n in re.findall(r"STRATA_[A-Z0-9_]+", path.read_text())
-                      if not n.endswith("_")}
+    for path in source_files():
+        names |= {n for n in re.findall(r"STRATA_[A-Z0-9_]+", path.read_text())
+                  if not n.endswith("_")}
     assert names and not sorted(n for n in names if f"`{n}`" not in page)

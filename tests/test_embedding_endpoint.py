@@ -1,5 +1,5 @@
 """The OpenAI-compatible embedding endpoint's retries (the SDK's, through
-strata.openai_client): the server's Retry-After is waited out, a stopping
+strata.core.openai_client): the server's Retry-After is waited out, a stopping
 build does not sit out the wait, a server that stays down fails with one clear
 error. Real HTTP (tests/fake_openai.py)."""
 
@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from strata import stopping
-from strata.embedding import EmbeddingError, EncoderSpec, OpenAIEncoder
+from strata.core import stopping
+from strata.core.embedding import EmbeddingError, EncoderSpec, OpenAIEncoder
 from tests.fake_openai import FakeOpenAI
 
 
@@ -33,7 +33,7 @@ def _embedding_requests(server):
 
 def test_retry_after_is_waited_out_then_the_batch_is_embedded(server, caplog):
     """Lower bound only (a loaded machine may take longer): the 2 s the server asked for."""
-    caplog.set_level(logging.INFO, logger="strata.embedding")
+    caplog.set_level(logging.INFO, logger="strata.core.embedding")
     enc = _encoder(server)
     server.add_fault("429", 2, path="/embeddings")
     v = enc.encode(["tide gauge", "barometric drift"])
@@ -57,7 +57,7 @@ def test_a_stop_request_ends_the_retry_wait_with_an_interrupt(server, caplog):
     and the caller sees StopRequested (an interrupt, as Ctrl-C is). No clock is
     read: without the cut the join would take a minute and a second request
     would reach the server."""
-    caplog.set_level(logging.INFO, logger="strata.embedding")
+    caplog.set_level(logging.INFO, logger="strata.core.embedding")
     enc = _encoder(server)
     server.add_fault("429", 60, times=None, path="/embeddings")
     raised: list[BaseException] = []

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from strata.retrieval import Index
-from strata.lexical import LexicalIndex, tokenize
-from strata.schema import LEXICAL_DIR
+from strata.core.lexical import LexicalIndex, tokenize
+from strata.core.schema import LEXICAL_DIR
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -1,4 +1,4 @@
-"""strata.llm against a real HTTP server (tests/fake_openai.py) through the real
+"""strata.core.llm against a real HTTP server (tests/fake_openai.py) through the real
 openai SDK: ordering, caching and resume, retries, timeouts, JSON repair,
 response_format fallback, images, the callable backend and key redaction."""
 
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from strata.llm import LLM, LLMConfig, LLMRequest, image_mime, parse_json
+from strata.core.llm import LLM, LLMConfig, LLMRequest, image_mime, parse_json
 from tests.fake_openai import FakeOpenAI
 
 KEY = "sk-test-SECRET-123"
@@ -448,9 +448,9 @@ def test_a_stop_request_ends_the_sdk_retry_wait(server, caplog):
     server asked for (then a second request would arrive). No clock is read: if
     the wait were not cut short, the joins below would take a minute and the
     server would see a second request."""
-    from strata import stopping
+    from strata.core import stopping
 
-    caplog.set_level(logging.INFO, logger="strata.llm")
+    caplog.set_level(logging.INFO, logger="strata.core.llm")
     server.add_fault("429", 60, times=None)
     llm = LLM(cfg(server, backoff_max_s=120.0, max_retries=1, concurrency=1))
     raised: list[BaseException] = []
@@ -519,7 +519,7 @@ def _free_port() -> int:
 def test_a_dead_endpoint_fails_at_the_probe_and_sends_nothing(tmp_path):
     """Nothing listens: the stage stops before its first item, with one line
     that names the URL and what to check, and nothing is recorded as failed."""
-    from strata.llm import EndpointError
+    from strata.core.llm import EndpointError
 
     url = f"http://127.0.0.1:{_free_port()}/v1"
     config = LLMConfig(backend="openai", model="m", base_url=url, api_key_env="STRATA_TEST_KEY")
@@ -550,7 +550,7 @@ def test_the_breaker_stops_a_stage_whose_endpoint_stops_answering(server):
     """The probe passes (the server is up), then every chat request is dropped
     without an answer: after a run of connection failures the stage stops
     instead of retrying 40 items one by one."""
-    from strata.llm import EndpointError
+    from strata.core.llm import EndpointError
 
     server.add_fault("drop", times=None)
     with LLM(cfg(server, breaker_failures=6, max_retries=5)) as llm:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from strata.llm import LLM, LLMConfig, LLMRequest
+from strata.core.llm import LLM, LLMConfig, LLMRequest
 from tests.fake_openai import FakeOpenAI
 
 
@@ -105,7 +105,7 @@ def test_timeouts_lower_the_requests_in_flight(server, tmp_path, caplog):
     server.add_fault("slow", 1.5, match="item 0")  # the first answer comes too late
     reqs = [LLMRequest(key=f"k{i}", template="answer/v1",
                        messages=({"role": "user", "content": f"item {i}"},)) for i in range(12)]
-    caplog.set_level(logging.WARNING, logger="strata.llm")
+    caplog.set_level(logging.WARNING, logger="strata.core.llm")
     with LLM(cfg(server, concurrency=4, timeout_s=0.5, max_retries=2),
              cache_path=tmp_path / "llm.sqlite") as llm:
         res = llm.run(reqs, stage="summarize")

@@ -17,9 +17,9 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from strata.retrieval import EmbeddingModelMismatch, Index
-from strata.embedding import (EncoderSpec, SentenceTransformerEncoder,
+from strata.core.embedding import (EncoderSpec, SentenceTransformerEncoder,
                               disagreement, load_encoder, packaged_model_path)
-from strata.layout import IndexLayout
+from strata.core.layout import IndexLayout
 from tests.conftest import REPO, SAMPLE
 
 TEXTS = ["How do I correct pressure readings for barometric drift?",
@@ -94,7 +94,7 @@ def test_another_runtime_queries_only_when_its_vectors_agree(int8_index, sample_
     # an int8 graph quantised per tensor (cosine ~0.96 to torch) does not agree
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from strata.onnx_runtime import OnnxSentenceModel, exported_graph
+    from strata.core.onnx_runtime import OnnxSentenceModel, exported_graph
 
     coarse = tmp_path / "per_tensor.onnx"
     quantize_dynamic(str(exported_graph(str(packaged_model_path()), False)), str(coarse),

@@ -207,7 +207,7 @@ def test_llm_cost_comes_from_the_configured_prices():
     from types import SimpleNamespace
 
     from strata.assets.common import llm_metadata
-    from strata.llm import StageStats
+    from strata.core.llm import StageStats
 
     stats = StageStats(calls=30, cache_hits=10, prompt_tokens=2_000_000,
                        completion_tokens=500_000)

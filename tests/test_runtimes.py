@@ -11,9 +11,9 @@ import json
 import numpy as np
 import pytest
 
-from strata import embedding, query_runtime
-from strata.embedding import AUTO, EncoderSpec, load_encoder, resolve_runtime
-from strata.layout import IndexLayout
+from strata.core import embedding, query_runtime
+from strata.core.embedding import AUTO, EncoderSpec, load_encoder, resolve_runtime
+from strata.core.layout import IndexLayout
 from strata.resources.embedder import EmbedderResource
 from strata.retrieval import Index
 

@@ -1,4 +1,4 @@
-"""One settings model (strata.settings): the README's table is the model's,
+"""One settings model (strata.core.settings): the README's table is the model's,
 every default is stated there once and read by the CLI, the resources and the
 service, and a variable that cannot be used stops a command in one line."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from strata import settings as model
+from strata.core import settings as model
+from tests.source_tree import source_files
 
 ROOT = Path(__file__).resolve().parents[1]
-SOURCE_DIRS = ("strata", "stages", "assets", "resources", "pipelines", "service", "retrieval")
 
 
 def test_the_readme_table_is_the_models():
@@ -22,7 +22,7 @@ def test_the_readme_table_is_the_models():
     block = re.search(re.escape(model.START) + r"\n(.*?)\n" + re.escape(model.END), text, re.S)
     assert block, "the settings page has lost its settings block"
     assert block.group(1) == model.env_table(), \
-        "run: python -m strata.settings --readme docs/reference/settings.md (or make docs)"
+        "run: python -m strata.core.settings --readme docs/reference/settings.md (or make docs)"
     # and every variable the model reads has its row
     for group in model.GROUPS:
         for name in group.model_fields:
@@ -33,9 +33,9 @@ def test_the_readme_table_is_the_models():
                                      "max_body_bytes: int = 64", "chunk_tokens: int = 200",
                                      "default=120.0", "max_length=2000", '"STRATA_LLM_MODEL"'])
 def test_a_default_is_stated_once(literal):
-    where = [str(p.relative_to(ROOT)) for d in SOURCE_DIRS for p in (ROOT / d).rglob("*.py")
+    where = [str(p.relative_to(ROOT)) for p in source_files()
              if literal in p.read_text()]
-    assert where in (["strata/settings.py"], []), where
+    assert where in (["strata/core/settings.py"], []), where
 
 
 def test_the_cli_resources_and_service_take_the_models_defaults():
@@ -43,7 +43,7 @@ def test_the_cli_resources_and_service_take_the_models_defaults():
     from strata.resources import EmbedderResource, LLMResource
     from strata.service.settings import ServiceSettings
     from strata.stages.parse.finalize import ParseSettings
-    from strata.llm import LLMConfig
+    from strata.core.llm import LLMConfig
 
     llm, resource = LLMConfig(), LLMResource()
     for name in ("backend", "model", "api_key_env", "temperature", "max_tokens", "concurrency",

@@ -13,7 +13,7 @@ import sys
 import dagster as dg
 import pytest
 
-from strata.layout import IndexLayout, write_json_atomic
+from strata.core.layout import IndexLayout, write_json_atomic
 from strata.retrieval import Index
 from tests.conftest import REPO, write_corpora
 
@@ -118,7 +118,7 @@ def test_an_unchanged_mirrored_build_uploads_nothing(builder, sample_copy, tmp_p
     moto_server = pytest.importorskip("moto.server")
     from pyarrow import fs
 
-    from strata.remote import remote_current, remote_versions
+    from strata.core.remote import remote_current, remote_versions
 
     for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                  "AWS_DEFAULT_REGION": "us-east-1", "STRATA_CACHE_DIR": str(tmp_path / "cache")

@@ -56,7 +56,7 @@
 4. **Final selection** (``final``): per modality the best ``final_chunk_k`` /
    ``final_code_k`` / ``final_table_k`` / ``final_image_k`` by score. With
    ``final_rerank`` a cross-encoder or an LLM (``llm=``, an online
-   :class:`strata.llm.LLM`; one request per modality) orders the modality's
+   :class:`strata.core.llm.LLM`; one request per modality) orders the modality's
    ``RERANK_POOL_PER_K`` × quota best candidates and the quota is taken from the
    top of its order; the chosen items take over the pool's best scores in rank
    order, so scores stay comparable across modalities. Without the model a
@@ -147,7 +147,7 @@ class DiffusionConfig:
     final_code_k: int = 2
     final_table_k: int = 2
     final_image_k: int = 2
-    final_rerank: str = "none"  # "none" | "cross-encoder" | "llm" (needs llm=, a strata.llm.LLM)
+    final_rerank: str = "none"  # "none" | "cross-encoder" | "llm" (needs llm=, a strata.core.llm.LLM)
     # quotas are per-modality shares, not a ceiling on k: a list they leave short of k is
     # topped up with the best remaining collected nodes of any modality (a code corpus
     # asked for 20 results gets 20 code nodes, not final_code_k = 2)
@@ -623,7 +623,7 @@ def _quotas(avail: list[int], k: int, best: list[float]) -> list[int]:
 
 def _llm_order(llm, query: str, items: list[tuple[str, str]], modality: str) -> list[str] | None:
     """Ask the LLM to order ``items`` ((id, text)); None when it fails."""
-    from strata.llm import LLMRequest, parse_json
+    from strata.core.llm import LLMRequest, parse_json
 
     lines = "\n".join(json.dumps({"id": i, "text": " ".join(t.split())[:LLM_TEXT_CHARS]},
                                  ensure_ascii=False) for i, t in items)
@@ -848,13 +848,13 @@ def _final_rerank(index, query, cfg, picked, ce, llm, trace):
             out.append(_reorder(p, [p[j][1] for j in order]))
         return out
 
-    from strata.llm import LLM, LLMConfig
+    from strata.core.llm import LLM, LLMConfig
 
     owned = False
     if llm is not None and not hasattr(llm, "run") and callable(llm):  # a str -> str callable
         llm, owned = LLM(LLMConfig(backend="callable"), fn=llm), True
     if llm is None or (isinstance(llm, LLM) and llm.offline) or not hasattr(llm, "run"):
-        trace.notes.append("final rerank: no LLM (pass llm=, an online strata.llm.LLM or a "
+        trace.notes.append("final rerank: no LLM (pass llm=, an online strata.core.llm.LLM or a "
                            "str -> str callable); kept the scores")
         return picked
     try:

@@ -2,7 +2,7 @@
 
 1. **Router** (trace stage ``route``): looks at the per-file *map* (each file's
    path and summary) and picks at most ``max_files`` files. With an LLM (an
-   :class:`strata.llm.LLM` that is not offline, or a plain ``str -> str``
+   :class:`strata.core.llm.LLM` that is not offline, or a plain ``str -> str``
    callable) it sends one request with the question and the map as quoted data
    and validates the JSON reply against the map (a path not in the map is
    dropped: model output is never trusted). Without one, or when the model
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata.llm import as_llm
+from strata.core.llm import as_llm
 from strata.retrieval.fusion import fused_recall
 from strata.retrieval.graph import EDGE_CODE, KIND_CODE, top_k
 from strata.retrieval.results import Result, Trace
@@ -278,7 +278,7 @@ def _validate_route(value, allowed: dict[str, int], max_files: int) -> list[dict
 def _llm_route(index, fm: _FileMap, llm, question: str, qvec, max_files: int,
                trace: Trace) -> tuple[list[dict] | None, str]:
     """(route, note); route is None when the offline router must take over."""
-    from strata.llm import LLMRequest, parse_json
+    from strata.core.llm import LLMRequest, parse_json
 
     g = index.graph
     candidates = fm.file_ids

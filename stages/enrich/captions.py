@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping, Sequence
 import pyarrow as pa
 
 from strata.stages.enrich.images import EXTERNAL, OK, ImageRecord, read_image_bytes
-from strata.llm import LLMRequest, LLMResult, StageStats, quote_data
-from strata.schema import CAPTIONS
-from strata.settings import BuildSettings, load
+from strata.core.llm import LLMRequest, LLMResult, StageStats, quote_data
+from strata.core.schema import CAPTIONS
+from strata.core.settings import BuildSettings, load
 
 __all__ = [
     "CAPTIONS",

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image
 
-from strata.schema import IMAGES as IMAGE_GROUPS
+from strata.core.schema import IMAGES as IMAGE_GROUPS
 
 __all__ = [
     "ImageRecord",

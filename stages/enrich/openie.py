@@ -41,11 +41,11 @@ from strata.stages.enrich.openie_offline import OFFLINE_VERSION, offline_openie
 from strata.stages.enrich.openie_text import (OpenIEOut, Triple, clean, normalize, strip_article,
                                        unit_context)
 from strata.stages.parse.registry import PROSE_FORMATS
-from strata.llm import LLMRequest, StageStats
+from strata.core.llm import LLMRequest, StageStats
 
 try:  # the shared tolerant JSON loader (fences, chatter, truncation)
-    from strata.llm import parse_json as _parse_json
-except ImportError:  # pragma: no cover - only while strata.llm is being written
+    from strata.core.llm import parse_json as _parse_json
+except ImportError:  # pragma: no cover - only while strata.core.llm is being written
     _parse_json = json.loads
 
 __all__ = [
@@ -376,7 +376,7 @@ def match_import_cached(import_path: str | Path, units: pl.DataFrame, cache_dir:
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache entry is recomputed and rewritten
     imported, unmatched = match_import(load_openie_import(import_path), units)
-    from strata.layout import write_json_atomic
+    from strata.core.layout import write_json_atomic
 
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     for old in Path(cache_dir).glob("openie-import-*.json"):  # one entry: the latest

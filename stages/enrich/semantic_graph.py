@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from strata.stages.enrich.openie import OpenIEOut, normalize
 from strata.stages.parse.finalize import stable_hash
-from strata.schema import EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY
+from strata.core.schema import EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY
 
 __all__ = ["build_entities", "entity_id", "entity_id_map", "fact_id", "passage_edges",
            "semantic_edges", "synonymy_edges", "redirect_edges", "synonymy_benchmark"]

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import polars as pl
 import pyarrow as pa
 
-from strata.llm import LLMRequest, StageStats, quote_data
-from strata.schema import SUMMARIES
+from strata.core.llm import LLMRequest, StageStats, quote_data
+from strata.core.schema import SUMMARIES
 
 TEMPLATE = "summarize/v2"  # v2: </data> neutralised, the location inside the data block
 SUMMARY_KINDS = ("section", "code", "table")

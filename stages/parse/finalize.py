@@ -14,8 +14,8 @@ from typing import Any
 
 from strata.stages.parse.chunking import split_text
 from strata.stages.parse.model import Draft, ParsedFile
-from strata.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
-from strata.settings import ChunkingSettings, check, default
+from strata.core.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
+from strata.core.settings import ChunkingSettings, check, default
 
 # Bump when a parser's output changes for the same input: it invalidates the
 # per-document cache so old parses are not reused.
@@ -26,7 +26,7 @@ CHUNKED_KINDS = (SECTION, FILE)
 
 @dataclass(frozen=True)
 class ParseSettings:
-    """Defaults and bounds declared in :class:`strata.settings.ChunkingSettings`."""
+    """Defaults and bounds declared in :class:`strata.core.settings.ChunkingSettings`."""
 
     chunk_tokens: int = default(ChunkingSettings, "chunk_tokens")
     context_lines: int = default(ChunkingSettings, "context_lines")

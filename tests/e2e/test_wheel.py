@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.source_tree import LINKED
 
 pytestmark = pytest.mark.e2e
 
@@ -84,7 +85,7 @@ def test_the_wheel_installs_and_indexes_a_folder_outside_the_repository(tmp_path
     where = _run([str(py), "-c", "import strata.retrieval, strata.pipelines.cli as c; print(c.__file__)"],
                  cwd=work, env=env).stdout.strip()
     assert Path(where).is_relative_to(site), f"strata imported from {where}, not the wheel in {site}"
-    for bare in ("assets", "pipelines", "retrieval", "service", "stages", "resources"):
+    for bare in LINKED:
         assert not (site / bare).exists(), f"the wheel installed a top-level '{bare}'"
 
     package_before = _tree(site / "strata")

@@ -153,7 +153,7 @@ def test_a_streamed_answer_through_the_real_server(llm_run, first_build):
     what the server sent."""
     from strata.retrieval import Index
     from strata.retrieval.answer import ask_stream
-    from strata.llm import query_llm
+    from strata.core.llm import query_llm
 
     idx = Index.open(llm_run.index)
     llm = query_llm("openai", MODEL_NAME, llm_run.proxy.base_url)

@@ -77,7 +77,7 @@ def test_the_caption_prompt_keeps_every_tag_variant_inside_the_data_block(close,
 def test_ordinary_text_is_quoted_unchanged():
     """Only the delimiter's tags are touched: HTML, other tags and words that
     begin with 'data' reach the model as written."""
-    from strata.llm import quote_data
+    from strata.core.llm import quote_data
 
     text = "<database> <dataset/> <div>data</div> a<b> x > y </datum> metadata=1"
     assert quote_data(text) == text

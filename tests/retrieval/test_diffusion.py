@@ -358,7 +358,7 @@ def test_cross_encoder_rerank_and_missing_configuration(idx):
 
 
 def test_llm_final_rerank(idx):
-    from strata.llm import LLM, LLMConfig
+    from strata.core.llm import LLM, LLMConfig
 
     q = "tide chart"
     base = idx.search(q, mode="diffusion", walk=False)

@@ -161,7 +161,7 @@ def test_llm_router_choice_is_used_and_hallucinations_ignored(idx):
 
 
 def test_llm_router_respects_max_files_and_accepts_an_llm_object(idx):
-    from strata.llm import LLM, LLMConfig
+    from strata.core.llm import LLM, LLMConfig
 
     router = router_for("docs/exporting.md", "docs/calibration.md", "docs/sensors.md")
     llm = LLM(LLMConfig(backend="callable"), fn=router)
@@ -191,7 +191,7 @@ def test_router_garbage_falls_back_to_offline(idx, reply):
 
 
 def test_router_exception_falls_back_to_offline(idx):
-    from strata.llm import LLM, LLMConfig
+    from strata.core.llm import LLM, LLMConfig
 
     def boom(prompt):
         raise RuntimeError("model down")
@@ -246,7 +246,7 @@ def test_ask_with_callable_llm_passes_context_as_quoted_data(idx):
 
 
 def test_ask_falls_back_to_extractive_when_the_llm_fails(idx):
-    from strata.llm import LLM, LLMConfig
+    from strata.core.llm import LLM, LLMConfig
 
     def boom(prompt):
         raise RuntimeError("model down")

@@ -14,11 +14,11 @@ import sys
 import numpy as np
 import pytest
 
-from strata import query_runtime
-from strata.embedding import EncoderSpec
-from strata.layout import IndexLayout
+from strata.core import query_runtime
+from strata.core.embedding import EncoderSpec
+from strata.core.layout import IndexLayout
 from strata.pipelines.cli import main
-from strata.query_arrays import compute, open_arrays, present, save
+from strata.core.query_arrays import compute, open_arrays, present, save
 from strata.retrieval import Index
 from tests.conftest import REPO
 
@@ -121,7 +121,7 @@ class _Counting:
 
 
 def test_a_runtime_agreement_is_measured_once_and_then_read(sample_index, tmp_path, monkeypatch):
-    from strata.embedding import load_encoder
+    from strata.core.embedding import load_encoder
 
     monkeypatch.setattr(query_runtime, "_agreements_dir", lambda: tmp_path / "agreements")
     manifest = json.loads((IndexLayout(sample_index).resolve() / "manifest.json").read_text())

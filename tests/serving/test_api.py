@@ -171,7 +171,7 @@ def test_ask_answers_with_sources_connections_and_reasoning(api):
 
 def test_ask_uses_the_configured_llm(sample_index):
     """An injected ``str -> str`` LLM writes the answer from the numbered context."""
-    from strata.llm import LLM, LLMConfig
+    from strata.core.llm import LLM, LLMConfig
 
     prompts = []
 

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 
-from strata.layout import IndexLayout
+from strata.core.layout import IndexLayout
 from tests.serving.helpers import copy_index, make_client, settings_for
 
 QUERIES = ["barometric drift", "calibrate against a reference gauge", "export to parquet",

@@ -12,8 +12,8 @@ import polars as pl
 import pytest
 
 from strata.stages.embed import _texts, build_vectors, encode_shard, encode_sorted, read_vector_cache
-from strata import stopping
-from strata.embedding import EncoderSpec, encoder_threads, load_encoder
+from strata.core import stopping
+from strata.core.embedding import EncoderSpec, encoder_threads, load_encoder
 
 WORDS = ("tide gauge barometric drift pressure harbour reading sensor offset hourly reference "
          "correction datum survey station buoy wave swell anemometer").split()
@@ -89,7 +89,7 @@ def test_a_shard_writes_its_vectors_as_it_goes_and_resumes_where_it_stopped(enco
     # the written pieces, read back as the embeddings asset does, equal a plain build's
     import pyarrow as pa
 
-    from strata.layout import write_parquet_atomic
+    from strata.core.layout import write_parquet_atomic
 
     cache = tmp_path / "cache"
     for i, (hashes, vectors) in enumerate(parts):

@@ -31,7 +31,7 @@ from strata.stages.enrich.images import (
     image_records,
     near_duplicate_pairs,
 )
-from strata.llm import LLMResult
+from strata.core.llm import LLMResult
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 SAMPLE_IMAGES = ("architecture.png", "drift-residuals.png", "sensor-photo.png",

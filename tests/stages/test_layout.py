@@ -1,4 +1,4 @@
-"""Tests for strata.layout.IndexLayout: atomic publish with hard links,
+"""Tests for strata.core.layout.IndexLayout: atomic publish with hard links,
 version resolution and pruning, on real Parquet files and a LanceDB table."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from strata.layout import IndexLayout, IndexNotFound, read_manifest, write_parquet_atomic
-from strata.schema import DOCUMENTS, EDGES, NODES, vector_schema
+from strata.core.layout import IndexLayout, IndexNotFound, read_manifest, write_parquet_atomic
+from strata.core.schema import DOCUMENTS, EDGES, NODES, vector_schema
 
 DIM = 4
 

@@ -17,7 +17,7 @@ from strata.stages.enrich.openie import (
     openie_request,
     openie_units, parse_openie, run_openie, unit_context, validate,
 )
-from strata.llm import LLMResult
+from strata.core.llm import LLMResult
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 MUSIQUE = SHARED / "musique_100"
@@ -353,9 +353,9 @@ def test_run_openie_offline():
 
 
 def test_run_openie_with_real_llm_class_offline():
-    llm_mod = pytest.importorskip("strata.llm")
+    llm_mod = pytest.importorskip("strata.core.llm")
     if not hasattr(llm_mod, "LLM") or not hasattr(llm_mod, "LLMConfig"):
-        pytest.skip("strata.llm.LLM is not there yet")
+        pytest.skip("strata.core.llm.LLM is not there yet")
     llm = llm_mod.LLM(llm_mod.LLMConfig())
     try:
         res = run_openie(_units(), llm)

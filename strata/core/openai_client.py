@@ -13,7 +13,7 @@ So :class:`RetryingOpenAI` overrides the one method that sleeps,
 ``_sleep_for_retry`` (private, with the same signature from openai 1.80 to
 3.x: pyproject holds openai below 4, and tests/test_llm.py fails if the SDK
 stops calling it). Its wait is the SDK's own delay, capped at ``max_wait_s``,
-spent in :func:`strata.stopping.sleep` slices; ``on_retry`` hears of each retry
+spent in :func:`strata.core.stopping.sleep` slices; ``on_retry`` hears of each retry
 first, with the answer or the exception that caused it. When ``why_stop``
 gives a reason the retry is not made: :class:`RetryAbandoned` leaves the SDK's
 loop (it catches transport errors only) and reaches the caller.
@@ -27,8 +27,8 @@ from typing import Any
 
 import openai
 
-from strata import stopping
-from strata.stopping import RetryAbandoned
+from strata.core import stopping
+from strata.core.stopping import RetryAbandoned
 
 __all__ = ["RetryAbandoned", "RetryingOpenAI"]
 

@@ -24,7 +24,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from strata.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, QUERY_DIR, TABLE_FILES
+from strata.core.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, QUERY_DIR, TABLE_FILES
 
 # the folders a version holds beside its tables (TABLE_FILES): what publish freezes
 PUBLISHED_DIRS = (LANCE_DIR, LEXICAL_DIR, BLOB_DIR, QUERY_DIR)

@@ -18,7 +18,7 @@ here are written once, at publish, into ``<version>/query/``:
 * ``probe.arrow`` and ``probe_vectors.npy``: a few embedded texts of each
   vector table with their stored vectors, so another runtime's agreement can be checked without LanceDB.
 * ``ann.faiss``, only for large indexes: an approximate index over the
-  vectors (:mod:`strata.ann`).
+  vectors (:mod:`strata.core.ann`).
 * ``arrays.json``, written last: the format and the counts. A folder without
   it is incomplete and is not used.
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.schema import (EDGE_TYPES, EMBEDDED_KINDS, FACT, LANCE_DIR, NODE_KINDS, QUERY_DIR,
+from strata.core.schema import (EDGE_TYPES, EMBEDDED_KINDS, FACT, LANCE_DIR, NODE_KINDS, QUERY_DIR,
                            TABLE_FILES, VECTOR_KINDS, vector_table_name)
 
 ARRAYS_FORMAT = 1  # bump when a file here changes meaning: older folders are then recomputed
@@ -246,7 +246,7 @@ def _read_arrow(path: Path):
 def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None) -> Path:
     """Write ``arrays`` into ``folder/query`` (a temporary folder renamed into
     place, so a reader never sees half of it), with an approximate index
-    (:mod:`strata.ann`) when they hold at least ``ann_min_vectors`` vectors
+    (:mod:`strata.core.ann`) when they hold at least ``ann_min_vectors`` vectors
     (default ``STRATA_ANN_MIN_VECTORS``). Returns the folder."""
     import pyarrow as pa
 
@@ -275,12 +275,12 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None) 
     np.save(tmp / "probe_vectors.npy", np.asarray(arrays.probe_vectors, np.float32))
     rows = np.nonzero(np.asarray(arrays.has_vector))[0]
     if ann_min_vectors is None:
-        from strata.settings import QuerySettings, load
+        from strata.core.settings import QuerySettings, load
 
         ann_min_vectors = load(QuerySettings).ann_min_vectors  # $STRATA_ANN_MIN_VECTORS
     ann = bool(ann_min_vectors) and len(rows) >= ann_min_vectors
     if ann:
-        from strata.ann import ANN_FILE, build
+        from strata.core.ann import ANN_FILE, build
 
         build(arrays.vectors, rows, tmp / ANN_FILE)
     meta = {"format": ARRAYS_FORMAT, "nodes": len(g), "edges": int(len(g.indices)),

@@ -1,4 +1,4 @@
-"""Tolerant JSON parsing of model output (used by :mod:`strata.llm`).
+"""Tolerant JSON parsing of model output (used by :mod:`strata.core.llm`).
 
 Models wrap JSON in Markdown fences, add a sentence before or after it, or stop
 mid-object when they hit ``max_tokens``. :func:`parse_json` strips the fences,

@@ -15,11 +15,11 @@ from typing import Protocol
 
 import numpy as np
 
-from strata.settings import RUNTIME_CHOICES, RUNTIMES, EmbedSettings, default, load
+from strata.core.settings import RUNTIME_CHOICES, RUNTIMES, EmbedSettings, default, load
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL: str = default(EmbedSettings, "model")  # declared in strata.settings
+DEFAULT_MODEL: str = default(EmbedSettings, "model")  # declared in strata.core.settings
 _PACKAGED_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
 
 
@@ -28,7 +28,7 @@ class EmbeddingModelMismatch(ValueError):
 
 
 # How a local sentence-transformers model runs (RUNTIMES, declared in
-# strata.settings): torch in float32 or with bfloat16 weights and matmuls, or ONNX
+# strata.core.settings): torch in float32 or with bfloat16 weights and matmuls, or ONNX
 # Runtime on a graph exported here from the same weights, in float32 or int8
 # (dynamic quantisation). The same model either way; vectors agree to a measured
 # cosine (benchmarks.onnx_runtime).
@@ -248,7 +248,7 @@ class SentenceTransformerEncoder:
 
             return SentenceTransformer(self._location, device=self._device,
                                        model_kwargs={"torch_dtype": torch.bfloat16})
-        from strata.onnx_runtime import load_onnx
+        from strata.core.onnx_runtime import load_onnx
 
         return load_onnx(self._location, self.runtime == "onnx-int8", self.threads)
 
@@ -288,12 +288,12 @@ class OpenAIEncoder:
     that is not running fails the stage at once with a line naming the URL,
     instead of after every retry; errors never carry the API key (a careless
     server may echo it in its error body). Retries are the SDK's, and a build
-    that is stopping does not sit out their wait (:mod:`strata.openai_client`)."""
+    that is stopping does not sit out their wait (:mod:`strata.core.openai_client`)."""
 
     def __init__(self, spec: EncoderSpec, batch_size: int = 128, timeout: float = 60.0,
                  max_retries: int = 3):
-        from strata.endpoints import probe, url_of
-        from strata.openai_client import RetryingOpenAI
+        from strata.core.endpoints import probe, url_of
+        from strata.core.openai_client import RetryingOpenAI
 
         self.url = url_of(spec.base_url)
         self.timeout = timeout
@@ -310,7 +310,7 @@ class OpenAIEncoder:
         """Nothing to share: the endpoint does the work."""
 
     def _retrying(self, answer, failure, delay: float, n: int, of: int) -> None:
-        from strata.endpoints import describe_connection_error
+        from strata.core.endpoints import describe_connection_error
 
         what = (f"HTTP {answer.status_code}" if answer is not None
                 else f"no answer ({describe_connection_error(failure)})")
@@ -319,8 +319,8 @@ class OpenAIEncoder:
     def _embed(self, texts: list[str]) -> np.ndarray:
         import openai
 
-        from strata import stopping
-        from strata.endpoints import (EndpointError, describe_connection_error, redact,
+        from strata.core import stopping
+        from strata.core.endpoints import (EndpointError, describe_connection_error, redact,
                                       unreachable_hint)
 
         env = self.spec.api_key_env

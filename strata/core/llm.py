@@ -11,15 +11,15 @@ Backends:
   OpenIE, captions from alt text and context) instead of calling ``run``.
 
 Everything goes through :meth:`LLM.run`: a bounded thread pool, a content-addressed
-SQLite cache (:mod:`strata.llm_cache`; only successes are stored, each committed at
+SQLite cache (:mod:`strata.core.llm_cache`; only successes are stored, each committed at
 once, so rerunning an interrupted stage only calls the backend for what is missing),
 retries, per-item failure isolation, and tolerant JSON parsing (:func:`parse_json`,
-:mod:`strata.llm_json`). Before a stage's first uncached call the endpoint is
+:mod:`strata.core.llm_json`). Before a stage's first uncached call the endpoint is
 probed, and a run of connection failures with no answer trips a circuit breaker
-(:mod:`strata.endpoints`): a dead server stops the stage in seconds.
+(:mod:`strata.core.endpoints`): a dead server stops the stage in seconds.
 
 Retries: the openai backend uses the SDK's own (what is worth retrying, its
-backoff, the server's ``Retry-After``), through :class:`strata.openai_client.RetryingOpenAI`,
+backoff, the server's ``Retry-After``), through :class:`strata.core.openai_client.RetryingOpenAI`,
 which tells this object of each one (the stats, the breaker) and cuts the wait
 short when the build stops, the LLM closes or the breaker trips. The callable
 backend's exceptions are retried with tenacity on the same terms. Ours alone:
@@ -50,14 +50,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strata import stopping
-from strata.endpoints import (EndpointError, describe_connection_error, probe, redact,
+from strata.core import stopping
+from strata.core.endpoints import (EndpointError, describe_connection_error, probe, redact,
                               redact_key, unreachable_hint, url_of)
-from strata.llm_cache import ResponseCache, cache_key
-from strata.llm_json import parse_json
-from strata.settings import LLMSettings, default, load
-from strata.llm_throttle import Throttle
-from strata.stopping import RetryAbandoned
+from strata.core.llm_cache import ResponseCache, cache_key
+from strata.core.llm_json import parse_json
+from strata.core.settings import LLMSettings, default, load
+from strata.core.llm_throttle import Throttle
+from strata.core.stopping import RetryAbandoned
 
 __all__ = ["LLM", "LLMConfig", "LLMRequest", "LLMResult", "LLMStreamError", "StageStats",
            "parse_json", "image_mime", "quote_data", "EndpointError"]
@@ -118,7 +118,7 @@ def _default(name: str) -> Any:
 @dataclass
 class LLMConfig:
     """One LLM's settings. The ones a user sets (backend ... max_retries) take
-    their defaults from :class:`strata.settings.LLMSettings`, where they are
+    their defaults from :class:`strata.core.settings.LLMSettings`, where they are
     declared with their variables and bounds; :meth:`from_settings` builds one
     from it."""
 
@@ -156,7 +156,7 @@ class LLMConfig:
 
     @classmethod
     def from_settings(cls, s: LLMSettings, **over: Any) -> LLMConfig:
-        """From a :class:`strata.settings.LLMSettings`; ``over`` wins."""
+        """From a :class:`strata.core.settings.LLMSettings`; ``over`` wins."""
         fields = ("backend", "model", "base_url", "api_key_env", "temperature", "max_tokens",
                   "concurrency", "timeout_s", "max_retries")
         return cls(**{**{f: getattr(s, f) for f in fields}, **over})
@@ -709,7 +709,7 @@ class LLM:
         with self._client_lock:
             if self._client is None:
                 # lazy: only the openai backend needs the SDK
-                from strata.openai_client import RetryingOpenAI
+                from strata.core.openai_client import RetryingOpenAI
 
                 self._client = RetryingOpenAI(
                     base_url=self.config.base_url,
@@ -945,7 +945,7 @@ def _completed(futs: dict, stop: threading.Event, poll_s: float = 0.25):
     in-flight request has timed out. Stops early once ``stop`` is set."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    from strata import stopping
+    from strata.core import stopping
 
     waiting = set(futs)
     while waiting:
@@ -967,7 +967,7 @@ def as_llm(llm: Any, **config: Any) -> tuple[LLM | None, bool]:
         return (None, False) if llm.offline else (llm, False)
     if callable(llm):
         return LLM(LLMConfig(backend="callable", **config), fn=llm), True
-    raise TypeError(f"llm must be a strata.llm.LLM or a str -> str callable, "
+    raise TypeError(f"llm must be a strata.core.llm.LLM or a str -> str callable, "
                     f"not {type(llm).__name__}")
 
 
@@ -975,10 +975,10 @@ def query_llm(backend: str | None = None, model: str | None = None,
               base_url: str | None = None, callable_path: str | None = None,
               max_tokens: int | None = None) -> LLM | None:
     """The LLM a query-side program (the CLI's search/ask, the HTTP service) uses:
-    the given settings (flags), else :class:`strata.settings.LLMSettings` read from
+    the given settings (flags), else :class:`strata.core.settings.LLMSettings` read from
     the environment (``$STRATA_LLM_*``); None when offline. ``callable_path`` is
     ``'package.module:function'`` and implies the callable backend. A bad setting
-    raises :class:`strata.settings.SettingsError` (a ValueError), in one line."""
+    raises :class:`strata.core.settings.SettingsError` (a ValueError), in one line."""
     import importlib
 
     s = load(LLMSettings, backend=backend or ("callable" if callable_path else None),

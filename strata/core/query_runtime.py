@@ -5,14 +5,14 @@ query is one short text, and a querying process is often a fresh one (a
 shell command, an agent's tool call): importing torch, transformers and
 sentence-transformers cost it seconds before the first answer. So a query
 embeds through ONNX Runtime and ``tokenizers`` on the graph exported from the
-same weights (:mod:`strata.onnx_runtime`), exported once into the model cache
+same weights (:mod:`strata.core.onnx_runtime`), exported once into the model cache
 (at publish, or on first use), never per process. Torch remains the fallback
 for a model that cannot be exported, and ``STRATA_EMBED_RUNTIME`` still picks a
 runtime explicitly.
 
 A runtime other than the one that built an index may embed its queries only
 when its vectors of the index's own texts agree with the stored ones
-(:func:`strata.embedding.disagreement`). That check encodes a probe of the
+(:func:`strata.core.embedding.disagreement`). That check encodes a probe of the
 index's texts; its outcome is recorded in the model cache under a key made of
 the probe itself (texts and stored vectors), the built runtime and the
 querying encoder's identity, so it is measured once per (index content,
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement, load_encoder,
+from strata.core.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement, load_encoder,
                               model_location)
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ def onnx_ready(model: str) -> bool:
     """Whether queries of ``model`` can run on ONNX Runtime here: the runtime and
     ``tokenizers`` installed, and the model a local mean-pooled folder the
     exporter handles. Imports nothing heavy."""
-    from strata.onnx_runtime import exportable
+    from strata.core.onnx_runtime import exportable
 
     if importlib.util.find_spec("onnxruntime") is None or \
             importlib.util.find_spec("tokenizers") is None:
@@ -69,7 +69,7 @@ def query_spec(built: EncoderSpec, asked: str = AUTO) -> EncoderSpec:
     if onnx_ready(built.model):
         return replace(built, runtime=QUERY_RUNTIME)
     if built.runtime == "torch-bf16":
-        from strata.embedding import native_bf16
+        from strata.core.embedding import native_bf16
 
         if not native_bf16():
             return replace(built, runtime="torch")
@@ -77,7 +77,7 @@ def query_spec(built: EncoderSpec, asked: str = AUTO) -> EncoderSpec:
 
 
 def _agreements_dir() -> Path:
-    from strata.onnx_runtime import model_cache
+    from strata.core.onnx_runtime import model_cache
 
     return model_cache() / "agreements"
 
@@ -128,7 +128,7 @@ def prepare(folder: Path, built: EncoderSpec) -> dict:
     runtime with the built one recorded, so the first query pays for neither.
     Returns what it did (for the run's metadata); never fails the build: a
     query falls back to doing this itself."""
-    from strata.query_arrays import open_arrays
+    from strata.core.query_arrays import open_arrays
 
     spec = query_spec(built)
     if spec.same_runtime(built):

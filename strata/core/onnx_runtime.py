@@ -36,7 +36,7 @@ INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def model_cache() -> Path:
-    from strata.settings import EmbedSettings, load
+    from strata.core.settings import EmbedSettings, load
 
     raw = (load(EmbedSettings).model_cache or "").strip()  # $STRATA_MODEL_CACHE
     return Path(raw).expanduser() if raw else Path.home() / ".cache" / "strata" / "models"

@@ -25,7 +25,7 @@ import os
 from pathlib import Path
 
 MARKER = ".strata-owned.json"
-# what a build writes at the top of an index folder (strata.layout's names)
+# what a build writes at the top of an index folder (strata.core.layout's names)
 INDEX_NAMES = ("CURRENT", "manifest.json", "versions", "build", "cache", ".build.lock", MARKER)
 _DAGSTER_PARTS = ("storage", "history", "schedules", "logs")
 
@@ -50,7 +50,7 @@ def looks_owned(folder: Path) -> bool:
 
 def own_files() -> frozenset[Path]:
     """The project's registry files (resolved), never part of a corpus."""
-    from strata.settings import SettingsError, corpora_file, local_registry_path
+    from strata.core.settings import SettingsError, corpora_file, local_registry_path
 
     try:
         registry = corpora_file()

@@ -27,8 +27,8 @@ import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from strata.layout import _VERSION_RE, CURRENT, IndexNotFound
-from strata.settings import ProjectSettings, load
+from strata.core.layout import _VERSION_RE, CURRENT, IndexNotFound
+from strata.core.settings import ProjectSettings, load
 
 
 def is_remote(location: str | os.PathLike) -> bool:

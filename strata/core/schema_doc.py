@@ -1,10 +1,10 @@
-"""The artifact schema as Markdown, generated from :mod:`strata.schema`.
+"""The artifact schema as Markdown, generated from :mod:`strata.core.schema`.
 
 The artifact schema page (docs/reference/artifacts.md) is this output between ``<!-- schema:start -->``
 and ``<!-- schema:end -->``; a test fails when the two drift, so the document
 can never describe columns the code does not write.
 
-Usage: ``python -m strata.schema_doc [--readme docs/reference/artifacts.md]`` (rewrites the block).
+Usage: ``python -m strata.core.schema_doc [--readme docs/reference/artifacts.md]`` (rewrites the block).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from strata import schema as s
+from strata.core import schema as s
 
 START, END = "<!-- schema:start -->", "<!-- schema:end -->"
 
@@ -58,12 +58,12 @@ def markdown() -> str:
                 f"per kind ({kinds}) | {_columns(s.VECTOR_COLUMNS)}, `vector` float[dim] |")
     rows.append(f"| `{s.LEXICAL_DIR}/{s.LEXICAL_UNITS}/`, `{s.LEXICAL_DIR}/{s.LEXICAL_GRAPH}/` | "
                 "one BM25 index (bm25s, memory-mapped) over every text unit, and one over "
-                "entities and facts (`strata.lexical`) | `docs.parquet`: `node_id` str, "
+                "entities and facts (`strata.core.lexical`) | `docs.parquet`: `node_id` str, "
                 "`kind` str |")
     rows.append(f"| `{s.BLOB_DIR}/` | images extracted from PDFs and DOCX, named by content "
                 "hash | — |")
     rows.append(f"| `{s.QUERY_DIR}/` | what a query memory-maps, written at publish "
-                "(`strata.query_arrays`): the graph as CSR arrays (`graph/*.npy`), the node "
+                "(`strata.core.query_arrays`): the graph as CSR arrays (`graph/*.npy`), the node "
                 "fields (`nodes.arrow`), one unit vector per node (`vectors.npy`, "
                 "`has_vector.npy`), the fact vectors, a probe of embedded texts, and for large "
                 "indexes an approximate index (`ann.faiss`) | Arrow IPC and `.npy` |")
