@@ -97,7 +97,7 @@ def update(readme: Path) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--readme", type=Path, help="the page with the schema block",
-                    default=Path(__file__).resolve().parents[1] / "docs" / "reference" / "artifacts.md")
+                    default=Path(__file__).resolve().parents[2] / "docs" / "reference" / "artifacts.md")
     args = ap.parse_args()
     print("updated" if update(args.readme) else "up to date", args.readme)
 
