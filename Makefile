@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install lint run test e2e e2e-llm llm-server screenshots bench bench-stdlib ui serve validate clean
+.PHONY: install lint run test e2e e2e-llm llm-server screenshots bench bench-stdlib ui serve validate clean diagram
 
 install: $(VENV)/.installed
 
@@ -129,10 +129,19 @@ docs: install
 serve: install
 	$(STRATA) serve --index data/indexes/sample
 
+# docs/images/pipeline.svg from docs/images/pipeline.mmd (the README shows the same source):
+# Mermaid's browser bundle from the npm registry, once, then Chromium draws it
+MERMAID_JS := $(HOME)/.cache/strata-mermaid/package/dist/mermaid.min.js
+diagram: install
+	@test -f $(MERMAID_JS) || (mkdir -p $(HOME)/.cache/strata-mermaid && cd $(HOME)/.cache/strata-mermaid \
+		&& npm pack --silent mermaid@11 && tar xzf mermaid-*.tgz)
+	$(PY) docs/tools/render_diagram.py --bundle $(MERMAID_JS)
+
 validate: install
 	$(VENV)/bin/dagster definitions validate -w workspace.yaml
 
 ui: install
+	@echo "Dagster UI: http://127.0.0.1:3000/asset-groups?partition=sample (Materialize all builds the sample corpus)"
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # JupyterLab on notebooks/ (explore.ipynb), on loopback with no browser: open the

@@ -16,9 +16,14 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
+from urllib.parse import quote
 
 from strata.pipelines.console import EXIT_OK, EXIT_USAGE, print_json, say, visible
 from strata.core.settings import RUNTIME_CHOICES, ProjectSettings, corpora_file, load
+
+# where `make ui` serves the Dagster UI; a link with ?partition=NAME opens its launch
+# dialog with that corpus picked (dynamic partitions otherwise open on none)
+UI_URL = "http://127.0.0.1:3000"
 
 
 def cmd_corpus(args: argparse.Namespace) -> int:
@@ -130,6 +135,8 @@ def _add(args: argparse.Namespace) -> int:
             "sensors add the partition and then request a first build, within about two "
             "minutes")
     say(f"or build it now: {visible(command)}")
+    say(f"or from the Dagster UI: {UI_URL}/asset-groups?partition={quote(name)} "
+        "and Materialize all (the dialog opens with this corpus picked)")
     return EXIT_OK
 
 

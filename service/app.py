@@ -46,8 +46,9 @@ PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
             "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
             "require-trusted-types-for 'script'; trusted-types strata-html")
 ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 403, 404, 413, 422, 429, 500)}
-NODE_ID = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$",
-                              description="a node id from a search result or another node")]
+NODE_ID = Annotated[str, Path(min_length=1, max_length=1000, description=(
+    "a node id from a search result or another node, or any name the MCP tools and /outline "
+    "take: a file path, a module or symbol path, a document anchor (# as %23)"))]
 
 
 def _docs_assets() -> FilePath:
@@ -264,8 +265,11 @@ class Service:
         return f"/indexes/{name}/images/{node_id}?version={idx.version}"
 
     def node_response(self, name: str, idx, node_id: str) -> NodeResponse:
-        """A node, its relatives and its one-hop connections (404 when unknown)."""
+        """A node, its relatives and its one-hop connections (404 when unknown);
+        ``node_id`` is read by :func:`navigate.resolve`, so the names the MCP tools and
+        the outline take work here too."""
         try:
+            node_id = navigate.resolve(idx, node_id)
             view = navigate.node_view(idx, node_id)
             conn = navigate.connections(idx, node_id)
         except navigate.NotFound as e:
@@ -536,7 +540,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
                             headers={"Cache-Control": "private, max-age=3600",
                                      "Content-Security-Policy": "default-src 'none'"})
 
-    @app.get("/indexes/{name}/nodes/{node_id}", response_model=NodeResponse, tags=["indexes"])
+    @app.get("/indexes/{name}/nodes/{node_id:path}", response_model=NodeResponse, tags=["indexes"])
     def node(name: str, node_id: NODE_ID, _client: str = Depends(authorize)) -> NodeResponse:
         """A node of the index: its text (and sanitized HTML), where it is, its
         parent, nearest siblings and children, and its one-hop connections

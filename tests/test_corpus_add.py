@@ -54,6 +54,7 @@ def test_add_registers_the_corpus_and_says_how_it_gets_built(tmp_path, docs):
     assert "registered corpus 'pumps'" in proc.stdout
     assert f"strata index {docs} --corpus pumps" in proc.stdout
     assert "make ui" in proc.stdout
+    assert "/asset-groups?partition=pumps" in proc.stdout  # the UI link that picks it
     assert not (tmp_path / "indexes").exists()  # registering builds nothing
     listed = strata(tmp_path, "corpus", "list")
     assert listed.returncode == 0, listed.stderr

@@ -422,9 +422,23 @@ def test_a_node_with_its_relatives_and_connections(api, index):
     assert "linked_from" in body["connections"]  # getting-started links to it
 
     missing = api.get("/indexes/sample/nodes/section-0000")
-    assert missing.status_code == 404 and "no node 'section-0000'" in missing.json()["detail"]
-    assert api.get("/indexes/sample/nodes/a%20b").status_code == 422
+    assert missing.status_code == 404
+    assert "no node, file or module 'section-0000'" in missing.json()["detail"]
+    assert api.get("/indexes/sample/nodes/a%20b").status_code == 404
     assert api.get("/indexes/nope/nodes/x").status_code == 404
+
+
+@pytest.mark.parametrize("name, node", [
+    ("tidewater.calibration", "tidewater.calibration"),
+    ("tidewater/calibration.py", "tidewater.calibration"),
+    ("docs/calibration.md%23calibration/barometric-drift", "docs/calibration.md#calibration/barometric-drift"),
+    ("Calibrator.fit", "tidewater.calibration.Calibrator.fit")])
+def test_a_node_can_be_named_as_the_mcp_tools_and_the_outline_name_it(api, index, name, node):
+    from strata.retrieval.navigate import resolve
+
+    body = api.get(f"/indexes/sample/nodes/{name}")
+    assert body.status_code == 200, body.text
+    assert body.json()["node"]["node_id"] == resolve(index, node)
 
 
 def test_the_outline_of_a_file_with_a_node_marked(api, index):
