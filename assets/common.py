@@ -163,10 +163,10 @@ def output_version(*paths: Path) -> dg.DataVersion:
 
 def progress_logger(context: dg.AssetExecutionContext, label: str,
                     every_s: float | None = None) -> Callable[[int, int], None]:
-    """Log 'label: i/n (p%) · rate/s · ETA m:ss' (:mod:`strata.core.progress`) every few
+    """Log 'label: i/n (p%) · rate/s · ETA m:ss' (:mod:`strata.core.progress_lines`) every few
     seconds, plus the first and the last: the UI's run log shows it, and
     `strata index` draws its progress bar from it."""
-    from strata.core.progress import tracker
+    from strata.core.progress_lines import tracker
 
     return tracker(label, context.log.info, every_s)
 

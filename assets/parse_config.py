@@ -3,13 +3,10 @@
 
 import dagster as dg
 
-from strata.core.settings import ChunkingSettings, default
+from strata.core.settings import ChunkingSettings, settings_base
 
 
-class ParseConfig(dg.Config):
-    # defaults (and bounds, checked by stages.parse.finalize.ParseSettings) declared
-    # in strata.core.settings.ChunkingSettings
-    chunk_tokens: int = default(ChunkingSettings, "chunk_tokens")
-    """Estimated-token budget of a chunk; longer sections are split into chunk children."""
-    context_lines: int = default(ChunkingSettings, "context_lines")
-    """Prose lines kept before/after each code block, table and image as its context."""
+class ParseConfig(settings_base(ChunkingSettings, dg.Config)):
+    """A build's chunking, set in the UI's launchpad or by ``strata index``: the
+    fields of :class:`strata.core.settings.ChunkingSettings` (defaults and
+    descriptions from there; the parse stage checks the bounds)."""

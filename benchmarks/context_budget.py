@@ -32,7 +32,7 @@ BUDGETS = (500, 1500, 4000)
 
 
 def _flat_context(idx, query: str, budget: int) -> list:
-    from strata.retrieval.context import estimate_tokens
+    from strata.core.tokens import estimate_tokens
 
     out, used = [], 0
     for r in idx.search(query, mode="flat", k=300):

@@ -16,8 +16,25 @@ import sys
 from strata.pipelines.build_command import cmd_index
 from strata.pipelines.console import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE
 from strata.pipelines.console import print_json
-from strata.pipelines.console import say as _print
-from strata.core.settings import RUNTIMES
+from strata.pipelines.console import say
+from strata.core.settings import (RUNTIMES, ChunkingSettings, Flags, LLMSettings, QuerySettings,
+                                  ServeSettings)
+
+# The flags that set a settings field, derived from the field (strata.core.settings.Flags:
+# its help, type, choices; absent, the field's variable or default applies). The
+# renames keep the flag names the command has always had.
+
+#: `strata serve`: one flag per ServeSettings field, so a new field gets its flag
+SERVE_FLAGS = Flags(ServeSettings, rename={
+    "indexes": "index", "api_keys_file": "api-keys", "anonymous_rate_per_minute": "anonymous-rate",
+    "reload_interval_s": "reload-interval", "cross_encoder_path": "cross-encoder"})
+#: the LLM of a command that may call one (the rest of LLMSettings: variables only)
+LLM_FLAGS = Flags(LLMSettings, ("backend", "model", "base_url", "callable_path"), prefix="llm-",
+                  rename={"callable_path": "llm-callable"})
+#: search and ask; a floor outside 0..1 is refused by argparse, naming the flag
+QUERY_FLAGS = Flags(QuerySettings, ("min_relevance",), bounded=True)
+#: `strata index`: the chunk budget (its default is the model's: a run's config, no variable)
+CHUNK_FLAGS = Flags(ChunkingSettings, ("chunk_tokens",))
 
 
 def _open_index(path: str, version: int | None = None):
@@ -27,7 +44,7 @@ def _open_index(path: str, version: int | None = None):
     try:
         return Index.open(path, version=version)
     except IndexNotFound as e:
-        _print(f"error: {e}", err=True)
+        say(f"error: {e}", err=True)
         return None
 
 
@@ -56,19 +73,19 @@ def cmd_map(args: argparse.Namespace) -> int:
     if args.versions:
         rows = _versions(args.index)
         if not rows:
-            _print(f"error: no published index versions in {args.index}", err=True)
+            say(f"error: no published index versions in {args.index}", err=True)
             return EXIT_USAGE
         if args.json:
             print_json(rows)
             return EXIT_OK
-        _print(f"{'':2}{'version':>7}  {'created (UTC)':25}  {'files':>6}  {'nodes':>7}  "
-               f"{'edges':>7}  {'build s':>8}  source")
+        say(f"{'':2}{'version':>7}  {'created (UTC)':25}  {'files':>6}  {'nodes':>7}  "
+            f"{'edges':>7}  {'build s':>8}  source")
         for r in rows:
-            _print(f"{'*' if r['current'] else ' ':2}{r['version']:>7}  {r['created_at'] or '':25}  "
-                   f"{r['files'] or 0:>6}  {r['nodes'] or 0:>7}  {r['edges'] or 0:>7}  "
-                   f"{r['build_seconds'] or 0:>8}  {(r['source_fingerprint'] or '')[:12]}")
-        _print("* = current (what Index.open reads); open another with "
-               "Index.open(dir, version=N) or --version N")
+            say(f"{'*' if r['current'] else ' ':2}{r['version']:>7}  {r['created_at'] or '':25}  "
+                f"{r['files'] or 0:>6}  {r['nodes'] or 0:>7}  {r['edges'] or 0:>7}  "
+                f"{r['build_seconds'] or 0:>8}  {(r['source_fingerprint'] or '')[:12]}")
+        say("* = current (what Index.open reads); open another with "
+            "Index.open(dir, version=N) or --version N")
         return EXIT_OK
     idx = _open_index(args.index, args.version)
     if idx is None:
@@ -82,7 +99,7 @@ def cmd_map(args: argparse.Namespace) -> int:
         from strata.pipelines.console import print_stats
 
         print_stats(idx, stats)
-        _print(f"\nbuild time: {stats['build_seconds']}s")
+        say(f"\nbuild time: {stats['build_seconds']}s")
     return EXIT_OK
 
 
@@ -100,7 +117,7 @@ def _check_mode(mode: str) -> bool:
 
     if mode in MODES:
         return True
-    _print(f"error: unknown mode {mode!r}; choose one of: {', '.join(sorted(MODES))}", err=True)
+    say(f"error: unknown mode {mode!r}; choose one of: {', '.join(sorted(MODES))}", err=True)
     return False
 
 
@@ -118,52 +135,59 @@ def _mode_params(args: argparse.Namespace) -> dict:
     return params
 
 
-def _run_query(fn, what: str):
-    """(value, exit code): usage errors exit 2, a missing mode or a failure 1."""
+def _run_query(fn, what: str, llm=None):
+    """(value, exit code): usage errors exit 2, a missing mode or a failure 1; the
+    query's LLM, if one was made for it, is closed however it ends."""
     from strata.retrieval.modes import UnknownMode
 
     try:
         return fn(), EXIT_OK
     except UnknownMode as e:
-        _print(f"error: {e}", err=True)
+        say(f"error: {e}", err=True)
         return None, EXIT_USAGE
     except ModuleNotFoundError as e:
         if (e.name or "").startswith("strata.retrieval.modes"):
-            _print(f"error: this mode is not available in this installation ({e.name})", err=True)
+            say(f"error: this mode is not available in this installation ({e.name})", err=True)
             return None, EXIT_FAILED
         raise
     except ValueError as e:
-        _print(f"error: {what}: {e}", err=True)
+        say(f"error: {what}: {e}", err=True)
         return None, EXIT_USAGE
-
-
-def cmd_search(args: argparse.Namespace) -> int:
-    if not _check_mode(args.mode):
-        return EXIT_USAGE
-    idx = _open_index(args.index)
-    if idx is None:
-        return EXIT_USAGE
-    try:
-        params = _mode_params(args)
-    except ValueError as e:
-        _print(f"error: {e}", err=True)
-        return EXIT_USAGE
-    llm = None
-    if args.mode == "routed":
-        try:
-            llm = _query_llm(args)
-        except (ValueError, ImportError, AttributeError) as e:
-            _print(f"error: {e}", err=True)
-            return EXIT_USAGE
-        if llm is not None:
-            params["llm"] = llm
-    try:
-        results, rc = _run_query(lambda: idx.search(args.query, mode=args.mode, k=args.k,
-                                                    min_relevance=args.min_relevance,
-                                                    **params), "search")
     finally:
         if llm is not None:
             llm.close()
+
+
+def _query_setup(args: argparse.Namespace, needs_llm: bool):
+    """(index, LLM or None) for a query's flags, or None once what is wrong was said
+    (exit 2): the mode, the index, and the LLM when the query uses one."""
+    if not _check_mode(args.mode):
+        return None
+    idx = _open_index(args.index)
+    if idx is None:
+        return None
+    try:
+        return idx, (_query_llm(args) if needs_llm else None)
+    except (ValueError, ImportError, AttributeError) as e:
+        say(f"error: {e}", err=True)
+        return None
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    try:
+        params = _mode_params(args)
+    except ValueError as e:
+        say(f"error: {e}", err=True)
+        return EXIT_USAGE
+    setup = _query_setup(args, needs_llm=args.mode == "routed")
+    if setup is None:
+        return EXIT_USAGE
+    idx, llm = setup
+    if llm is not None:
+        params["llm"] = llm
+    results, rc = _run_query(lambda: idx.search(args.query, mode=args.mode, k=args.k,
+                                                min_relevance=args.min_relevance, **params),
+                             "search", llm)
     if rc != EXIT_OK:
         return rc
     from strata.pipelines.console import budget_line, print_results, tokens_used
@@ -182,7 +206,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         return EXIT_OK
     print_results(results)
     if args.budget_tokens is not None:
-        _print(budget_line(tokens_used(results), args.budget_tokens))
+        say(budget_line(tokens_used(results), args.budget_tokens))
     if args.trace:
         from strata.pipelines.console import print_trace
 
@@ -191,23 +215,13 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    if not _check_mode(args.mode):
+    setup = _query_setup(args, needs_llm=True)
+    if setup is None:
         return EXIT_USAGE
-    idx = _open_index(args.index)
-    if idx is None:
-        return EXIT_USAGE
-    try:
-        llm = _query_llm(args)
-    except (ValueError, ImportError, AttributeError) as e:
-        _print(f"error: {e}", err=True)
-        return EXIT_USAGE
-    try:
-        answer, rc = _run_query(lambda: idx.ask(args.question, mode=args.mode, llm=llm, k=args.k,
-                                                min_relevance=args.min_relevance,
-                                                **_mode_params(args)), "ask")
-    finally:
-        if llm is not None:
-            llm.close()
+    idx, llm = setup
+    answer, rc = _run_query(lambda: idx.ask(args.question, mode=args.mode, llm=llm, k=args.k,
+                                            min_relevance=args.min_relevance,
+                                            **_mode_params(args)), "ask", llm)
     if rc != EXIT_OK:
         return rc
     if args.json:
@@ -232,50 +246,45 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from strata.core.layout import IndexNotFound
 
     try:  # the flags given win over the STRATA_* variables, which win over the defaults
-        settings = ServiceSettings.from_env(
-            indexes=args.index, host=args.host, port=args.port, api_keys_file=args.api_keys,
-            rate_per_minute=args.rate_per_minute, anonymous_rate_per_minute=args.anonymous_rate,
-            allow_unauthenticated=args.allow_unauthenticated, max_body_bytes=args.max_body_bytes,
-            max_query_chars=args.max_query_chars, reload_interval_s=args.reload_interval,
-            cross_encoder_path=args.cross_encoder, forwarded_allow_ips=args.forwarded_allow_ips)
+        settings = ServiceSettings.from_env(**SERVE_FLAGS.given(args))
     except ServiceConfigError as e:
-        _print(f"error: {e}", err=True)
+        say(f"error: {e}", err=True)
         return EXIT_USAGE
     settings.llm_backend, settings.llm_model = args.llm_backend, args.llm_model
     settings.llm_base_url, settings.llm_callable = args.llm_base_url, args.llm_callable
     try:
         keys = load_entries(settings.api_keys_file, settings.api_key_hashes)
     except (KeyFileError, OSError) as e:
-        _print(f"error: API keys: {e}", err=True)
+        say(f"error: API keys: {e}", err=True)
         return EXIT_USAGE
     if not keys and not is_loopback(settings.host) and not settings.allow_unauthenticated:
-        _print(f"error: refusing to listen on {settings.host} without API keys: anyone who can "
-               "reach it could query the index. Create a key with `strata keys new NAME "
-               "--file keys.txt` and pass --api-keys keys.txt, or pass "
-               "--allow-unauthenticated if the network in front of it is trusted.", err=True)
+        say(f"error: refusing to listen on {settings.host} without API keys: anyone who can "
+            "reach it could query the index. Create a key with `strata keys new NAME "
+            "--file keys.txt` and pass --api-keys keys.txt, or pass "
+            "--allow-unauthenticated if the network in front of it is trusted.", err=True)
         return EXIT_USAGE
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.quiet:
-        _print(f"loading {len(settings.indexes)} index(es)…", err=True)
+        say(f"loading {len(settings.indexes)} index(es)…", err=True)
     try:
         from strata.service.app import create_app
 
         app = create_app(settings)
     except IndexNotFound as e:
-        _print(f"error: {e}", err=True)
+        say(f"error: {e}", err=True)
         return EXIT_USAGE
     except (ServiceConfigError, ValueError) as e:
-        _print(f"error: {e}", err=True)
+        say(f"error: {e}", err=True)
         return EXIT_USAGE
     import uvicorn
 
     if not args.quiet:
         names = ", ".join(f"{n} v{s.current.index.version}"
                           for n, s in app.state.service.registry.slots.items())
-        _print(f"serving {names} on http://{settings.host}:{settings.port}/ "
-               f"({'API keys required' if keys else 'no API keys: loopback clients only'})",
-               err=True)
+        say(f"serving {names} on http://{settings.host}:{settings.port}/ "
+            f"({'API keys required' if keys else 'no API keys: loopback clients only'})",
+            err=True)
     # uvicorn's access log prints query strings; the service logs paths only
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
                 access_log=False, server_header=False, **settings.uvicorn_options())
@@ -289,7 +298,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         llm = _query_llm(args)
     except (ValueError, ImportError, AttributeError) as e:
-        _print(f"error: {e}", err=True)
+        say(f"error: {e}", err=True)
         return EXIT_USAGE
     return mcp_main(args, llm)
 
@@ -304,31 +313,31 @@ def cmd_keys(args: argparse.Namespace) -> int:
             if args.file:
                 append_entry(args.file, entry)
             if args.json:
-                _print(json.dumps({"name": args.name, "key": key, "entry": entry.line(),
-                                   "file": args.file}))
+                say(json.dumps({"name": args.name, "key": key, "entry": entry.line(),
+                                "file": args.file}))
                 return EXIT_OK
             if args.file:
-                _print(f"added {args.name!r} to {args.file} (only its hash is stored); "
-                       "the key, shown once:", err=True)
+                say(f"added {args.name!r} to {args.file} (only its hash is stored); "
+                    "the key, shown once:", err=True)
             else:
-                _print(f"entry for STRATA_API_KEY_HASHES: {entry.line()}", err=True)
-                _print("the key, shown once:", err=True)
-            _print(key)
+                say(f"entry for STRATA_API_KEY_HASHES: {entry.line()}", err=True)
+                say("the key, shown once:", err=True)
+            say(key)
         elif args.keys_command == "hash":
             key = sys.stdin.readline().strip()
             if not key:
-                _print("error: give the key on standard input", err=True)
+                say("error: give the key on standard input", err=True)
                 return EXIT_USAGE
-            _print(KeyEntry(args.name, hash_key(key), args.rate_per_minute).line())
+            say(KeyEntry(args.name, hash_key(key), args.rate_per_minute).line())
         elif args.json:
-            _print(json.dumps([{"name": e.name, "rate_per_minute": e.rate_per_minute,
-                                "digest": e.digest} for e in load_entries(args.file)], indent=2))
+            say(json.dumps([{"name": e.name, "rate_per_minute": e.rate_per_minute,
+                             "digest": e.digest} for e in load_entries(args.file)], indent=2))
         else:
             for e in load_entries(args.file):
                 rate = "default" if e.rate_per_minute is None else f"{e.rate_per_minute:g}/min"
-                _print(f"{e.name}\t{rate}\t{e.digest[:19]}…")
+                say(f"{e.name}\t{rate}\t{e.digest[:19]}…")
     except (KeyFileError, OSError) as e:
-        _print(f"error: {e}", err=True)
+        say(f"error: {e}", err=True)
         return EXIT_USAGE
     return EXIT_OK
 
@@ -343,8 +352,7 @@ def _add_query_args(p: argparse.ArgumentParser, default_k: int) -> None:
     p.add_argument("--budget-tokens", type=int, default=None, metavar="N",
                    help="auto mode: the best context that fits N estimated tokens (siblings "
                         "merged into their parent where cheaper), still at most k results")
-    p.add_argument("--min-relevance", type=_probability, default=None, metavar="X",
-                   help=_query_help("min_relevance"))
+    QUERY_FLAGS.add_to(p, min_relevance={"metavar": "X"})
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--trace", action="store_true", help="print the query trace (to stderr for search)")
     g = p.add_argument_group("routed mode")
@@ -359,42 +367,8 @@ def _add_query_args(p: argparse.ArgumentParser, default_k: int) -> None:
 
 def _add_llm_args(group) -> None:
     """The LLM flags every command that may call a model shares (else $STRATA_LLM_*)."""
-    group.add_argument("--llm-backend", default=None, choices=["offline", "openai", "callable"])
-    group.add_argument("--llm-model", default=None)
-    group.add_argument("--llm-base-url", default=None,
-                       help="OpenAI-compatible endpoint (vLLM, Ollama...)")
-    group.add_argument("--llm-callable", default=None,
-                       help="'module:function' (implies --llm-backend callable)")
-
-
-def _serve_default(name: str) -> str:
-    """``default X, or $VAR`` for a ``strata serve`` flag's help, from the model."""
-    from strata.core.settings import ServeSettings, default, env_var
-
-    value = default(ServeSettings, name)
-    shown = "none" if value is None else ("off" if value is False else f"{value:g}"
-                                          if isinstance(value, float) else str(value))
-    return f"default ${env_var(ServeSettings, name)}, else {shown}"
-
-
-def _query_help(name: str) -> str:
-    """A query flag's help from its :class:`strata.core.settings.QuerySettings` field:
-    the field's description, then ``default $VAR, else X``, so the flag, the
-    variable and the settings table say the same thing."""
-    from strata.core.settings import QuerySettings, field_help
-
-    return field_help(QuerySettings, name).replace("%", "%%")  # argparse formats help with %
-
-
-def _probability(text: str) -> float:
-    """An argparse type: a number within [0, 1] (a relevance floor)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 <= value <= 1.0:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be within 0..1, got {text}")
-    return value
+    LLM_FLAGS.add_to(group, callable_path={
+        "help": LLM_FLAGS.help("callable_path", "; implies --llm-backend callable")})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -427,11 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "onnx-int8; needs the onnx extra); default: what the corpus was built "
                          "with, else $STRATA_EMBED_RUNTIME (auto: torch-bf16 on a CPU with "
                          "native bfloat16, else torch)")
-    from strata.core.settings import ChunkingSettings
-
-    chunking = ChunkingSettings.model_fields["chunk_tokens"]
-    ix.add_argument("--chunk-tokens", type=int, default=chunking.default,
-                    help=f"chunk budget in estimated tokens (default {chunking.default})")
+    CHUNK_FLAGS.add_to(ix)
     ix.add_argument("--openie-import", default=None,
                     help="HippoRAG openie_results JSON to use instead of LLM OpenIE calls")
     _add_llm_args(ix.add_argument_group(
@@ -483,38 +453,10 @@ def build_parser() -> argparse.ArgumentParser:
     ak.set_defaults(func=cmd_ask)
 
     sv = sub.add_parser("serve", help="serve indexes over HTTP (search, ask, a web page)")
-    sv.add_argument("--index", action="append", required=True,
-                    help="index folder or object-storage URI, or NAME=LOCATION (repeatable)")
     # a flag not given is None: the STRATA_* variable, else the default, both in
     # strata.core.settings.ServeSettings (whose defaults the help shows)
-    sv.add_argument("--host", default=None,
-                    help=f"address to listen on ({_serve_default('host')}; others need API keys)")
-    sv.add_argument("--port", type=int, default=None, help=_serve_default("port"))
-    sv.add_argument("--api-keys", default=None,
-                    help=f"file of hashed API keys (`strata keys new`; {_serve_default('api_keys_file')})")
-    sv.add_argument("--rate-per-minute", type=float, default=None,
-                    help="requests per minute per key, unless its entry sets one "
-                         f"({_serve_default('rate_per_minute')})")
-    sv.add_argument("--anonymous-rate", type=float, default=None,
-                    help="requests per minute per client address when no keys are configured "
-                         f"({_serve_default('anonymous_rate_per_minute')})")
-    sv.add_argument("--allow-unauthenticated", action="store_true", default=None,
-                    help="listen on a non-loopback address without API keys "
-                         f"({_serve_default('allow_unauthenticated')})")
-    sv.add_argument("--max-body-bytes", type=int, default=None,
-                    help=_serve_default("max_body_bytes"))
-    sv.add_argument("--max-query-chars", type=int, default=None,
-                    help=_serve_default("max_query_chars"))
-    sv.add_argument("--reload-interval", type=float, default=None,
-                    help="seconds between looks for a newly published version "
-                         f"({_serve_default('reload_interval_s')})")
-    sv.add_argument("--cross-encoder", default=None,
-                    help="local CrossEncoder folder for diffusion's rerank='cross-encoder' "
-                         f"({_serve_default('cross_encoder_path')})")
-    sv.add_argument("--forwarded-allow-ips", default=None,
-                    help="proxies whose X-Forwarded-For is believed (comma-separated addresses "
-                         "or networks, or '*'; else none: rate limits and the loopback rule use "
-                         f"the connecting address) ({_serve_default('forwarded_allow_ips')})")
+    SERVE_FLAGS.add_to(sv, indexes={
+        "required": True, "help": "index folder or object-storage URI, or NAME=LOCATION (repeatable)"})
     sv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sv.add_argument("-q", "--quiet", action="store_true")
     _add_llm_args(sv.add_argument_group(
@@ -579,10 +521,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT
     except (IndexDamaged, EndpointError, EmbeddingModelMismatch) as e:  # one line, no trace
-        _print(f"error: {visible(e)}", err=True)  # a path in it stays on the line
+        say(f"error: {visible(e)}", err=True)  # a path in it stays on the line
         rc = EXIT_FAILED
     except SettingsError as e:  # a STRATA_* variable (or flag) that cannot be used
-        _print(f"error: {visible(e)}", err=True)
+        say(f"error: {visible(e)}", err=True)
         rc = EXIT_USAGE
     except ValueError as e:
         # a corpora file or corpus name that cannot be used (CorpusError), wherever it
@@ -591,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         corpora = sys.modules.get("strata.stages.corpora")
         if corpora is None or not isinstance(e, corpora.CorpusError):
             raise
-        _print(f"error: {visible(e)}", err=True)
+        say(f"error: {visible(e)}", err=True)
         rc = EXIT_USAGE
     except BrokenPipeError:
         # nobody reads stdout any more: leave quietly (no second error at exit)

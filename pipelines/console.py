@@ -73,16 +73,14 @@ def _lines(r) -> str:
 
 
 def _rich_console(file):
-    """A rich Console for ``file`` when it is a terminal and rich is importable, else None."""
+    """A rich Console for ``file`` when it is a terminal, else None."""
     try:
         if not file.isatty():
             return None
     except (AttributeError, ValueError):
         return None
-    try:
-        from rich.console import Console
-    except ImportError:
-        return None
+    from rich.console import Console
+
     return Console(file=file, highlight=False, soft_wrap=False)
 
 

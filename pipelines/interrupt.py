@@ -304,10 +304,8 @@ def own_group_for_log_mirrors():
 def _end_children(timeout_s: float = 1.0) -> None:
     """End this process's children (the step processes of ``--workers``): SIGTERM,
     then SIGKILL for any still there after ``timeout_s``."""
-    try:
-        import psutil
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        return
+    import psutil
+
     try:
         children = psutil.Process().children(recursive=True)
     except psutil.Error:

@@ -2,7 +2,7 @@
 
 Why from the event log: the run executes in this process or, with
 ``--workers``, in step processes, and either way every step start, step end and
-progress line a long step logs (:mod:`strata.core.progress`: ``embed shard 0:
+progress line a long step logs (:mod:`strata.core.progress_lines`: ``embed shard 0:
 1200/3394 (35%) · 45.2/s · ETA 0:48``) lands in the instance's event log. A
 thread that follows the log shows the same progress for both.
 
@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from strata.core.progress import Progress, clock, every_s, format_line, parse_line
+from strata.core.progress_lines import Progress, clock, every_s, format_line, parse_line
 
 
 

@@ -7,29 +7,27 @@ from dataclasses import replace
 import dagster as dg
 
 from strata.core.embedding import AUTO, DEFAULT_MODEL, Encoder, EncoderSpec, resolve_runtime
-from strata.core.settings import EmbedSettings, resource_field
+from strata.core.settings import EmbedSettings, settings_base
 
 
-class EmbedderResource(dg.ConfigurableResource):
+# Settings of the encoding processes a build starts (how many, their threads, where
+# exported graphs are kept): read where those processes start, not a choice of encoder
+PROCESS_SETTINGS = ("model_cache", "encoding_processes", "torch_threads")
+
+
+class EmbedderResource(settings_base(EmbedSettings, dg.ConfigurableResource,
+                                     exclude=PROCESS_SETTINGS)):
     """Default encoder settings; a corpus's own ``embedding`` entry wins.
 
-    ``backend`` is ``sentence-transformers`` (a local model: a name known to the
-    sentence-transformers cache, a folder path, or the packaged default
-    all-MiniLM-L6-v2) or ``openai`` (any OpenAI-compatible ``/embeddings``
-    endpoint at ``base_url``; the key is read from the environment variable
-    named by ``api_key_env`` and never stored).
+    Its fields are :class:`strata.core.settings.EmbedSettings`'s (the defaults, and
+    a description naming the ``STRATA_EMBED_*`` variable each is read from), but
+    :data:`PROCESS_SETTINGS`. ``backend`` is ``sentence-transformers`` (a local
+    model: a name known to the sentence-transformers cache, a folder path, or the
+    packaged default all-MiniLM-L6-v2) or ``openai`` (any OpenAI-compatible
+    ``/embeddings`` endpoint at ``base_url``; the key is read from the environment
+    variable named by ``api_key_env`` and never stored). ``runtime``: how a local
+    model runs (see :mod:`strata.core.onnx_runtime` for the ONNX ones).
     """
-
-    # declared by strata.core.settings.EmbedSettings (default, and a description naming the variable)
-    backend: str = resource_field(EmbedSettings, "backend")
-    model: str = resource_field(EmbedSettings, "model")
-    base_url: str | None = resource_field(EmbedSettings, "base_url")
-    api_key_env: str = resource_field(EmbedSettings, "api_key_env")
-    batch_size: int = resource_field(EmbedSettings, "batch_size")
-    runtime: str = resource_field(EmbedSettings, "runtime")
-    """How a local model runs: torch, torch-bf16, onnx or onnx-int8 (ONNX Runtime
-    on a graph exported locally from the same weights; see strata.core.onnx_runtime),
-    or auto (torch-bf16 on a CPU with native bfloat16, else torch)."""
 
     def spec_for(self, corpus_spec: EncoderSpec | None,
                  previous: EncoderSpec | None = None) -> EncoderSpec:

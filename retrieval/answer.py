@@ -143,13 +143,21 @@ def _retrieve(index, question: str, mode: str, client, k: int, params: dict):
     return results, base
 
 
+def answer_tokens() -> int:
+    """Completion tokens of an answer: the ``answer_max_tokens`` setting
+    (``STRATA_LLM_ANSWER_MAX_TOKENS``), read when an answer is asked for."""
+    from strata.core.settings import LLMSettings, load
+
+    return load(LLMSettings).answer_max_tokens
+
+
 def _request(index, question: str, results):
     from strata.core.llm import LLMRequest
 
     system, user = answer_messages(
         question, results.to_markdown(url_template=index.manifest.get("url_template")))
     return LLMRequest(key="answer", messages=(system, user), template=ANSWER_TEMPLATE,
-                      max_tokens=1024)
+                      max_tokens=answer_tokens())
 
 
 _CITATION = re.compile(r"\[(\d+)\]")
@@ -215,7 +223,7 @@ def ask(index, question: str, mode: str | None = None, llm=None, k: int = 8,
     from strata.retrieval.modes import DEFAULT_MODE
 
     mode = mode or DEFAULT_MODE
-    client, owned = as_llm(llm, max_tokens=1024)
+    client, owned = as_llm(llm, max_tokens=answer_tokens())
     try:
         results, base = _retrieve(index, question, mode, client, k, params)
         nothing = _declined(results, base)
@@ -253,7 +261,7 @@ def ask_stream(index, question: str, mode: str | None = None, llm=None, k: int =
     from strata.core.llm import LLMStreamError
 
     mode = mode or DEFAULT_MODE
-    client, owned = as_llm(llm, max_tokens=1024)
+    client, owned = as_llm(llm, max_tokens=answer_tokens())
     try:
         results, base = _retrieve(index, question, mode, client, k, params)
         answer = _declined(results, base)

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from strata.core.tokens import estimate_tokens
 from strata.retrieval.results import Result
 
-CHARS_PER_TOKEN = 4  # the usual estimate for English text and code
 CONTEXT_SIBLINGS = 2  # nearest siblings named with each hit
 CONTEXT_CHILDREN = 4  # first children named with a container hit
 MERGE_SLACK = 1.25  # a parent replaces its listed children if it costs ≤ this × their sum
@@ -35,10 +35,6 @@ MERGE_SLACK = 1.25  # a parent replaces its listed children if it costs ≤ this
 # best hit stays the result and the others become its context
 SECTION_MAX_CHARS = 8000
 _PARTS = ("chunk", "code", "table", "image")  # what a document section is made of
-
-
-def estimate_tokens(text: str | None) -> int:
-    return max(1, len(text or "") // CHARS_PER_TOKEN)
 
 
 def ancestors(graph, i: int, limit: int = 64) -> list[int]:

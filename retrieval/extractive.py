@@ -29,6 +29,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from strata.core.lexical import STOPWORDS
+
 MAX_SENTENCES = 5  # a readable answer: the top two sources plus a few more sentences
 MIN_SENTENCES = 3
 PER_SOURCE = 2  # sentences quoted from one source at most
@@ -40,11 +42,6 @@ EXTRA_SHARE = 0.5  # a further sentence must score this share of the best one
 NO_PROSE_KINDS = frozenset({"code", "table", "image", "entity", "fact"})
 PROSE_LANGUAGES = frozenset({"", "text", "txt", "plaintext", "markdown", "md", "rst", "html"})
 
-_STOP = frozenset("""a an and are as at be been but by can could did do does doing for from had
-has have how i if in into is it its me my no not of on or our should so than that the their them
-then there these they this those to too was we were what when where which while who whom why will
-with would you your about after before also any each more most other some such only own same
-very just over under again further once here both few all""".split())
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 
 _FENCE = re.compile(r"^(`{3,}|~{3,})")
@@ -79,7 +76,7 @@ _ENDS = re.compile(r"[.!?](?:[)\]\"'’”_]|\*(?!\*))*$")
 def words(text: str) -> set[str]:
     """The content words of ``text``, lower-cased and stemmed."""
     return {stem(w) for w in (m.lower() for m in _WORD.findall(text))
-            if len(w) > 2 and w not in _STOP}
+            if len(w) > 2 and w not in STOPWORDS}
 
 
 def stem(w: str) -> str:

@@ -28,18 +28,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from strata.core.lexical import STOPWORDS
 from strata.retrieval.graph import EDGE_CODE, KIND_CODE
 
 WALK_EDGE_TYPES = ("passage", "synonymy")
 MAX_SPAN_TOKENS = 6
 _TOKEN = re.compile(r"\w+")
-# Words that never name an entity on their own (single-token spans only).
-STOPWORDS = frozenset("""
-a an and are as at be been being but by can could did do does for from had has have he her
-his how i if in into is it its me my no not of on or our she so than that the their them then
-there these they this those to was we were what when where which while who whom whose why
-will with would you your
-""".split())
 
 
 def normalise(text: str) -> str:
@@ -66,6 +60,7 @@ class EntityWalk:
                 if taken[i:i + size].any():
                     continue
                 span = " ".join(toks[i:i + size])
+                # a stop word never names an entity on its own
                 if size == 1 and (span in STOPWORDS or len(span) < 3):
                     continue
                 ids = self.names.get(span)

@@ -4,6 +4,8 @@ Every answer comes from :class:`retrieval.Index` (``search`` and ``ask``), the
 same calls a notebook makes; this module only adds HTTP concerns. Handlers are
 plain ``def`` functions: FastAPI runs them on its thread pool, and an ``Index``
 is safe to share between threads.
+
+Over 600 lines because FastAPI's routes close over one app's state; models are apart.
 """
 
 import base64
@@ -31,7 +33,7 @@ from strata.service.models import (AskResponse, ErrorBody, HealthIndex, HealthRe
                             IndexesResponse, IndexInfo, NodeResponse, OutlineResponse,
                             SearchResponse, request_model)
 from strata.service.registry import Registry, UnknownIndex
-from strata.service.render import markdown_html, node_html
+from strata.service.render import markdown_html, node_html, policy_script
 from strata.service.settings import ServiceConfigError, ServiceSettings
 
 log = logging.getLogger("strata.service")
@@ -600,6 +602,12 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         return FileResponse(STATIC / "index.html", media_type="text/html",
                             headers={"Content-Security-Policy": PAGE_CSP,
                                      "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"})
+
+    @app.get("/html-policy.js", include_in_schema=False)
+    def html_policy():
+        """The HTML allow-list of :mod:`service.render`, for the page's re-check."""
+        return Response(policy_script(), media_type="text/javascript",
+                        headers={"Cache-Control": "no-cache"})
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.mount("/docs-assets", StaticFiles(directory=_docs_assets()), name="docs-assets")

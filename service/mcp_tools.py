@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from strata.retrieval import navigate
-from strata.retrieval.context import CHARS_PER_TOKEN, estimate_tokens
+from strata.core.tokens import estimate_tokens
 from strata.retrieval.modes import DEFAULT_MODE, MODES
 from strata.retrieval.results import markdown_block, source_url
 from strata.service.models import Fact, NodeRef, OutlineEntry  # the HTTP API's shapes, shared
@@ -212,22 +212,24 @@ class Tools:
         except ValueError as e:
             raise ToolFailure(str(e)) from None
         template = idx.manifest.get("url_template")
-        left = budget * CHARS_PER_TOKEN - 400  # the heading and the closing note
+        left = budget - 100  # tokens: the heading and the closing note take the rest
         blocks: list[str] = []
         hits: list[SearchHit] = []
         dropped = 0
         for n, r in enumerate(results[:k], 1):  # k is a hard cap, whatever the budget
-            if left < 300:
+            if left < 75:
                 dropped += 1
                 continue
             max_chars = 1200
             block = self._block(n, r, template, max_chars=max_chars)
-            if len(block) > left:  # cut the text so that the whole block fits what is left
-                max_chars = max(100, 1200 - (len(block) - left))
+            cost = estimate_tokens(block)
+            if cost > left:  # cut the text so that the whole block fits what is left
+                max_chars = max(100, int(max_chars * left / cost) - 40)
                 block = self._block(n, r, template, max_chars=max_chars)
+                cost = estimate_tokens(block)
             blocks.append(block)
             hits.append(self._hit(n, r, template, max_chars))
-            left -= len(block) + 2
+            left -= cost
         used = sum(estimate_tokens(b) for b in blocks)
         floor = results.min_relevance
         head = (f"## Search results for {query!r}\n{self._head(name, idx)}, {mode} mode: "

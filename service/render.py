@@ -35,6 +35,7 @@ request.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -76,6 +77,16 @@ def _markdown():
 
     md.add_render_rule("image", image)
     return md
+
+
+def policy_script() -> str:
+    """The allow-list as the web page reads it (``/html-policy.js``, loaded before
+    ``app.js``), so the page's own re-check of server HTML and :func:`sanitize`
+    are one list: tag names upper-cased as the DOM gives them."""
+    policy = {"tags": sorted(t.upper() for t in TAGS),
+              "attributes": {t.upper(): sorted(a) for t, a in ATTRIBUTES.items()},
+              "schemes": sorted(URL_SCHEMES)}
+    return f"window.strataHtmlPolicy = Object.freeze({json.dumps(policy)});\n"
 
 
 def sanitize(html: str) -> str:

@@ -5,9 +5,10 @@ or the variables alone when the app is started by uvicorn directly."""
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
-from strata.core.settings import ServeSettings, SettingsError, check, default, load
+from strata.core.settings import ServeSettings, SettingsError, check, load
 
 
 class ServiceConfigError(ValueError):
@@ -25,57 +26,67 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def _d(name: str):
-    return default(ServeSettings, name)
-
-
-@dataclass
+@dataclass(init=False)
 class ServiceSettings:
-    """A running service's configuration: :class:`strata.core.settings.ServeSettings`
-    (its defaults, variables and bounds are declared there) plus what only a
-    caller gives (the LLM flags, ``warm_up``)."""
+    """A running service's configuration: the :class:`ServeSettings` it runs with
+    (fields, defaults, variables and bounds declared there; each is also readable
+    here, ``settings.port``) plus what only a caller gives: the LLM flags of
+    ``strata serve`` (None: ``$STRATA_LLM_*``) and ``warm_up`` (one query per mode
+    on a new version before switching to it).
 
-    # index folders or object-storage URIs; "NAME=LOCATION" names one explicitly
-    # (default name: the corpus in its manifest)
-    indexes: list[str] = field(default_factory=list)
-    host: str = _d("host")
-    port: int = _d("port")
-    api_keys_file: str | None = _d("api_keys_file")  # lines NAME:sha256:HEX[:RATE] (service.auth)
-    api_key_hashes: str | None = _d("api_key_hashes")  # the same entries, comma-separated
-    rate_per_minute: float | None = _d("rate_per_minute")  # per key, unless its entry sets its own
-    anonymous_rate_per_minute: float | None = _d("anonymous_rate_per_minute")  # per client address
-    allow_unauthenticated: bool = _d("allow_unauthenticated")  # a non-loopback host without keys
-    max_body_bytes: int = _d("max_body_bytes")
-    max_query_chars: int = _d("max_query_chars")
-    reload_interval_s: float = _d("reload_interval_s")  # how often CURRENT is looked at
-    warm_up: bool = True  # run one query per mode on a new version before switching to it
-    cross_encoder_path: str | None = _d("cross_encoder_path")  # for rerank="cross-encoder"
-    llm_backend: str | None = None  # default: $STRATA_LLM_BACKEND or offline
+    ``ServiceSettings(serve)`` takes a loaded :class:`ServeSettings`;
+    ``ServiceSettings(port=..., ...)`` takes its fields by name over the defaults,
+    without reading the environment (checked by :meth:`check` when the app starts)."""
+
+    serve: ServeSettings
+    warm_up: bool = True
+    llm_backend: str | None = None
     llm_model: str | None = None
     llm_base_url: str | None = None
     llm_callable: str | None = None
-    # proxies whose X-Forwarded-For / Forwarded headers are believed (uvicorn's
-    # forwarded_allow_ips: addresses, networks or "*"); None: none are. Believed
-    # headers name the client that rate limits and the loopback rule apply to.
-    forwarded_allow_ips: str | None = _d("forwarded_allow_ips")
+
+    def __init__(self, serve: ServeSettings | None = None, *, warm_up: bool = True,
+                 llm_backend: str | None = None, llm_model: str | None = None,
+                 llm_base_url: str | None = None, llm_callable: str | None = None,
+                 **fields: Any) -> None:
+        unknown = set(fields) - set(ServeSettings.model_fields)
+        if unknown:
+            raise TypeError(f"ServiceSettings: no setting named {', '.join(sorted(unknown))}")
+        if serve is None:
+            serve = ServeSettings.model_construct(**fields)  # the defaults; nothing read
+        elif fields:
+            serve = serve.model_copy(update=fields)
+        object.__setattr__(self, "serve", serve)
+        self.warm_up, self.llm_backend, self.llm_model = warm_up, llm_backend, llm_model
+        self.llm_base_url, self.llm_callable = llm_base_url, llm_callable
+
+    def __getattr__(self, name: str) -> Any:  # a ServeSettings field: settings.port
+        if name in ServeSettings.model_fields:
+            return getattr(self.__dict__["serve"], name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ServeSettings.model_fields:  # the model is frozen: a changed copy
+            object.__setattr__(self, "serve", self.serve.model_copy(update={name: value}))
+        else:
+            object.__setattr__(self, name, value)
 
     @classmethod
-    def from_env(cls, **flags) -> ServiceSettings:
+    def from_env(cls, **flags: Any) -> ServiceSettings:
         """The environment's ``STRATA_*`` service variables; ``flags`` (the
         :class:`ServeSettings` fields a command line was given, None where not)
         win. A bad value is a :class:`ServiceConfigError` in one line."""
         try:
-            serve = load(ServeSettings, **flags)
+            return cls(load(ServeSettings, **flags))
         except SettingsError as e:
             raise ServiceConfigError(str(e)) from None
-        return cls(**serve.model_dump())
 
     def check(self) -> None:
         if not self.indexes:
             raise ServiceConfigError("no index to serve: pass --index DIR (repeatable) or set "
                                      "$STRATA_SERVE_INDEXES")
         try:
-            check(ServeSettings, {f: getattr(self, f) for f in ServeSettings.model_fields})
+            check(ServeSettings, self.serve.model_dump())
         except SettingsError as e:
             raise ServiceConfigError(str(e)) from None
 

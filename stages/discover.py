@@ -346,14 +346,11 @@ def decode(data: bytes) -> tuple[str | None, str | None]:
     text = _western(data)
     if text is not None:
         return text, "not UTF-8; decoded as cp1252"
-    try:
-        from charset_normalizer import from_bytes
+    from charset_normalizer import from_bytes
 
-        best = from_bytes(data).best()
-        if best is not None and best.encoding:
-            return str(best), f"not UTF-8; decoded as {best.encoding}"
-    except ImportError:
-        pass
+    best = from_bytes(data).best()
+    if best is not None and best.encoding:
+        return str(best), f"not UTF-8; decoded as {best.encoding}"
     return data.decode("latin-1"), "not UTF-8; decoded as latin-1"
 
 

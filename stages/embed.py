@@ -27,8 +27,9 @@ from strata.core.layout import replace_dir
 from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
 
-# Bump when embedding_text() changes: every vector is recomputed.
-EMBED_TEXT_VERSION = "2"
+# Bump when embedding_text() or how a text is encoded changes: every vector is recomputed.
+# 3: each text encoded at a padded length of its own (SentenceTransformerEncoder._encode_fixed_shapes)
+EMBED_TEXT_VERSION = "3"
 MAX_EMBED_CHARS = 2000
 # Texts per encoder call (one forward pass), taken shortest first over everything
 # a build or shard must encode, so a call pads its texts to nearly the same

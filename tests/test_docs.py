@@ -16,6 +16,7 @@ import pytest
 
 from strata.core import schema_doc
 from tests.conftest import REPO
+from tests.s3 import s3_endpoint
 
 README = (REPO / "README.md").read_text()
 DOCS = REPO / "docs"
@@ -173,7 +174,6 @@ def test_the_living_indexes_page_shows_what_runs(in_a_project_with_the_sample, m
     server; the only change to the page's code is that endpoint added to each URI)."""
     import yaml
 
-    moto_server = pytest.importorskip("moto.server")
     from strata.core.remote import push_version
     from strata.pipelines.instance_config import SETTINGS
     from strata.retrieval import Index
@@ -198,19 +198,9 @@ def test_the_living_indexes_page_shows_what_runs(in_a_project_with_the_sample, m
     spec = load_corpora(tmp_path / "corpora.yaml")["docs"]
     assert spec.mirror == "s3://my-bucket/indexes/docs?region=eu-west-1"
 
-    for var, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "STRATA_CACHE_DIR": str(tmp_path / "cache")}.items():
-        monkeypatch.setenv(var, value)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        loopback = f"?endpoint_override={host}:{port}&scheme=http&region="
+    with s3_endpoint(monkeypatch, tmp_path / "cache", "my-bucket", region="eu-west-1") as endpoint:
+        loopback = f"?endpoint_override={endpoint}&scheme=http&region="
         uri = spec.mirror.replace("?region=", loopback)
-        from pyarrow import fs
-
-        fs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", region="eu-west-1",
-                        allow_bucket_creation=True).create_dir("my-bucket")
         push_version(Index.open("data/indexes/sample")._vdir, uri)
         scope: dict = {}
         for i, code in enumerate(_blocks(page, "python")):
@@ -220,8 +210,6 @@ def test_the_living_indexes_page_shows_what_runs(in_a_project_with_the_sample, m
         assert scope["idx"].version == 1
         assert scope["old"].version == 1
         assert scope["idx"].search("barometric drift", k=1)[0].path == "docs/calibration.md"
-    finally:
-        server.stop()
 
 
 def test_the_pipeline_diagram_is_drawn_from_the_readmes_source():

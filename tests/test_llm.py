@@ -1,6 +1,10 @@
 """strata.core.llm against a real HTTP server (tests/fake_openai.py) through the real
 openai SDK: ordering, caching and resume, retries, timeouts, JSON repair,
-response_format fallback, images, the callable backend and key redaction."""
+response_format fallback, images, the callable backend and key redaction.
+
+A server's Retry-After is never waited out here: those tests give the LLM a
+fake clock's ``sleep`` (:class:`FakeClock`), which records the wait each retry
+asked for and returns at once, and assert on those waits, not on wall time."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import time
 import pytest
 
 from strata.core.llm import LLM, LLMConfig, LLMRequest, image_mime, parse_json
+from tests.waiting import stopped_while, wait_until
 from tests.fake_openai import FakeOpenAI
 
 KEY = "sk-test-SECRET-123"
@@ -30,6 +35,19 @@ def server():
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv("STRATA_TEST_KEY", KEY)
+
+
+class FakeClock:
+    """Stands in for :func:`strata.core.stopping.sleep` (the wait before a retry):
+    records each wait asked for and returns at once, or with the reason to stop
+    when there is one, as the real one does."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def sleep(self, seconds: float, why_not=lambda: None) -> str | None:
+        self.waits.append(seconds)
+        return why_not()
 
 
 def cfg(server, **kw) -> LLMConfig:
@@ -56,11 +74,15 @@ def test_happy_path_order_usage_cache_and_persistence(server, tmp_path):
         res = llm.run(reqs, stage="summarize", parse=parse_json,
                       progress=lambda d, t: seen.append((d, t)))
         assert [r.key for r in res] == [r.key for r in reqs]
-        assert all(r.ok and not r.cached and r.attempts == 1 for r in res)
+        assert all(r.ok for r in res)
+        assert not any(r.cached for r in res)
+        assert [r.attempts for r in res] == [1] * 12
         for i, r in enumerate(res):
             assert r.value["echo"].endswith(f"Summarize item {i:03d}.")
         st = llm.stats("summarize")
-        assert st.calls == 12 and st.cache_hits == 0 and st.failures == 0
+        assert st.calls == 12
+        assert st.cache_hits == 0
+        assert st.failures == 0
         assert st.prompt_tokens == sum(r.prompt_tokens for r in res) > 0
         assert st.completion_tokens > 0
         assert seen[-1] == (12, 12)
@@ -71,16 +93,21 @@ def test_happy_path_order_usage_cache_and_persistence(server, tmp_path):
                    for r in server.chat_requests())
 
         again = llm.run(reqs, stage="summarize", parse=parse_json)
-        assert all(r.ok and r.cached and r.attempts == 0 for r in again)
+        assert all(r.ok for r in again)
+        assert all(r.cached for r in again)
+        assert [r.attempts for r in again] == [0] * 12
         assert [r.value for r in again] == [r.value for r in res]
         assert len(server.chat_requests()) == n
         st = llm.stats("summarize")
-        assert st.calls == 12 and st.cache_hits == 12
+        assert st.calls == 12
+        assert st.cache_hits == 12
         assert llm.estimate(reqs, "summarize")["calls_needed"] == 0
 
     with LLM(cfg(server), cache_path=cache) as llm2:
         est = llm2.estimate(reqs + [req(99)], "summarize")
-        assert est["requests"] == 13 and est["cached"] == 12 and est["calls_needed"] == 1
+        assert est["requests"] == 13
+        assert est["cached"] == 12
+        assert est["calls_needed"] == 1
         assert est["est_prompt_tokens"] > 0
         res2 = llm2.run(reqs, stage="summarize", parse=parse_json)
         assert all(r.cached for r in res2)
@@ -93,42 +120,51 @@ def test_duplicates_call_once_and_key_covers_template(server):
         res = llm.run([req(1), req(1), req(2), req(1, template="summarize/v2")], stage="s")
         assert all(r.ok for r in res)
         assert len(server.chat_requests()) == 3
-        assert res[0].text == res[1].text and res[1].cached
+        assert res[0].text == res[1].text
+        assert res[1].cached
         assert llm.stats("s").calls == 3
 
 
 def test_429_retry_after_is_honoured(server):
     server.add_fault("429", 2)
-    with LLM(cfg(server, backoff_max_s=5.0)) as llm:
+    clock = FakeClock()
+    with LLM(cfg(server, backoff_max_s=5.0), sleep=clock.sleep) as llm:
         (r,) = llm.run([req(1)], stage="s", parse=parse_json)
-    assert r.ok and r.attempts == 2
+    assert r.ok
+    assert r.attempts == 2
     first, second = server.chat_requests()
     assert first.fault == "429"
-    assert second.time - first.time >= 1.9
-    assert llm.stats("s").retries >= 1
+    assert second.fault is None
+    assert clock.waits == [2.0]  # the server's wait, not the backoff
+    assert llm.stats("s").retries == 1
 
 
 def test_retry_after_capped_by_backoff_max(server):
     server.add_fault("429", 30)
-    with LLM(cfg(server, backoff_max_s=0.2)) as llm:
+    clock = FakeClock()
+    with LLM(cfg(server, backoff_max_s=0.2), sleep=clock.sleep) as llm:
         (r,) = llm.run([req(1)], stage="s")
-    first, second = server.chat_requests()
-    assert r.ok and second.time - first.time < 2
+    assert r.ok
+    assert len(server.chat_requests()) == 2
+    assert clock.waits == [0.2]  # 30 s asked, backoff_max_s waited
 
 
 def test_500_twice_then_ok(server):
     server.add_fault("500", times=2)
     with LLM(cfg(server)) as llm:
         (r,) = llm.run([req(1)], stage="s", parse=parse_json)
-        assert r.ok and r.attempts == 3
-        assert llm.stats("s").retries == 2 and llm.stats("s").calls == 1
+        assert r.ok
+        assert r.attempts == 3
+        assert llm.stats("s").retries == 2
+        assert llm.stats("s").calls == 1
 
 
 def test_dropped_connection_is_retried(server):
     server.add_fault("drop")
     with LLM(cfg(server)) as llm:
         (r,) = llm.run([req(1)], stage="s")
-    assert r.ok and r.attempts == 2
+    assert r.ok
+    assert r.attempts == 2
 
 
 def test_timeout_retried_and_isolated(server):
@@ -137,12 +173,16 @@ def test_timeout_retried_and_isolated(server):
     with LLM(cfg(server, timeout_s=0.5, max_retries=2)) as llm:
         res = llm.run([req(i) for i in range(5)], stage="s", parse=parse_json)
         st = llm.stats("s")
-    assert res[1].ok and res[1].attempts == 2
+    assert res[1].ok
+    assert res[1].attempts == 2
     bad = res[2]
-    assert not bad.ok and bad.attempts == 3 and "timeout" in bad.error.lower()
+    assert not bad.ok
+    assert bad.attempts == 3
+    assert "timeout" in bad.error.lower()
     assert bad.text is None
     assert all(res[i].ok for i in (0, 1, 3, 4))
-    assert st.failures == 1 and st.failed_keys == ["node-2"]
+    assert st.failures == 1
+    assert st.failed_keys == ["node-2"]
     assert st.retries >= 3
 
 
@@ -150,7 +190,9 @@ def test_truncated_json_is_repaired(server):
     server.add_fault("truncated")
     with LLM(cfg(server)) as llm:
         (r,) = llm.run([req(1)], stage="s", parse=parse_json)
-    assert r.ok and r.value == {"summary": "abc"} and r.attempts == 1
+    assert r.ok
+    assert r.value == {"summary": "abc"}
+    assert r.attempts == 1
 
 
 def test_malformed_retried_then_failed_and_not_cached(server, tmp_path):
@@ -160,7 +202,9 @@ def test_malformed_retried_then_failed_and_not_cached(server, tmp_path):
     with LLM(cfg(server), cache_path=cache) as llm:
         res = llm.run(reqs, stage="s", parse=parse_json)
         bad = res[3]
-        assert not bad.ok and bad.attempts == 3 and "parse error" in bad.error
+        assert not bad.ok
+        assert bad.attempts == 3
+        assert "parse error" in bad.error
         assert llm.stats("s").failed_keys == ["node-3"]
         assert sum(r.ok for r in res) == 4
     assert len(server.chat_requests()) == 4 + 3
@@ -172,7 +216,8 @@ def test_malformed_retried_then_failed_and_not_cached(server, tmp_path):
         assert [r.cached for r in res] == [True, True, True, False, True]
         assert llm.stats("s").calls == 1
     new = server.chat_requests()[before:]
-    assert len(new) == 1 and "item 003" in new[0].prompt
+    assert len(new) == 1
+    assert "item 003" in new[0].prompt
 
 
 def test_interrupted_run_resumes_with_only_missing_calls(server, tmp_path):
@@ -183,13 +228,15 @@ def test_interrupted_run_resumes_with_only_missing_calls(server, tmp_path):
     with LLM(cfg(server), cache_path=cache) as llm:
         res = llm.run(reqs, stage="s", parse=parse_json)
         assert [r.ok for r in res] == [True] * 15 + [False] * 5
-        assert all(r.attempts == 1 and "400" in r.error for r in res[15:])  # not retried
+        assert [r.attempts for r in res[15:]] == [1] * 5  # not retried
+        assert all("400" in r.error for r in res[15:])
     assert len(server.chat_requests()) == 20
     server.faults.clear()
     with LLM(cfg(server), cache_path=cache) as llm:
         res = llm.run(reqs, stage="s", parse=parse_json)
         assert all(r.ok for r in res)
-        assert llm.stats("s").calls == 5 and llm.stats("s").cache_hits == 15
+        assert llm.stats("s").calls == 5
+        assert llm.stats("s").cache_hits == 15
     assert len(server.chat_requests()) == 25
 
 
@@ -198,7 +245,8 @@ def test_response_format_rejected_in_auto_mode(server):
     with LLM(cfg(server, concurrency=1)) as llm:
         res = llm.run([req(i) for i in range(3)], stage="s", parse=parse_json)
     assert all(r.ok for r in res)
-    assert res[0].attempts == 2 and res[1].attempts == 1
+    assert res[0].attempts == 2
+    assert res[1].attempts == 1
     sent = [("response_format" in r.body) for r in server.chat_requests()]
     assert sent == [True, False, False, False]
 
@@ -250,7 +298,8 @@ def test_callable_backend():
         return "a caption"
 
     with LLM(LLMConfig(backend="callable"), fn=fn, vision_fn=see) as llm:
-        assert llm.name.startswith("callable:") and "fn" in llm.name
+        assert llm.name.startswith("callable:")
+        assert "fn" in llm.name
         res = llm.run([req(1), req(2, image=PNG, json_mode=False)], stage="s")
     assert all(r.ok for r in res)
     assert "Reply with JSON.\n\nSummarize item 001." in prompts
@@ -264,7 +313,9 @@ def test_callable_system_first_and_missing_vision_fn():
     with LLM(LLMConfig(backend="callable"), fn=lambda p: got.append(p) or "ok") as llm:
         res = llm.run([LLMRequest("a", msgs, "t/v1"), req(2, image=PNG)], stage="s")
     assert got == ["rules\n\nquestion"]
-    assert res[0].ok and not res[1].ok and res[1].error == "no vision_fn configured"
+    assert res[0].ok
+    assert not res[1].ok
+    assert res[1].error == "no vision_fn configured"
 
 
 def test_callable_retries_exceptions():
@@ -279,18 +330,25 @@ def test_callable_retries_exceptions():
         return "fine"
 
     c = LLMConfig(backend="callable", backoff_base_s=0.01, backoff_max_s=0.02, max_retries=3)
-    with LLM(c, fn=flaky) as llm:
+    clock = FakeClock()
+    with LLM(c, fn=flaky, sleep=clock.sleep) as llm:
         (r,) = llm.run([req(1)], stage="s")
-        assert r.ok and r.text == "fine" and r.attempts == 3
+        assert r.ok
+        assert r.text == "fine"
+        assert r.attempts == 3
         assert llm.stats("s").retries == 2
+    assert len(clock.waits) == 2
+    assert all(0 <= w <= 0.02 for w in clock.waits)  # full jitter, at most backoff_max_s
 
     def broken(prompt):
         raise RuntimeError("always")
 
     c = LLMConfig(backend="callable", backoff_base_s=0.001, backoff_max_s=0.002, max_retries=2)
-    with LLM(c, fn=broken) as llm:
+    with LLM(c, fn=broken, sleep=FakeClock().sleep) as llm:
         (r,) = llm.run([req(1)], stage="s")
-        assert not r.ok and r.attempts == 3 and "always" in r.error
+        assert not r.ok
+        assert r.attempts == 3
+        assert "always" in r.error
 
 
 def test_parse_value_error_retried_then_ok():
@@ -298,7 +356,9 @@ def test_parse_value_error_retried_then_ok():
     c = LLMConfig(backend="callable", backoff_base_s=0.001)
     with LLM(c, fn=lambda p: next(outputs)) as llm:
         (r,) = llm.run([req(1)], stage="s", parse=parse_json)
-    assert r.ok and r.value == {"ok": 1} and r.attempts == 3
+    assert r.ok
+    assert r.value == {"ok": 1}
+    assert r.attempts == 3
 
 
 def test_key_is_redacted_from_errors_and_cache(server, tmp_path, caplog):
@@ -306,11 +366,14 @@ def test_key_is_redacted_from_errors_and_cache(server, tmp_path, caplog):
     cache = tmp_path / "llm.sqlite"
     server.add_fault("401", match="item 000", times=None)
     with LLM(cfg(server), cache_path=cache) as llm:
-        assert KEY not in repr(llm) and KEY not in repr(llm.config)
+        assert KEY not in repr(llm)
+        assert KEY not in repr(llm.config)
         res = llm.run([req(0), req(1)], stage="s", parse=parse_json)
     bad = res[0]
-    assert not bad.ok and bad.attempts == 1  # 401 is not retried
-    assert "401" in bad.error and "***" in bad.error
+    assert not bad.ok
+    assert bad.attempts == 1  # 401 is not retried
+    assert "401" in bad.error
+    assert "***" in bad.error
     assert KEY not in bad.error
     # the server did receive the key, and echoed it
     (echoed,) = [r for r in server.chat_requests() if r.fault == "401"]
@@ -323,7 +386,8 @@ def test_key_is_redacted_from_errors_and_cache(server, tmp_path, caplog):
 
 def test_offline_backend():
     llm = LLM(LLMConfig())
-    assert llm.offline and llm.name == "offline"
+    assert llm.offline
+    assert llm.name == "offline"
     with pytest.raises(RuntimeError, match="offline stand-in"):
         llm.run([req(1)], stage="s")
     assert llm.estimate([req(1)], "s")["calls_needed"] == 1
@@ -362,7 +426,8 @@ def test_fake_embeddings(server):
     client = openai.OpenAI(base_url=server.base_url, api_key="x", max_retries=0)
     a = client.embeddings.create(model="m", input=["alpha", "beta"])
     b = client.embeddings.create(model="m", input=["beta"])
-    assert [d.index for d in a.data] == [0, 1] and len(a.data[0].embedding) == 8
+    assert [d.index for d in a.data] == [0, 1]
+    assert len(a.data[0].embedding) == 8
     assert a.data[1].embedding == pytest.approx(b.data[0].embedding)
     assert a.usage.prompt_tokens > 0
     client.close()
@@ -405,74 +470,60 @@ def test_bounded_concurrency(server):
 
 
 def test_retry_after_as_an_http_date_or_in_milliseconds_is_honoured(server):
-    """The SDK's reading of the server's wait (ours is gone): an HTTP date, then
-    retry-after-ms. Lower bounds only: a loaded machine may take longer."""
+    """The server's wait as an HTTP date, then as retry-after-ms."""
     from email.utils import formatdate
 
     server.add_fault("429", {"Retry-After": formatdate(time.time() + 3, usegmt=True)})
     server.add_fault("429", {"retry-after-ms": "1500"})
-    with LLM(cfg(server, backoff_max_s=10.0)) as llm:
+    clock = FakeClock()
+    with LLM(cfg(server, backoff_max_s=10.0), sleep=clock.sleep) as llm:
         (r,) = llm.run([req(1)], stage="s", parse=parse_json)
-        assert r.ok and r.attempts == 3 and llm.stats("s").retries == 2
-    first, second, third = server.chat_requests()
-    assert second.time - first.time >= 1.0  # 2-3 s: the date has whole seconds
-    assert third.time - second.time >= 1.4
+        assert r.ok
+        assert r.attempts == 3
+        assert llm.stats("s").retries == 2
+    assert len(server.chat_requests()) == 3
+    from_date, from_ms = clock.waits
+    assert 1.0 <= from_date <= 3.0  # the date has whole seconds, and the request took a while
+    assert from_ms == 1.5
 
 
 def test_a_retry_after_of_an_hour_fails_the_item_at_once(server):
-    """A server that will not be back for an hour: the SDK does not retry (it
-    waits two minutes at most), the item fails with the 429 and the rest go on."""
+    """A server that will not be back for an hour is not retried (two minutes
+    are waited at most): the item fails with the 429 and the rest go on."""
     server.add_fault("429", 3600, match="item 001")
-    with LLM(cfg(server, backoff_max_s=10.0)) as llm:
+    clock = FakeClock()
+    with LLM(cfg(server, backoff_max_s=10.0), sleep=clock.sleep) as llm:
         res = llm.run([req(0), req(1)], stage="s", parse=parse_json)
-    assert res[0].ok and not res[1].ok
-    assert res[1].attempts == 1 and "429" in res[1].error
+    assert res[0].ok
+    assert not res[1].ok
+    assert res[1].attempts == 1
+    assert "429" in res[1].error
     assert len(server.chat_requests()) == 2
+    assert clock.waits == []
 
 
 def _workers(stage: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(f"llm-{stage}_")]
 
 
-def _wait_for(condition, what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.05)
-
-
-def test_a_stop_request_ends_the_sdk_retry_wait(server, caplog):
-    """The SDK waits with time.sleep, which nothing interrupts; the build's stop
-    flag must end that wait on the worker thread at once, not after the 60 s the
-    server asked for (then a second request would arrive). No clock is read: if
-    the wait were not cut short, the joins below would take a minute and the
-    server would see a second request."""
+def test_a_stop_request_ends_the_retry_wait(server, caplog):
+    """The build's stop flag must end a retry's wait on the worker thread at once,
+    not after the 60 s the server asked for (then a second request would arrive).
+    No clock is read: if the wait were not cut short, the joins below would take
+    a minute and the server would see a second request."""
     from strata.core import stopping
 
     caplog.set_level(logging.INFO, logger="strata.core.llm")
     server.add_fault("429", 60, times=None)
     llm = LLM(cfg(server, backoff_max_s=120.0, max_retries=1, concurrency=1))
-    raised: list[BaseException] = []
-
-    def build() -> None:
-        try:
-            llm.run([req(1)], stage="stopme", parse=parse_json)
-        except BaseException as e:  # noqa: BLE001 - what the stage would see
-            raised.append(e)
-
-    stage_thread = threading.Thread(target=build)
     try:
-        stage_thread.start()
-        _wait_for(lambda: "retry 1/1 in 60.00s" in caplog.text, "the SDK's retry wait")
-        stopping.request("SIGINT (test)")
-        stage_thread.join()
-        for worker in _workers("stopme"):
-            worker.join()
+        raised = stopped_while(lambda: llm.run([req(1)], stage="stopme", parse=parse_json),
+                               lambda: "retry 1/1 in 60.00s" in caplog.text, "the retry wait",
+                               then=lambda: [w.join() for w in _workers("stopme")])
     finally:
-        stopping.clear()
         llm.close()
-    assert raised and isinstance(raised[0], stopping.StopRequested)
+    assert raised
+    assert isinstance(raised[0], stopping.StopRequested)
     assert len(server.chat_requests()) == 1
     assert "HTTP 429; not retried: the build is stopping (SIGINT (test))" in caplog.text
 
@@ -496,12 +547,13 @@ def test_closing_the_llm_ends_a_retry_wait_of_either_backend(server):
         stage_thread = threading.Thread(
             target=lambda llm=llm, out=out: out.extend(llm.run([req(1)], stage="closing")))
         stage_thread.start()
-        _wait_for(lambda llm=llm, started=started: started() and llm.stats("closing").retries == 1,
-                  "a retry wait")
+        wait_until(lambda llm=llm, started=started: started() and llm.stats("closing").retries == 1,
+                   "a retry wait")
         llm.close()
         stage_thread.join()
         (r,) = out
-        assert not r.ok and r.attempts == 1
+        assert not r.ok
+        assert r.attempts == 1
         assert r.error.endswith("; not retried: the LLM was closed"), r.error
     assert len(server.chat_requests()) == 1
 
@@ -528,9 +580,13 @@ def test_a_dead_endpoint_fails_at_the_probe_and_sends_nothing(tmp_path):
             llm.run([req(i) for i in range(50)], stage="summarize", parse=parse_json)
         stats = llm.stats("summarize")
     line = str(err.value)
-    assert "\n" not in line and url in line and "refuse" in line
-    assert "--llm-base-url" in line and "running" in line
-    assert stats.calls == 0 and stats.failures == 0
+    assert "\n" not in line
+    assert url in line
+    assert "refuse" in line
+    assert "--llm-base-url" in line
+    assert "running" in line
+    assert stats.calls == 0
+    assert stats.failures == 0
 
 
 def test_nothing_cached_is_asked_of_a_dead_endpoint(server, tmp_path):
@@ -543,7 +599,8 @@ def test_nothing_cached_is_asked_of_a_dead_endpoint(server, tmp_path):
     dead = cfg(server, base_url=f"http://127.0.0.1:{_free_port()}/v1")
     with LLM(dead, cache_path=cache) as llm:
         res = llm.run(reqs, stage="s", parse=parse_json)
-    assert all(r.ok and r.cached for r in res)
+    assert all(r.ok for r in res)
+    assert all(r.cached for r in res)
 
 
 def test_the_breaker_stops_a_stage_whose_endpoint_stops_answering(server):
@@ -589,10 +646,12 @@ def test_an_endpoint_that_fails_an_image_is_not_sent_the_others(server):
     with LLM(cfg(server, concurrency=1)) as llm:
         res = llm.run(reqs, stage="caption")
     assert [r.ok for r in res] == [True, False, False, True, False]
-    assert "500" in res[1].error and res[1].attempts == 4  # 1 + max_retries 3
+    assert "500" in res[1].error
+    assert res[1].attempts == 4  # 1 + max_retries 3
     for r in (res[2], res[4]):
         assert r.error.startswith("not sent: the endpoint failed an image request")
-        assert "500" in r.error and r.attempts == 0
+        assert "500" in r.error
+        assert r.attempts == 0
     pictures = [q for q in server.chat_requests() if "Caption picture" in q.prompt]
     assert len(pictures) == 4  # the first image's four tries, none for the other two
     assert len(server.chat_requests()) == 6
@@ -613,5 +672,21 @@ def test_a_slow_or_rejected_image_does_not_stop_the_others(server, fault):
 
     with LLM(cfg(server, concurrency=1, timeout_s=0.5, max_retries=0)) as llm:
         res = llm.run([picture(1), picture(2)], stage="caption")
-    assert not res[0].ok and ("timeout" if fault == "slow" else "400") in res[0].error
+    assert not res[0].ok
+    assert ("timeout" if fault == "slow" else "400") in res[0].error
     assert res[1].ok
+
+
+def test_the_servers_wait_is_read_in_milliseconds_seconds_or_as_a_date():
+    """retry-after-ms wins over Retry-After; a Retry-After that is neither a
+    number nor a date names no wait (the backoff applies)."""
+    from email.utils import formatdate
+
+    from strata.core.llm.retry import server_wait_s
+
+    assert server_wait_s({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert server_wait_s({"retry-after": "2"}) == 2.0
+    assert server_wait_s({"retry-after": "soon"}) is None
+    assert server_wait_s({}) is None
+    in_a_minute = server_wait_s({"retry-after": formatdate(time.time() + 60, usegmt=True)})
+    assert 58.0 <= in_a_minute <= 60.0

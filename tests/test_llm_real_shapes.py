@@ -58,7 +58,8 @@ def test_a_server_that_refuses_stream_options_is_asked_again_without(server, tmp
         st = llm.stats("answer")
     sent = [("stream_options" in r.body) for r in server.chat_requests()]
     assert sent == [True, False, False]  # refused once, then never sent again
-    assert st.failures == 0 and st.completion_tokens > 0  # estimated: the server sent none
+    assert st.failures == 0
+    assert st.completion_tokens > 0  # estimated: the server sent none
 
 
 # --------------------------------------------------------------------------- OpenIE
@@ -85,7 +86,8 @@ def test_openie_facts_written_into_the_entity_objects(server, tmp_path):
     with LLM(cfg(server), cache_path=tmp_path / "llm.sqlite") as llm:
         res = run_openie(units, llm)
     out = res.per_unit["u1"]
-    assert res.failures == [] and res.source["u1"] == "llm"
+    assert res.failures == []
+    assert res.source["u1"] == "llm"
     assert [n for n, _ in out.entities] == ["Adweek", "The Hollywood Reporter"]
     assert out.triples == [("Adweek", "published by", "Prometheus Global Media")]
     assert res.dropped_triples == 1  # {"tail": "Billboard"}: half a triple, counted
@@ -109,7 +111,8 @@ def test_timeouts_lower_the_requests_in_flight(server, tmp_path, caplog):
     with LLM(cfg(server, concurrency=4, timeout_s=0.5, max_retries=2),
              cache_path=tmp_path / "llm.sqlite") as llm:
         res = llm.run(reqs, stage="summarize")
-        assert llm._throttle.limit == 2 and llm._throttle.active == 0
+        assert llm._throttle.limit == 2
+        assert llm._throttle.active == 0
     assert all(r.ok for r in res), [r.error for r in res if not r.ok]
     assert "sending 2 request(s) at a time instead of 4" in caplog.text
     assert sum(r.attempts for r in res) == 13  # item 0 asked twice, the others once
@@ -152,5 +155,6 @@ def test_openie_entities_the_passage_never_names_are_dropped_and_counted(server,
     with LLM(cfg(server), cache_path=tmp_path / "llm.sqlite") as llm:
         res = run_openie(units, llm)
     assert [n for n, _ in res.per_unit["u1"].entities] == ["open coastal water", "Water Density"]
-    assert res.dropped_entities == 3 and res.counts["dropped_entities"] == 3
+    assert res.dropped_entities == 3
+    assert res.counts["dropped_entities"] == 3
     assert res.failures == []

@@ -8,29 +8,13 @@ import pytest
 from strata.retrieval import Index
 from strata.core.remote import push_version, remote_current, remote_versions
 
-moto_server = pytest.importorskip("moto.server")
+from tests.s3 import s3_endpoint, uri
 
 
 @pytest.fixture
 def s3_uri(monkeypatch, tmp_path):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("STRATA_CACHE_DIR", str(tmp_path / "cache"))
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        from pyarrow import fs
-
-        endpoint = f"{host}:{port}"
-        s3 = fs.S3FileSystem(endpoint_override=endpoint, scheme="http", region="us-east-1",
-                             access_key="testing", secret_key="testing",
-                             allow_bucket_creation=True)
-        s3.create_dir("indexes")  # the bucket
-        yield f"s3://indexes/sample?endpoint_override={endpoint}&scheme=http&region=us-east-1"
-    finally:
-        server.stop()
+    with s3_endpoint(monkeypatch, tmp_path / "cache", "indexes") as endpoint:
+        yield uri(endpoint, "indexes/sample")
 
 
 def test_a_mirrored_version_opens_from_its_uri(sample_index, s3_uri):

@@ -19,7 +19,7 @@ import time
 import dagster as dg
 import pytest
 
-from strata.core.progress import Progress, format_line, parse_line, tracker
+from strata.core.progress_lines import Progress, format_line, parse_line, tracker
 from tests.conftest import REPO
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -39,7 +39,7 @@ def test_a_progress_line_carries_counts_rate_and_eta_and_reads_back():
 def test_the_tracker_throttles_and_measures_from_when_items_start_moving():
     lines: list[str] = []
     clock = iter([0.0, 5.0, 5.1, 5.2, 8.0, 9.0]).__next__
-    import strata.core.progress as sp
+    import strata.core.progress_lines as sp
 
     real, sp.time.monotonic = sp.time.monotonic, clock
     try:

@@ -88,3 +88,26 @@ def test_a_bf16_index_is_queried_in_float32_without_native_bf16(sample_index, mo
     assert idx.runtime_agreement is not None and idx.runtime_agreement >= 0.999
     hits = idx.search("barometric drift correction", mode="flat", k=3)
     assert hits and hits[0].score > 0
+
+
+@pytest.mark.parametrize("runtime", ["torch", "torch-bf16"])
+def test_a_texts_vector_does_not_depend_on_its_batch(runtime):
+    """What makes an incremental build equal a fresh one: a text encoded alone, with
+    texts of its own length (no padding in the batch at all), with longer ones, or
+    past the model's window gets the same vector, bit for bit."""
+    import random
+
+    rng = random.Random(7)
+    words = "tide gauge barometric drift sensor calibration of the harbour series".split()
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 400))) for _ in range(40)]
+    texts += ["tide gauge"] * 4 + [texts[5]] * 2  # batch-mates of exactly the same length
+    enc = load_encoder(EncoderSpec(runtime=runtime), batch_size=8)
+    alone = np.concatenate([enc.encode([t]) for t in texts])
+    order = list(range(len(texts)))
+    rng.shuffle(order)
+    mixed = np.zeros_like(alone)
+    for start in range(0, len(order), 5):
+        part = order[start:start + 5]
+        mixed[part] = enc.encode([texts[i] for i in part])
+    assert np.array_equal(enc.encode(texts), alone)
+    assert np.array_equal(mixed, alone)

@@ -122,3 +122,95 @@ def test_a_setting_that_cannot_be_used_is_one_line_and_exit_2(tmp_path, env, fla
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], lines
     assert "Traceback" not in proc.stderr
+
+
+def _subparser(parser, name: str):
+    import argparse
+
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def test_every_field_reaches_its_dagster_field_service_and_flag(monkeypatch):
+    """The resources, the run config, the service and `strata serve` take their
+    fields from the settings groups: each field of a group is there with its
+    default and a description naming its variable, with no list to keep."""
+    import dagster as dg
+
+    from strata.assets.parse_config import ParseConfig
+    from strata.pipelines.cli import CHUNK_FLAGS, SERVE_FLAGS, build_parser
+    from strata.pipelines.definitions import environment
+    from strata.resources import EmbedderResource
+    from strata.resources.embedder import PROCESS_SETTINGS
+    from strata.service.settings import ServiceSettings
+
+    for config, group, left_out in ((EmbedderResource, model.EmbedSettings, PROCESS_SETTINGS),
+                                    (ParseConfig, model.ChunkingSettings, ())):
+        assert set(config.model_fields) == set(group.model_fields) - set(left_out)
+        for name, f in config.model_fields.items():
+            assert f.default == model.default(group, name)
+            assert f.description == model.field_help(group, name)
+    assert set(environment()["embedder"]) == set(EmbedderResource.model_fields)
+    monkeypatch.setenv("STRATA_EMBED_BATCH_SIZE", "7")  # dg.EnvVar reaches a derived field
+    assert EmbedderResource(batch_size=dg.EnvVar.int("STRATA_EMBED_BATCH_SIZE")) \
+        .process_config_and_initialize().batch_size == 7
+
+    service = ServiceSettings()
+    for name in model.ServeSettings.model_fields:
+        assert getattr(service, name) == model.default(model.ServeSettings, name)
+
+    # `strata serve`: one flag per field, its value reaching the service's settings
+    assert SERVE_FLAGS.fields() == tuple(model.ServeSettings.model_fields)
+    serve = _subparser(build_parser(), "serve")
+    helps = {a.dest: a.help for a in serve._actions}
+    argv, expected = [], {}
+    for name, f in model.ServeSettings.model_fields.items():
+        assert model.env_var(model.ServeSettings, name) in helps[SERVE_FLAGS.dest(name)] \
+            or name == "indexes"
+        value = model.default(model.ServeSettings, name)
+        if isinstance(value, bool):
+            argv.append(SERVE_FLAGS.flag(name))
+            expected[name] = True
+            continue
+        if value is None:  # a value of the field's type
+            value = {int: 1, float: 1.0, str: "x"}[model._base_type(f.annotation)]
+        value = ["a"] if value == [] else value
+        argv += [SERVE_FLAGS.flag(name), str(value[0] if isinstance(value, list) else value)]
+        expected[name] = value
+    args = serve.parse_args(argv)
+    assert SERVE_FLAGS.given(args) == expected
+    settings = ServiceSettings.from_env(**SERVE_FLAGS.given(args))
+    assert {name: getattr(settings, name) for name in expected} == expected
+
+    index = _subparser(build_parser(), "index")
+    assert index.parse_args(["f", "--corpus", "c", "--chunk-tokens", "99"]).chunk_tokens == 99
+    assert CHUNK_FLAGS.fields() == ("chunk_tokens",)
+
+
+def test_a_new_field_gets_its_variable_dagster_field_and_flag(monkeypatch):
+    """What one new field of a group gets, declared nowhere else."""
+    import argparse
+
+    import dagster as dg
+
+    class Widened(model.ServeSettings):
+        spare_knob: int = model._env("STRATA_SPARE_KNOB", 3, "A knob", ge=1, le=9)
+
+    monkeypatch.setenv("STRATA_SPARE_KNOB", "5")
+    assert model.load(Widened).spare_knob == 5
+    # its row of the settings table (env_table: one row per field of each of GROUPS)
+    assert model.env_var(Widened, "spare_knob") == "STRATA_SPARE_KNOB"
+    assert model._allowed(Widened.model_fields["spare_knob"]) == "≥ 1, ≤ 9"
+
+    resource = model.settings_base(Widened, dg.ConfigurableResource)
+    f = resource.model_fields["spare_knob"]
+    assert f.default == 3 and "$STRATA_SPARE_KNOB" in f.description
+
+    flags = model.Flags(Widened, bounded=True)
+    parser = argparse.ArgumentParser()
+    flags.add_to(parser)
+    assert "$STRATA_SPARE_KNOB" in flags.help("spare_knob")
+    assert flags.given(parser.parse_args(["--spare-knob", "4"])) == {"spare_knob": 4}
+    assert flags.given(parser.parse_args([])) == {}  # absent: the variable, else the default
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--spare-knob", "10"])  # outside the field's bounds

@@ -11,10 +11,11 @@ import subprocess
 import sys
 
 import dagster as dg
-import pytest
 
 from strata.core.layout import IndexLayout, write_json_atomic
 from strata.retrieval import Index
+from tests.s3 import s3_endpoint
+from tests.s3 import uri as s3_uri
 from tests.conftest import REPO, write_corpora
 
 # --------------------------------------------------------------------------- the layout
@@ -115,34 +116,20 @@ def test_an_unchanged_rebuild_keeps_the_version_and_an_edit_publishes(builder, s
 
 
 def test_an_unchanged_mirrored_build_uploads_nothing(builder, sample_copy, tmp_path, monkeypatch):
-    moto_server = pytest.importorskip("moto.server")
-    from pyarrow import fs
-
     from strata.core.remote import remote_current, remote_versions
 
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1", "STRATA_CACHE_DIR": str(tmp_path / "cache")
-                 }.items():
-        monkeypatch.setenv(k, v)
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        endpoint = f"{host}:{port}"
-        fs.S3FileSystem(endpoint_override=endpoint, scheme="http", region="us-east-1",
-                        access_key="testing", secret_key="testing",
-                        allow_bucket_creation=True).create_dir("indexes")
-        uri = f"s3://indexes/sample?endpoint_override={endpoint}&scheme=http&region=us-east-1"
+    with s3_endpoint(monkeypatch, tmp_path / "cache", "indexes") as endpoint:
+        uri = s3_uri(endpoint, "indexes/sample")
         write_corpora(builder.config_path, {"mirrored": {
             "root": str(sample_copy), "out": str(tmp_path / "index"), "mirror": uri}})
         builder.build("mirrored")
         assert remote_current(uri) == 1
         result = builder.build("mirrored")
         (mat,) = result.asset_materializations_for_node("mirrored_index")
-        assert mat.metadata["unchanged"].value is True and mat.metadata["version"].value == 1
-        assert remote_current(uri) == 1 and remote_versions(uri) == [1]
-    finally:
-        server.stop()
+        assert mat.metadata["unchanged"].value is True
+        assert mat.metadata["version"].value == 1
+        assert remote_current(uri) == 1
+        assert remote_versions(uri) == [1]
 
 
 def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path):

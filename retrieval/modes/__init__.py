@@ -61,7 +61,7 @@ def run_mode(index, query: str, mode: str = DEFAULT_MODE, k: int = 10,
     below = sorted((r for r in found if r.relevance < floor), key=lambda r: -r.relevance)
     trace.counts.update(results=len(kept), below_floor=len(below))
     if "budget_tokens" in trace.counts:  # what the budgeted context costs, as returned
-        from strata.retrieval.context import estimate_tokens
+        from strata.core.tokens import estimate_tokens
 
         trace.counts["tokens_used"] = sum(estimate_tokens(r.text) for r in kept)
     trace.notes.append(f"relevance: {cal.name} calibration, floor {floor:g}")

@@ -1,44 +1,22 @@
 """The default mode: fused lexical + dense recall, the entity graph where it
 helps, and the hierarchy as context instead of as competition.
 
-What it does, per query:
+It is called ``auto`` because it is what a user gets without choosing: it
+combines the other modes' signals and decides per index whether the entity walk
+applies, so nobody need pick a mode.
 
-1. **Recall** (trace ``recall``): :func:`retrieval.fusion.fused_recall` over
-   the content units (files, sections, chunks, code, tables, images): the
-   dense cosine and the BM25 score of every unit, fused.
-2. **Entity walk** (``walk``), only on an index whose OpenIE facts came from a
-   model (an LLM or an import; the manifest's ``units_by_source`` says): the
-   diffusion mode's personalised PageRank over entities and passages, seeded by
-   the entities the query names, the entities of the best facts (facts ranked
-   by dense + BM25 evidence) and the dense passage scores, re-ranks the passages
-   (multi-hop questions: a passage connected to several seeds rises); the
-   diffusion mode's other stages supply code, tables and images. The best unit
-   by direct (fused) evidence stays first: the walk is for the second hop.
-   With facts from the offline heuristic the walk is skipped — its entities are
-   too noisy to walk on (forcing the walk on costs the OpenHarmony dev set much
-   of its section recall; docs/benchmarks.md) — and the fused ranking stands.
-3. **De-nesting** (``assemble``): a section listed below one of its own
-   subsections, or a class below one of its methods, leaves the list and is
-   named in that descendant's context instead (relation ``container``). A whole
-   file listed above one of its own parts gives its place to that part (which
-   takes the file's score): "where is ``correct_barometric_drift`` defined?"
-   answers with the function, not with ``calibration.py``.
-4. **Distinct places** (``assemble``): two or more hits inside one document
-   section come back as that section, the hits named in its context
-   (relation ``hit``; :func:`retrieval.context.gather_sections`), so the ``k``
-   places go to distinct places rather than to one section's chunks and code
-   blocks; a query comparing two things ("X vs Y") gets each side's best
-   unit among its first places (:mod:`retrieval.facets`).
-5. **Context**: every result carries its parent, nearest siblings and first
-   children in ``Result.context`` (see :mod:`retrieval.context`), so a hit
-   comes with its place in the document without spending the ``k`` slots.
-
-With ``budget_tokens`` the output is instead the best context that fits the
-budget (:func:`retrieval.context.assemble`): units greedily by rank, siblings
-merged into their parent where the parent's whole text costs about as much,
-never more than ``k`` blocks (the budget is a second cap, not a reason to add
-results). Relevance and its floor are applied to every mode's output by
-:func:`retrieval.modes.run_mode`.
+Per query: units are recalled by fused dense + BM25 evidence
+(:func:`retrieval.fusion.fused_recall`). On an index whose OpenIE facts a model
+extracted, the diffusion mode's entity walk reorders them for questions that
+need a second hop, the best unit by direct evidence staying first; the offline
+heuristic's entities are too noisy to walk on, so there the fused ranking
+stands. Then the list is made of distinct places: a container listed with one
+of its own parts gives way to the part and is named in its context, hits inside
+one section come back as that section, and each side of a comparison ("X vs Y")
+gets a place (:mod:`retrieval.facets`). Every result carries its parent,
+siblings and children as context (:mod:`retrieval.context`), so a hit comes with
+its place in the document without spending the ``k`` slots. With
+``budget_tokens`` the output is instead the best context that fits the budget.
 """
 
 from __future__ import annotations
@@ -58,11 +36,11 @@ def _uses_walk(index, walk) -> bool:
     passage edges and most of its facts came from a model."""
     if walk in (False, "off"):
         return False
-    from strata.retrieval.modes.diffusion import _model_facts, _prepare
+    from strata.retrieval.prepared import model_facts, prepare
 
-    if walk == "auto" and not _model_facts(index.manifest):
+    if walk == "auto" and not model_facts(index.manifest):
         return False  # decided by the manifest: nothing of the walk is loaded
-    return _prepare(index).walk is not None
+    return prepare(index).walk is not None
 
 
 def _sides(index, query: str, qvec, kinds, alpha, candidates, trace) -> list[int]:
@@ -143,7 +121,7 @@ def search(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
         ranked = [(g.index[r.node_id], r.score) for r in found if r.node_id in g.index]
         relation = {g.index[r.node_id]: (r.relation, r.via) for r in found if r.node_id in g.index}
         # the best unit by direct evidence leads; the walk's order follows (the walk is for
-        # the second hop: on MuSiQue it lifts R@2 without costing R@5, docs/benchmarks.md)
+        # the second hop, not for what the query names outright)
         with trace.stage("recall"):
             recall = fused_recall(index, query, qvec, kinds=kinds, depth=int(candidates),
                                   alpha=float(alpha))

@@ -18,7 +18,7 @@ def dense(index, query: str, k: int = 10, trace: Trace | None = None, kinds=None
 
 def keyword(index, query: str, k: int = 10, trace: Trace | None = None, kinds=None) -> list[Result]:
     trace = trace or Trace()
-    with trace.stage("fts"):
+    with trace.stage("lexical"):
         hits = index.keyword(query, k, kinds)
     return [index.result(nid, s) for nid, s in hits]
 
@@ -31,7 +31,7 @@ def hybrid(index, query: str, k: int = 10, trace: Trace | None = None, kinds=Non
         vec = index.embed_query(query)
     with trace.stage("knn"):
         d = index.dense(vec, candidates, kinds)
-    with trace.stage("fts"):
+    with trace.stage("lexical"):
         w = index.keyword(query, candidates, kinds)
     with trace.stage("fuse"):
         score: dict[str, float] = {}

@@ -17,11 +17,11 @@ let lastTerms = null;  // the query's words of that search, to mark in the texts
 const KIND_MODES = new Set(["auto", "hybrid", "flat", "keyword"]);  // accept params.kinds
 
 // ---------------------------------------------------------------- safe HTML
-const TAGS = new Set(["P", "BR", "HR", "H1", "H2", "H3", "H4", "H5", "H6", "STRONG", "EM", "B",
-  "I", "S", "DEL", "CODE", "PRE", "BLOCKQUOTE", "UL", "OL", "LI", "A", "TABLE", "THEAD", "TBODY",
-  "TR", "TH", "TD", "SUP", "SUB", "KBD", "DL", "DT", "DD", "SPAN"]);
-const ATTRS = { A: ["href", "title", "rel"], OL: ["start"], TH: ["colspan", "rowspan"],
-                TD: ["colspan", "rowspan"] };
+// the server's allow-list (service/render.py), served as /html-policy.js before this file;
+// without it nothing passes (every element becomes its text)
+const HTML_POLICY = window.strataHtmlPolicy || { tags: [], attributes: {}, schemes: [] };
+const TAGS = new Set(HTML_POLICY.tags);
+const SCHEME = new RegExp(`^(${HTML_POLICY.schemes.join("|")}):`, "i");
 const policy = (window.trustedTypes || { createPolicy: (_name, rules) => rules })
   .createPolicy("strata-html", { createHTML: (html) => html });
 
@@ -31,13 +31,14 @@ function scrub(root) {
       node.replaceWith(document.createTextNode(node.textContent || ""));
       continue;
     }
-    const keep = ATTRS[node.tagName] || [];
+    // rel: the server's sanitizer writes it on links; the page sets its own below
+    const keep = [...(HTML_POLICY.attributes[node.tagName] || []), ...(node.tagName === "A" ? ["rel"] : [])];
     for (const attr of [...node.attributes]) {
       if (!keep.includes(attr.name.toLowerCase())) node.removeAttribute(attr.name);
     }
     if (node.tagName === "A") {
       const href = node.getAttribute("href") || "";
-      if (href && !/^(https?:|mailto:)/i.test(href)) node.removeAttribute("href");
+      if (href && !SCHEME.test(href)) node.removeAttribute("href");
       if (node.hasAttribute("href")) {
         node.setAttribute("target", "_blank");
         node.setAttribute("rel", "noopener noreferrer nofollow");

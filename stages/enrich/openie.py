@@ -18,9 +18,7 @@ non-empty strings whose head and tail occur in the unit's text (compared
 case-, whitespace- and punctuation-insensitively); the rest is dropped and
 counted. Plain functions on plain data: no Dagster here.
 
-Just over 600 lines: the three sources (a model, an import, the heuristic) meet in one
-validation and one run loop here; the import matcher (:func:`match_import` and its
-helpers, ~200 lines) is what moves out if the module grows further.
+Over 600 lines because the three sources meet in one validation and one run loop.
 """
 
 from __future__ import annotations
@@ -42,11 +40,7 @@ from strata.stages.enrich.openie_text import (OpenIEOut, Triple, clean, normaliz
                                        unit_context)
 from strata.stages.parse.registry import PROSE_FORMATS
 from strata.core.llm import LLMRequest, StageStats
-
-try:  # the shared tolerant JSON loader (fences, chatter, truncation)
-    from strata.core.llm import parse_json as _parse_json
-except ImportError:  # pragma: no cover - only while strata.core.llm is being written
-    _parse_json = json.loads
+from strata.core.llm import parse_json as _parse_json  # tolerant: fences, chatter, truncation
 
 __all__ = [
     "OpenIEOut", "OpenIEResult", "TEMPLATE", "STAGE", "OFFLINE_VERSION", "normalize",

@@ -52,9 +52,7 @@ At most 30 entities and 50 triples per unit; relations have at most 6 words.
 Bump :data:`OFFLINE_VERSION` with any change here: cached offline results (and
 the ``facts`` asset's code version) are keyed by it.
 
-The module is about 700 lines, a third of them the closed word lists the rules
-share (verbs, prepositions, name heads, offices); splitting rules from lists
-would only scatter one reading of a sentence over two files.
+Over 600 lines because a third of it is the closed word lists its rules share.
 """
 
 from __future__ import annotations

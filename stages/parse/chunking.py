@@ -1,24 +1,20 @@
 """Split long prose into chunks on paragraph, then sentence, boundaries.
 
-Token counts are estimated (words and punctuation), not computed with the
-embedding model's tokenizer: parsing must not load a model, and the estimate
-only needs to keep chunks under the encoder's window, which it does with the
-default budget (200 estimated tokens vs MiniLM's 256 word pieces).
+Token counts are :func:`strata.core.tokens.estimate_tokens` (words and
+punctuation), not the embedding model's tokenizer: parsing must not load a model,
+and the estimate only needs to keep chunks under the encoder's window, which it
+does with the default budget (200 estimated tokens against MiniLM's 256 word pieces).
 """
 
 from __future__ import annotations
 
 import re
 
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+from strata.core.tokens import estimate_tokens
 # A sentence ends at . ! ? (optionally followed by a closing quote/bracket)
 # and whitespace. Linear-time: no nested quantifiers. The closing mark sits in
 # a lookbehind so that ``split`` keeps it with its sentence.
 _SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+")
-
-
-def estimate_tokens(text: str) -> int:
-    return len(_TOKEN.findall(text))
 
 
 def _split_long(unit: str, budget: int) -> list[str]:

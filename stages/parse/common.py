@@ -3,9 +3,26 @@
 from __future__ import annotations
 
 import posixpath
+import re
 from typing import Any
 
 from strata.stages.parse.model import Draft, ParsedFile
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
+
+
+def split_lines(text: str) -> list[str]:
+    """Universal-newline split (``\\r\\n``, ``\\r``, ``\\n``); no phantom last line."""
+    lines = _NEWLINE.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def is_external(target: str) -> bool:
+    """A link or source with a URL scheme (http:, mailto:, data: …) or protocol-relative."""
+    return bool(_SCHEME.match(target)) or target.startswith("//")
 
 
 def file_stem(path: str) -> str:
@@ -40,6 +57,20 @@ def pipe_table(header: list[str], body: list[list[str]]) -> str:
     lines = [row(header), "| " + " | ".join(["---"] * width) + " |"]
     lines.extend(row(r) for r in body)
     return "\n".join(lines)
+
+
+def parse_or_fallback(builder: Any, text: Any, path: Any, context_lines: Any,
+                      subkind: str) -> ParsedFile:
+    """``builder(text, path, context_lines).build()`` on the text as ``str``; if it
+    fails for any reason, the whole content as one file draft with the failure in
+    ``ParsedFile.notes``: the document parsers never raise."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        text = "" if text is None else str(text)
+        return builder(text, str(path or ""), max(0, int(context_lines))).build()
+    except Exception as exc:  # noqa: BLE001 - the contract is "never raise"
+        return fallback_file(text, path, exc, subkind)
 
 
 def fallback_file(text: Any, path: Any, exc: BaseException, subkind: str) -> ParsedFile:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import yaml
 
 from strata.stages.parse.config_spans import json_top_entries, toml_segments
+from strata.stages.parse.common import split_lines
 from strata.stages.parse.model import Draft, ParsedFile, Reference
 
 __all__ = ["CONFIG_EXTENSIONS", "PATH_EXTENSIONS", "looks_like_path", "parse_config", "path_literals"]
@@ -130,19 +131,12 @@ def parse_config(text: str, path: str, fmt: str) -> ParsedFile:
 
 def _raw(text: Any, path: Any, fmt: Any, note: str) -> ParsedFile:
     content = text if isinstance(text, str) else ""
-    lines = _split_lines(content)
+    lines = split_lines(content)
     name = posixpath.basename(str(path or "").replace("\\", "/")) or "config"
     fmt = str(fmt or "text")
     root = Draft(kind="file", subkind=fmt, title=name, text=content if content.strip() else name,
                  start_line=1, end_line=max(1, len(lines)), language=fmt)
     return ParsedFile(root=root, notes=[note])
-
-
-def _split_lines(text: str) -> list[str]:
-    lines = _NEWLINE.split(text)
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def _first_line(exc: BaseException) -> str:
@@ -159,7 +153,7 @@ class _Builder:
         self.text = text
         self.path = path
         self.fmt = fmt
-        self.lines = _split_lines(text)
+        self.lines = split_lines(text)
         self.nlines = max(1, len(self.lines))
         self.notes: list[str] = []
         self.references: list[Reference] = []

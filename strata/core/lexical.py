@@ -32,6 +32,8 @@ _SIGILS = "@$#"
 _OPERATORS = re.compile(r"!!|\$\$|\?\?|\?\.|::|->|=>|:=|<=>|===|!==|\.\.\.")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
+# The one English stop-word list: BM25 terms, the entity walk's one-word spans and the
+# offline answer's content words all leave out these.
 STOPWORDS = frozenset("""
 a an and are as at be but by for if in into is it no not of on or such that the their then
 there these they this to was will with what which who whom how when where why do does did
@@ -44,12 +46,9 @@ out off over under again s t don
 
 @lru_cache(maxsize=1)
 def _stemmer():
-    try:
-        import Stemmer  # PyStemmer: Snowball in C
+    import Stemmer  # PyStemmer: Snowball in C
 
-        return Stemmer.Stemmer("english").stemWord
-    except ImportError:  # pragma: no cover - declared dependency; unstemmed still works
-        return lambda w: w
+    return Stemmer.Stemmer("english").stemWord
 
 
 @lru_cache(maxsize=65536)

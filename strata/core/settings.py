@@ -3,10 +3,12 @@
 One class per group (the project folder, the LLM, the encoder, the build, the
 HTTP service, the query side); each field states its default, its bounds and the
 ``STRATA_*`` variable it is read from, and nothing else in the code states them
-again: the command line's flags take their defaults from here, the Dagster
-resources their field defaults (and the variables they name with ``dg.EnvVar``),
-the service its limits, the README its table of variables
-(``python -m strata.core.settings`` prints it; a test holds the two equal).
+again: the command line's flags are derived from the fields (:class:`Flags`), the
+Dagster resources and run configs take their fields from a group
+(:func:`settings_base`; the variables they name with ``dg.EnvVar``), the service
+runs with a :class:`ServeSettings`, the README has its table of variables
+(``python -m strata.core.settings`` prints it; a test holds the two equal). A new
+setting is one field here.
 
 Why pydantic-settings: it reads and validates the environment into typed fields
 with bounds, and its errors say which variable and why; we turn them into one
@@ -20,15 +22,20 @@ defaults alone, without reading anything, are :func:`default`.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_model,
+                      field_validator)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["SettingsError", "ProjectSettings", "LLMSettings", "EmbedSettings", "ChunkingSettings",
            "BuildSettings", "ServeSettings", "QuerySettings", "GROUPS", "load", "default",
-           "check", "env_var", "env_table", "project_dir", "corpora_file", "dagster_home_dir"]
+           "check", "env_var", "env_table", "Flags", "settings_base", "project_dir", "corpora_file",
+           "dagster_home_dir"]
 
 
 class SettingsError(ValueError):
@@ -250,7 +257,7 @@ class ServeSettings(_Group):
         "Requests per minute per API key, unless its entry sets one (0: no limit)", ge=0)
     anonymous_rate_per_minute: float | None = _env(
         "STRATA_ANONYMOUS_RATE_PER_MINUTE", None,
-        "Requests per minute per client address when no keys are configured (default and 0: no "
+        "Requests per minute per client address when no keys are configured (unset or 0: no "
         "limit)", ge=0)
     allow_unauthenticated: bool = _env("STRATA_ALLOW_UNAUTHENTICATED", False,
                                        "Serve a non-loopback address without API keys")
@@ -267,7 +274,8 @@ class ServeSettings(_Group):
         "`rerank='cross-encoder'`")
     forwarded_allow_ips: str | None = _env(
         "STRATA_FORWARDED_ALLOW_IPS", None,
-        "Proxies whose X-Forwarded-For is believed (addresses, networks or `*`; default none)")
+        "Proxies whose X-Forwarded-For is believed (comma-separated addresses or networks, or "
+        "`*`; unset: none is, and rate limits and the loopback rule use the connecting address)")
 
     @field_validator("indexes", mode="before")
     @classmethod
@@ -301,6 +309,7 @@ GROUPS: tuple[type[_Group], ...] = (ProjectSettings, LLMSettings, EmbedSettings,
                                     ServeSettings, QuerySettings)
 
 G = TypeVar("G", bound=BaseModel)
+M = TypeVar("M", bound=BaseModel)
 
 
 def _one_line(group: type[BaseModel], e: ValidationError, given: tuple[str, ...] = ()) -> str:
@@ -363,17 +372,21 @@ def value_or_default(group: type[G], name: str) -> Any:
         return default(group, name)
 
 
-def field_help(group: type[_Group], name: str) -> str:
-    """A setting's description, then the variable it is read from and its
-    default: one wording for the CLI flag, the HTTP field and the Dagster
-    resource field that each expose it."""
+def field_help(group: type[BaseModel], name: str, also: str = "") -> str:
+    """A setting's description (and ``also``, what one exposure adds), then the
+    variable it is read from and its default: one wording for the CLI flag, the
+    HTTP field and the Dagster resource field that each expose it. A field read
+    from no variable (a run's config, such as :class:`ChunkingSettings`) states
+    its default alone."""
     value = default(group, name)
-    shown = f"{value:g}" if isinstance(value, float) else ("unset" if value is None else value)
-    return (f"{group.model_fields[name].description or ''} "
-            f"(default ${env_var(group, name)}, else {shown})")
+    shown = (f"{value:g}" if isinstance(value, float) else ("on" if value else "off")
+             if isinstance(value, bool) else "unset" if value is None or value == [] else value)
+    var = _variable(group, name)
+    return (f"{group.model_fields[name].description or ''}{also} "
+            f"(default {f'${var}, else ' if var else ''}{shown})")
 
 
-def resource_field(group: type[_Group], name: str) -> Any:
+def resource_field(group: type[BaseModel], name: str) -> Any:
     """A Dagster resource field declared by its settings field: the same default,
     and a description naming the variable it is read from, so the UI's resource
     page says which variable to set even when none was set as the code location
@@ -382,9 +395,150 @@ def resource_field(group: type[_Group], name: str) -> Any:
 
 
 def env_var(group: type[_Group], name: str) -> str:
+    var = _variable(group, name)
+    assert var is not None, (group, name)
+    return var
+
+
+def _variable(group: type[BaseModel], name: str) -> str | None:
     alias = group.model_fields[name].validation_alias
-    assert isinstance(alias, str), (group, name)
-    return alias
+    return alias if isinstance(alias, str) else None
+
+
+# --------------------------------------------------------------------------- derived fields
+# What exposes a group's settings elsewhere (a Dagster resource or run config, the
+# flags of a command) is derived from the group here, field by field, so that a new
+# field of a group reaches each of them without another declaration.
+
+def _choices(annotation: Any) -> tuple[Any, ...] | None:
+    """A Literal's values (also inside ``X | None``), else None."""
+    if getattr(annotation, "__origin__", None) is Literal:
+        return annotation.__args__
+    inner = [a for a in get_args(annotation) if a is not type(None)]
+    return _choices(inner[0]) if len(inner) == 1 else None
+
+
+def _base_type(annotation: Any) -> Any:
+    """The plain type a value of ``annotation`` has: ``int`` for ``int | None``,
+    ``str`` for a Literal of strings, ``list`` for ``list[str]``."""
+    choices = _choices(annotation)
+    if choices:
+        return type(choices[0])
+    inner = [a for a in get_args(annotation) if a is not type(None)]
+    if type(None) in get_args(annotation) and len(inner) == 1:
+        return _base_type(inner[0])
+    return get_origin(annotation) or annotation
+
+
+def _config_annotation(annotation: Any) -> Any:
+    """``annotation`` as a Dagster config field can take it: a Literal becomes
+    the type of its values (Dagster's config types have no Literal; the settings
+    model still checks the value), ``X | None`` stays optional."""
+    optional = type(None) in get_args(annotation)
+    if _choices(annotation):
+        plain = _base_type(annotation)
+        return plain | None if optional else plain
+    return annotation
+
+
+def settings_base(group: type[BaseModel], base: type[M], *,
+                  exclude: tuple[str, ...] = ()) -> type[M]:
+    """A subclass of ``base`` with one field for every field of ``group`` (but
+    ``exclude``): its type, its default, and a description naming the variable it
+    is read from (:func:`resource_field`). For the Dagster resources and run configs
+    that carry a group's settings: the caller passes Dagster's base class
+    (``dg.ConfigurableResource``, ``dg.Config``), as this module never imports
+    Dagster, and subclasses what it gets with its own methods. Bounds stay the
+    group's: the resource or stage checks the values with :func:`check`."""
+    fields: dict[str, Any] = {
+        name: (_config_annotation(f.annotation), resource_field(group, name))
+        for name, f in group.model_fields.items() if name not in exclude}
+    return create_model(f"{group.__name__}Fields", __base__=base,
+                        __module__=group.__module__, **fields)
+
+
+def _bounded(kind: type, info: Any) -> Any:
+    """An argparse type: ``kind`` within the field's bounds, refused in
+    argparse's words (``--min-relevance: must be within 0..1``) before any work."""
+    import argparse
+    import operator
+
+    marks = {op: getattr(m, op) for m in info.metadata for op in ("ge", "gt", "le", "lt")
+             if getattr(m, op, None) is not None}
+    low, high = marks.get("ge", marks.get("gt")), marks.get("le", marks.get("lt"))
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        ok = all(getattr(operator, op)(value, bound) for op, bound in marks.items())
+        if not ok:  # also refuses nan
+            where = f"within {low:g}..{high:g}" if low is not None and high is not None else \
+                f"at least {low:g}" if low is not None else f"at most {high:g}"
+            raise argparse.ArgumentTypeError(f"must be {where}, got {text}")
+        return value
+
+    return parse
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Command-line flags for fields of a settings group, derived from the group.
+
+    Each flag is ``--`` + ``prefix`` + the field's name (``_`` as ``-``) unless
+    ``rename`` names it; its help is the field's (:func:`field_help`), its type and
+    choices the field's annotation. A flag of a group read from the environment
+    defaults to None, so an absent flag leaves the variable, else the default, to
+    the group (:func:`load` with :meth:`given`); a flag of a run's config (no
+    variable) defaults to the field's default. ``names`` (default: every field)
+    picks the fields; ``bounded``: a value outside the field's bounds is an
+    argparse error naming the flag rather than the settings' one line."""
+
+    group: type[BaseModel]
+    names: tuple[str, ...] | None = None
+    prefix: str = ""
+    rename: Mapping[str, str] = dc_field(default_factory=dict)
+    bounded: bool = False
+
+    def fields(self) -> tuple[str, ...]:
+        return self.names if self.names is not None else tuple(self.group.model_fields)
+
+    def flag(self, name: str) -> str:
+        return "--" + self.rename.get(name, self.prefix + name.replace("_", "-"))
+
+    def dest(self, name: str) -> str:
+        return self.flag(name)[2:].replace("-", "_")
+
+    def help(self, name: str, also: str = "") -> str:
+        """The flag's help: the field's (:func:`field_help`), ``%`` escaped for argparse."""
+        return field_help(self.group, name, also).replace("%", "%%")
+
+    def add_to(self, parser: Any, **options: dict[str, Any]) -> None:
+        """Add the flags to ``parser`` (a parser or an argument group); ``options``
+        (by field) adds to or replaces an argument's keywords, e.g. ``required``."""
+        for name in self.fields():
+            info = self.group.model_fields[name]
+            kind, choices = _base_type(info.annotation), _choices(info.annotation)
+            kw: dict[str, Any] = {
+                "dest": self.dest(name),
+                "default": None if _variable(self.group, name) else default(self.group, name),
+                "help": self.help(name)}
+            if kind is bool:
+                kw["action"] = "store_true"
+            elif kind is list:
+                kw["action"] = "append"
+            elif choices:
+                kw["choices"] = list(choices)
+            elif kind in (int, float):
+                kw["type"] = _bounded(kind, info) if self.bounded else kind
+            parser.add_argument(self.flag(name), **{**kw, **options.get(name, {})})
+
+    def given(self, args: Any) -> dict[str, Any]:
+        """The fields whose flags ``args`` holds a value for (field name → value),
+        for :func:`load` (a flag wins over its variable) or :func:`check`."""
+        return {name: getattr(args, self.dest(name)) for name in self.fields()
+                if getattr(args, self.dest(name), None) is not None}
 
 
 def _allowed(f: Any) -> str:

@@ -21,7 +21,8 @@ from docx.shared import Inches  # noqa: E402
 
 from strata.stages.parse.docx import MISSING_NOTE, parse_docx  # noqa: E402
 from strata.stages.parse.finalize import finalize  # noqa: E402
-from strata.stages.parse.model import Draft, ParsedFile  # noqa: E402
+from strata.stages.parse.model import ParsedFile  # noqa: E402
+from tests.parse.drafts import drafts_of_kind, parent_of, section_titled  # noqa: E402
 
 SAMPLE_DOCX = Path(__file__).resolve().parents[2] / "data" / "sample" / "docs" / "site-survey.docx"
 
@@ -29,21 +30,6 @@ SAMPLE_DOCX = Path(__file__).resolve().parents[2] / "data" / "sample" / "docs" /
 # ---------------------------------------------------------------- helpers
 
 
-def _of_kind(pf: ParsedFile, kind: str) -> list[Draft]:
-    return [d for d in pf.root.walk() if d.kind == kind]
-
-
-def _section(pf: ParsedFile, title: str) -> Draft:
-    found = [d for d in _of_kind(pf, "section") if d.title == title]
-    assert len(found) == 1, f"{title!r}: {[d.title for d in _of_kind(pf, 'section')]}"
-    return found[0]
-
-
-def _parent_of(pf: ParsedFile, node: Draft) -> Draft:
-    for d in pf.root.walk():
-        if any(c is node for c in d.children):
-            return d
-    raise AssertionError("orphan")
 
 
 def _png(width: int = 80, height: int = 60) -> bytes:
@@ -109,15 +95,15 @@ def parsed() -> ParsedFile:
 def test_heading_levels_and_parents(parsed):
     pf = parsed
     assert pf.notes == []
-    title = _section(pf, "Gauge Handbook")
-    setup, power = _section(pf, "Setup"), _section(pf, "Power")
-    deep, custom = _section(pf, "Deep detail"), _section(pf, "Outline-level heading")
-    operation = _section(pf, "Operation")
-    assert title.subkind == "title" and _parent_of(pf, title) is pf.root
+    title = section_titled(pf, "Gauge Handbook")
+    setup, power = section_titled(pf, "Setup"), section_titled(pf, "Power")
+    deep, custom = section_titled(pf, "Deep detail"), section_titled(pf, "Outline-level heading")
+    operation = section_titled(pf, "Operation")
+    assert title.subkind == "title" and parent_of(pf, title) is pf.root
     assert (setup.subkind, power.subkind, deep.subkind) == ("h1", "h2", "h3")
-    assert custom.subkind == "h2" and _parent_of(pf, custom) is setup
-    assert _parent_of(pf, setup) is title and _parent_of(pf, operation) is title
-    assert _parent_of(pf, power) is setup and _parent_of(pf, deep) is power
+    assert custom.subkind == "h2" and parent_of(pf, custom) is setup
+    assert parent_of(pf, setup) is title and parent_of(pf, operation) is title
+    assert parent_of(pf, power) is setup and parent_of(pf, deep) is power
     assert setup.slug == "setup" and setup.attrs["anchor"] == "setup"
     assert setup.attrs["style"] == "Heading 1"
 
@@ -132,21 +118,21 @@ def test_root_title_text_and_lines(parsed):
 
 
 def test_section_text_and_line_ranges(parsed):
-    setup, power = _section(parsed, "Setup"), _section(parsed, "Power")
+    setup, power = section_titled(parsed, "Setup"), section_titled(parsed, "Power")
     assert setup.text == "Setup\n\nUnpack the gauge.\n\n- Check the seals."
     assert (setup.start_line, setup.end_line) == (4, 16)
     assert (power.start_line, power.end_line) == (7, 14)
     assert "Parts needed" in power.text and "After the table." in power.text
     assert "Battery" not in power.text  # table cells are the table's, not prose
-    title = _section(parsed, "Gauge Handbook")
+    title = section_titled(parsed, "Gauge Handbook")
     assert (title.start_line, title.end_line) == (2, 19)
-    operation = _section(parsed, "Operation")
+    operation = section_titled(parsed, "Operation")
     assert (operation.start_line, operation.end_line) == (17, 19)
 
 
 def test_table(parsed):
-    (table,) = _of_kind(parsed, "table")
-    assert _parent_of(parsed, table) is _section(parsed, "Power")
+    (table,) = drafts_of_kind(parsed, "table")
+    assert parent_of(parsed, table) is section_titled(parsed, "Power")
     assert table.subkind == "docx" and table.slug == "table-1"
     assert table.attrs["header"] == ["Part", "Count", "Note"]
     assert table.attrs["rows"] == 2
@@ -163,10 +149,10 @@ def test_table(parsed):
 
 
 def test_images_with_alt_text_and_blobs(parsed):
-    images = _of_kind(parsed, "image")
+    images = drafts_of_kind(parsed, "image")
     assert len(images) == 2
     seal, panel = images
-    assert _parent_of(parsed, seal) is _section(parsed, "Deep detail")
+    assert parent_of(parsed, seal) is section_titled(parsed, "Deep detail")
     assert seal.subkind == "docx" and seal.slug == "image-1"
     assert seal.title == seal.text == "Close-up of the rubber seal"
     assert seal.attrs["alt"] == "Close-up of the rubber seal"
@@ -180,7 +166,7 @@ def test_images_with_alt_text_and_blobs(parsed):
         assert image.attrs["blob"] in parsed.blobs and len(image.attrs["blob"]) == 32
     assert Image.open(io.BytesIO(parsed.blobs[seal.attrs["blob"]])).size == (80, 60)
     # no descr: the docPr title is the alt text
-    assert _parent_of(parsed, panel) is _section(parsed, "Operation")
+    assert parent_of(parsed, panel) is section_titled(parsed, "Operation")
     assert panel.title == "Logger front panel" and panel.attrs["image_title"] == "Logger front panel"
     assert (panel.attrs["width"], panel.attrs["height"]) == (40, 40)
 
@@ -190,7 +176,7 @@ def test_image_without_alt_is_named_after_its_section():
     d.add_heading("Photos", level=1)
     d.add_picture(io.BytesIO(_png()))
     pf = parse_docx(_save(d), "p.docx")
-    (image,) = _of_kind(pf, "image")
+    (image,) = drafts_of_kind(pf, "image")
     assert image.title == "image in Photos" and image.attrs["alt"] == ""
 
 
@@ -223,7 +209,7 @@ def test_text_of_hyperlinks_and_breaks_is_kept():
 
 def test_context_lines_zero():
     pf = parse_docx(_document(), "h.docx", context_lines=0)
-    for leaf in _of_kind(pf, "table") + _of_kind(pf, "image"):
+    for leaf in drafts_of_kind(pf, "table") + drafts_of_kind(pf, "image"):
         assert leaf.attrs["context_before"] == "" and leaf.attrs["context_after"] == ""
 
 
@@ -269,7 +255,7 @@ def test_dangling_picture_relationship():
     shape = d.add_picture(io.BytesIO(_png()))
     shape._inline.xpath(".//a:blip")[0].set(qn("r:embed"), "rId999")
     pf = parse_docx(_save(d), "x.docx")
-    assert _of_kind(pf, "image") == []
+    assert drafts_of_kind(pf, "image") == []
     assert any("rId999" in n and "missing" in n for n in pf.notes)
 
 
@@ -289,13 +275,13 @@ def test_sample_structure(sample):
     (title,) = sample.root.children
     assert title.subkind == "title"
     assert [c.title for c in title.children] == ["Before the visit", "On site", "After the visit"]
-    assert [c.title for c in _section(sample, "On site").children] == [
+    assert [c.title for c in section_titled(sample, "On site").children] == [
         "Choosing the mounting point", "Recording the survey"]
-    (table,) = _of_kind(sample, "table")
-    assert _parent_of(sample, table) is _section(sample, "Equipment list")
+    (table,) = drafts_of_kind(sample, "table")
+    assert parent_of(sample, table) is section_titled(sample, "Equipment list")
     assert table.attrs["header"] == ["Item", "Quantity", "Purpose"] and table.attrs["rows"] == 4
-    (image,) = _of_kind(sample, "image")
-    assert _parent_of(sample, image) is _section(sample, "Choosing the mounting point")
+    (image,) = drafts_of_kind(sample, "image")
+    assert parent_of(sample, image) is section_titled(sample, "Choosing the mounting point")
     assert image.attrs["alt"].startswith("Tidewater processing pipeline")
     assert (image.attrs["width"], image.attrs["height"]) == (720, 300)
     assert image.attrs["blob"] in sample.blobs

@@ -7,25 +7,11 @@ from pathlib import Path
 
 from strata.stages.parse.html import parse_html
 from strata.stages.parse.model import Draft, ParsedFile
+from tests.parse.drafts import drafts_of_kind, parent_of, section_titled
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample"
 
 
-def _of_kind(pf: ParsedFile, kind: str) -> list[Draft]:
-    return [d for d in pf.root.walk() if d.kind == kind]
-
-
-def _section(pf: ParsedFile, title: str) -> Draft:
-    found = [d for d in _of_kind(pf, "section") if d.title == title]
-    assert len(found) == 1, f"{title!r}: {[d.title for d in _of_kind(pf, 'section')]}"
-    return found[0]
-
-
-def _parent_of(pf: ParsedFile, node: Draft) -> Draft:
-    for d in pf.root.walk():
-        if any(c is node for c in d.children):
-            return d
-    raise AssertionError("orphan")
 
 
 # A small page whose line numbers the tests below pin down exactly.
@@ -99,10 +85,10 @@ def test_root_title_text_and_range():
 
 def test_sections_nest_by_heading_level_with_exact_lines():
     pf = _page()
-    guide, setup, details, data = (_section(pf, t) for t in ("Guide", "Setup", "Details", "Data"))
+    guide, setup, details, data = (section_titled(pf, t) for t in ("Guide", "Setup", "Details", "Data"))
     assert [c.title for c in pf.root.children] == ["Guide"]
-    assert _parent_of(pf, setup) is guide and _parent_of(pf, data) is guide
-    assert _parent_of(pf, details) is setup
+    assert parent_of(pf, setup) is guide and parent_of(pf, data) is guide
+    assert parent_of(pf, details) is setup
     assert (guide.subkind, setup.subkind, details.subkind) == ("h1", "h2", "h3")
     assert (guide.start_line, guide.end_line) == (11, 45)  # skipped elements are not content
     assert (setup.start_line, setup.end_line) == (18, 34)  # ends at </section>
@@ -116,12 +102,12 @@ def test_sections_nest_by_heading_level_with_exact_lines():
 
 def test_flat_list_stays_text_nested_list_item_becomes_section():
     pf = _page()
-    guide = _section(pf, "Guide")
+    guide = section_titled(pf, "Guide")
     assert guide.text == "Guide\nRead the intro or elsewhere.\n- flat one\n- flat two"
     assert not [c for c in guide.children if c.subkind == "li"]
-    step = _section(pf, "Step one")
-    details = _section(pf, "Details")
-    assert step.subkind == "li" and _parent_of(pf, step) is details
+    step = section_titled(pf, "Step one")
+    details = section_titled(pf, "Details")
+    assert step.subkind == "li" and parent_of(pf, step) is details
     assert (step.start_line, step.end_line) == (26, 31)
     assert step.text == "Step one\n- sub a\n- sub b"
     assert step.attrs["list"] == "ol" and step.attrs["position"] == 1
@@ -130,9 +116,9 @@ def test_flat_list_stays_text_nested_list_item_becomes_section():
 
 def test_code_block_language_lines_and_context():
     pf = _page()
-    (code,) = _of_kind(pf, "code")
-    setup = _section(pf, "Setup")
-    assert _parent_of(pf, code) is setup
+    (code,) = drafts_of_kind(pf, "code")
+    setup = section_titled(pf, "Setup")
+    assert parent_of(pf, code) is setup
     assert code.language == "python" and code.subkind == "pre"
     assert code.text == "import tidewater\nprint(tidewater.__version__)"
     assert (code.start_line, code.end_line) == (20, 22)
@@ -144,31 +130,31 @@ def test_code_block_language_lines_and_context():
 
 def test_lang_class_variants():
     pf = parse_html('<pre class="lang-TS">let x = 1;</pre><pre>plain</pre>', "a.html")
-    langs = [c.language for c in _of_kind(pf, "code")]
+    langs = [c.language for c in drafts_of_kind(pf, "code")]
     assert langs == ["ts", None]
 
 
 def test_table_header_rows_and_markdown_text():
     pf = _page()
-    (table,) = _of_kind(pf, "table")
-    assert _parent_of(pf, table) is _section(pf, "Data")
+    (table,) = drafts_of_kind(pf, "table")
+    assert parent_of(pf, table) is section_titled(pf, "Data")
     assert table.subkind == "html"
     assert table.attrs["header"] == ["Name", "Unit"] and table.attrs["rows"] == 2
     assert table.text == ("| Name | Unit |\n| --- | --- |\n| level | m |\n| pressure | hPa |")
     assert (table.start_line, table.end_line) == (36, 40)
-    assert "pressure" not in _section(pf, "Data").text
+    assert "pressure" not in section_titled(pf, "Data").text
 
 
 def test_table_without_th_uses_first_row_and_escapes_pipes():
     pf = parse_html("<table><tr><td>a|b</td><td>c</td></tr><tr><td>1</td></tr></table>", "t.html")
-    (table,) = _of_kind(pf, "table")
+    (table,) = drafts_of_kind(pf, "table")
     assert table.attrs["header"] == ["a|b", "c"] and table.attrs["rows"] == 1
     assert table.text.splitlines() == ["| a\\|b | c |", "| --- | --- |", "| 1 |  |"]
 
 
 def test_images_resolution_figcaption_and_inline_context():
     pf = _page()
-    fig, inline = _of_kind(pf, "image")
+    fig, inline = drafts_of_kind(pf, "image")
     assert fig.subkind == "figure"
     assert fig.text == fig.title == "Tide chart"  # no alt: the caption
     assert fig.attrs["caption"] == "Tide chart"
@@ -179,13 +165,13 @@ def test_images_resolution_figcaption_and_inline_context():
     assert inline.start_line == inline.end_line == 45
     # an inline image's sentence counts as the text before it
     assert inline.attrs["context_before"] == "See inline."
-    data = _section(pf, "Data")
+    data = section_titled(pf, "Data")
     assert data.text == "Data\nSee inline."  # caption and alt are not prose
 
 
 def test_image_file_name_when_no_alt_and_external():
     pf = parse_html('<img src="pics/a%20b.png"><img src="https://x.org/c.png" alt="C">', "d/p.html")
-    a, c = _of_kind(pf, "image")
+    a, c = drafts_of_kind(pf, "image")
     assert a.text == "a b.png" and a.attrs["resolved"] == "d/pics/a b.png"
     assert c.attrs["external"] is True and c.attrs["resolved"] is None
 
@@ -222,21 +208,21 @@ def test_block_elements_break_lines_and_br():
 
 def test_duplicate_headings_get_unique_slugs_and_anchors():
     pf = parse_html("<h1>T</h1><h2>Same</h2><h2>Same</h2>", "a.html")
-    h2s = [d for d in _of_kind(pf, "section") if d.subkind == "h2"]
+    h2s = [d for d in drafts_of_kind(pf, "section") if d.subkind == "h2"]
     assert [d.slug for d in h2s] == ["same", "same-1"]
     assert [d.attrs["anchor"] for d in h2s] == ["same", "same-1"]
 
 
 def test_permalink_anchor_left_out_of_heading_title():
     pf = parse_html('<h2 id="x">Install<a class="headerlink" href="#x">¶</a></h2>', "a.html")
-    (h2,) = _of_kind(pf, "section")
+    (h2,) = drafts_of_kind(pf, "section")
     assert h2.title == "Install" and pf.references == []
 
 
 def test_long_list_item_title_truncated():
     long = "word " * 40
     pf = parse_html(f"<ul><li>{long}<ul><li>x</li></ul></li></ul>", "a.html")
-    (li,) = [d for d in _of_kind(pf, "section") if d.subkind == "li"]
+    (li,) = [d for d in drafts_of_kind(pf, "section") if d.subkind == "li"]
     assert len(li.title) <= 80 and li.title.startswith("word word")
 
 
@@ -307,15 +293,15 @@ def test_sample_changelog():
     _sane(pf)
     assert pf.notes == []
     assert pf.root.title == "Tidewater changelog"
-    h1 = _section(pf, "Changelog")
+    h1 = section_titled(pf, "Changelog")
     assert [c.subkind for c in h1.children] == ["h2", "h2", "h2"]
-    fixes = _section(pf, "Fixes")
+    fixes = section_titled(pf, "Fixes")
     assert fixes.subkind == "li" and fixes.text.count("\n- ") == 3
-    (code,) = _of_kind(pf, "code")
+    (code,) = drafts_of_kind(pf, "code")
     assert code.language == "python" and "rename_columns" in code.text
-    (table,) = _of_kind(pf, "table")
+    (table,) = drafts_of_kind(pf, "table")
     assert table.attrs["header"] == ["Column in 0.3.x", "Column in 0.4.0", "Arrow type"]
-    (image,) = _of_kind(pf, "image")
+    (image,) = drafts_of_kind(pf, "image")
     assert image.attrs["resolved"] == "docs/images/tide-chart.png" and image.attrs["caption"]
     targets = {r.target: r.source.title for r in pf.references}
     assert targets == {"getting-started.md": "Changelog", "calibration.md#barometric-drift": "Documentation"}

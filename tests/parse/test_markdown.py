@@ -9,7 +9,8 @@ import pytest
 
 from strata.stages.parse.markdown import parse_markdown, resolve_src
 from strata.stages.parse.sections import github_slug
-from strata.stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.model import ParsedFile
+from tests.parse.drafts import drafts_of_kind, parent_of, section_titled
 
 CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "openharmony_quickstart"
 
@@ -17,21 +18,6 @@ CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "openh
 # ---------------------------------------------------------------- helpers
 
 
-def _of_kind(pf: ParsedFile, kind: str) -> list[Draft]:
-    return [d for d in pf.root.walk() if d.kind == kind]
-
-
-def _section(pf: ParsedFile, title: str) -> Draft:
-    found = [d for d in _of_kind(pf, "section") if d.title == title]
-    assert len(found) == 1, f"{title!r}: {[d.title for d in _of_kind(pf, 'section')]}"
-    return found[0]
-
-
-def _parent_of(pf: ParsedFile, node: Draft) -> Draft:
-    for d in pf.root.walk():
-        if any(c is node for c in d.children):
-            return d
-    raise AssertionError("orphan")
 
 
 def _real(name: str) -> ParsedFile:
@@ -86,40 +72,40 @@ def test_arkts_prop_heading_tree():
         "Application Scenarios",
         "FAQs",
     ]
-    behaviour = _section(pf, "Observed Changes and Behavior")
+    behaviour = section_titled(pf, "Observed Changes and Behavior")
     assert [c.title for c in behaviour.children] == ["Observed Changes", "Framework Behavior"]
     assert all(c.subkind == "h3" for c in behaviour.children)
     assert (behaviour.start_line, behaviour.end_line) == (55, 192)
-    nesting = _section(pf, "@Prop Nesting Scenario")
-    assert _parent_of(pf, nesting).title == "Application Scenarios"
+    nesting = section_titled(pf, "@Prop Nesting Scenario")
+    assert parent_of(pf, nesting).title == "Application Scenarios"
     assert nesting.slug == "prop-nesting-scenario"
     assert nesting.attrs["anchor"] == "prop-nesting-scenario"
     # "#" lines inside code blocks are not headings
-    assert all(not d.title.startswith("//") for d in _of_kind(pf, "section"))
+    assert all(not d.title.startswith("//") for d in drafts_of_kind(pf, "section"))
 
 
 def test_arkts_prop_code_tables_links():
     pf = _real("arkts-prop.md")
-    codes = _of_kind(pf, "code")
+    codes = drafts_of_kind(pf, "code")
     assert len(codes) >= 15
     assert {c.language for c in codes} >= {"ts"}
     ts_blocks = [c for c in codes if c.language == "ts"]
     assert any("@Prop" in c.text for c in ts_blocks)
     # a code block in a list item is a child of its section, body de-indented
-    observed = _section(pf, "Observed Changes")
+    observed = section_titled(pf, "Observed Changes")
     first = observed.children[0]
     assert first.kind == "code" and first.slug == "code-1" and first.language == "ts"
     assert first.text.startswith("// Simple type")
     assert "Simple type" not in observed.text
     assert first.attrs["context_before"].splitlines()[-1].startswith("- When the decorated variable is of the Object")
 
-    tables = _of_kind(pf, "table")
+    tables = drafts_of_kind(pf, "table")
     assert [t.attrs["header"] for t in tables] == [
         ["@Prop Decorator", "Description"],
         ["Transfer/Access", "Description"],
     ]
     assert tables[0].attrs["rows"] == 5
-    assert _parent_of(pf, tables[0]).title == "Rules of Use"
+    assert parent_of(pf, tables[0]).title == "Rules of Use"
 
     targets = {r.target: r for r in pf.references}
     assert "arkts-observed-and-objectlink.md" in targets
@@ -129,17 +115,17 @@ def test_arkts_prop_code_tables_links():
     assert all(r.type == "jump" and r.relation == "links_to" for r in pf.references)
     assert not any(r.target.startswith("http") for r in pf.references)
 
-    images = _of_kind(pf, "image")
+    images = drafts_of_kind(pf, "image")
     assert images[0].attrs["resolved"] == "quickstart/figures/en-us_image_0000001552972029.png"
 
 
 def test_app_configuration_table_title_and_json():
     pf = _real("app-configuration-file.md")
-    example = _section(pf, "Configuration File Example")
+    example = section_titled(pf, "Configuration File Example")
     (code,) = [c for c in example.children if c.kind == "code"]
     assert code.language == "json"
     assert '"bundleName"' in code.text
-    tags = _section(pf, "Tags in the Configuration File")
+    tags = section_titled(pf, "Tags in the Configuration File")
     table = next(c for c in tags.children if c.kind == "table")
     assert table.title == "Table 1 Tags in the app.json5 file"
     assert table.attrs["header"] == ["Name", "Description", "Data Type", "Initial Value Allowed"]
@@ -151,16 +137,16 @@ def test_app_configuration_table_title_and_json():
 
 def test_contentslot_skipped_nothing_and_languages():
     pf = _real("arkts-rendering-control-contentslot.md")
-    api = _section(pf, "ContentSlot API")
-    assert _parent_of(pf, api).title == "APIs"
-    langs = {c.language for c in _of_kind(pf, "code")}
+    api = section_titled(pf, "ContentSlot API")
+    assert parent_of(pf, api).title == "APIs"
+    langs = {c.language for c in drafts_of_kind(pf, "code")}
     assert "ts" in langs and ("c++" in langs or "javascript" in langs)
 
 
 def test_no_section_text_contains_a_code_body(corpus_files):
     for f in corpus_files:
         pf = parse_markdown(f.read_text(encoding="utf-8"), f"quickstart/{f.name}")
-        for section in _of_kind(pf, "section") + [pf.root]:
+        for section in drafts_of_kind(pf, "section") + [pf.root]:
             assert "```" not in section.text, (f.name, section.title)
             for code in (c for c in section.children if c.kind == "code"):
                 body = [ln for ln in code.text.splitlines() if len(ln.strip()) > 25]
@@ -187,11 +173,11 @@ def test_setext_headings_and_line_ranges():
 def test_headings_inside_list_items_and_blockquotes():
     src = "# Top\n\n- item\n  ## Inner *emph* [link](other.md) `code`\n  body\n\n> ### Quoted\n> more\n"
     pf = parse_markdown(src, "a.md")
-    top = _section(pf, "Top")
-    inner = _section(pf, "Inner emph link code")
-    quoted = _section(pf, "Quoted")
-    assert _parent_of(pf, inner) is top
-    assert _parent_of(pf, quoted) is inner
+    top = section_titled(pf, "Top")
+    inner = section_titled(pf, "Inner emph link code")
+    quoted = section_titled(pf, "Quoted")
+    assert parent_of(pf, inner) is top
+    assert parent_of(pf, quoted) is inner
     assert inner.start_line == 4 and inner.end_line == 8
     assert "body" in inner.text and "more" in quoted.text
     (ref,) = pf.references
@@ -212,7 +198,7 @@ def test_skipped_levels_nest_under_nearest_smaller():
 def test_unterminated_fence_and_indented_code():
     src = "# S\n\nbefore\n\n    indented code\n\nafter\n\n~~~~Python\nx = 1\n~~~\nstill code\n"
     pf = parse_markdown(src, "a.md")
-    s = _section(pf, "S")
+    s = section_titled(pf, "S")
     indented, fenced = s.children
     assert (indented.subkind, indented.language, indented.text) == ("indented", None, "indented code")
     assert (indented.start_line, indented.end_line) == (5, 5)
@@ -229,17 +215,17 @@ def test_closed_fences_are_not_reported():
     src = "```\na\n```\n\n- x\n\n  ````ts\n  b\n  `````\n> ```\n> c\n> ```\n"
     pf = parse_markdown(src, "a.md")
     assert pf.notes == []
-    assert [c.text for c in _of_kind(pf, "code")] == ["a", "b", "c"]
+    assert [c.text for c in drafts_of_kind(pf, "code")] == ["a", "b", "c"]
 
 
 def test_context_before_and_after():
     src = "# S\n\np1\np2\n\np3\n\n```js\ncode\n```\n\na1\n\na2\n## Next\nother\n"
     pf = parse_markdown(src, "a.md", context_lines=2)
-    code = _section(pf, "S").children[0]
+    code = section_titled(pf, "S").children[0]
     assert code.attrs["context_before"] == "p2\np3"
     assert code.attrs["context_after"] == "a1\na2"  # stops at the next heading
     pf0 = parse_markdown(src, "a.md", context_lines=0)
-    assert _section(pf0, "S").children[0].attrs["context_before"] == ""
+    assert section_titled(pf0, "S").children[0].attrs["context_before"] == ""
 
 
 def test_pipe_table_and_html_table_with_th():
@@ -248,7 +234,7 @@ def test_pipe_table_and_html_table_with_th():
         "<table>\n<tr><th>Key</th><th>Value <b>x</b></th></tr>\n\n<tr><td>k</td><td>v</td></tr>\n</table>\n\ntail\n"
     )
     pf = parse_markdown(src, "a.md")
-    pipe, html = _section(pf, "T").children
+    pipe, html = section_titled(pf, "T").children
     assert (pipe.kind, pipe.subkind, pipe.slug) == ("table", "pipe", "table-1")
     assert pipe.attrs["header"] == ["A", "B"] and pipe.attrs["rows"] == 2
     assert pipe.title == "Short caption:"
@@ -258,13 +244,13 @@ def test_pipe_table_and_html_table_with_th():
     assert html.text.startswith("<table>") and html.text.endswith("</table>")
     assert (html.start_line, html.end_line) == (10, 14)  # spans the blank line
     assert html.attrs["context_after"] == "tail"
-    section_text = _section(pf, "T").text
+    section_text = section_titled(pf, "T").text
     assert "<td>" not in section_text and "| 1 |" not in section_text
 
 
 def test_table_title_falls_back_when_caption_long():
     src = "# Params\n\n" + "word " * 30 + "\n\n| a |\n|---|\n| 1 |\n"
-    (table,) = _section(parse_markdown(src, "a.md"), "Params").children
+    (table,) = section_titled(parse_markdown(src, "a.md"), "Params").children
     assert table.title == "table in Params"
 
 
@@ -276,7 +262,7 @@ def test_images_resolution_and_text():
         '<img src="figures/b.png" alt="B pic">\n'
     )
     pf = parse_markdown(src, "docs/guide/page.md")
-    flow, icon, outside, remote, html = _of_kind(pf, "image")
+    flow, icon, outside, remote, html = drafts_of_kind(pf, "image")
     assert (flow.title, flow.text, flow.subkind) == ("Diagram of flow", "Diagram of flow", "markdown")
     assert flow.attrs["resolved"] == "docs/img/flow.png" and flow.attrs["src"] == "../img/flow.png"
     assert flow.attrs["alt"] == "Diagram of flow"
@@ -287,8 +273,8 @@ def test_images_resolution_and_text():
     assert outside.attrs["outside_root"] is True
     assert remote.attrs["resolved"] is None and remote.attrs["external"] is True
     assert (html.subkind, html.title, html.attrs["resolved"]) == ("html", "B pic", "docs/guide/figures/b.png")
-    assert [i.slug for i in _of_kind(pf, "image")] == [f"image-{n}" for n in range(1, 6)]
-    text = _section(pf, "Pics").text
+    assert [i.slug for i in drafts_of_kind(pf, "image")] == [f"image-{n}" for n in range(1, 6)]
+    text = section_titled(pf, "Pics").text
     assert "Inline ![icon](icons/i.svg) in a sentence." in text  # inline: sentence kept
     assert "flow.png" not in text and "<img" not in text  # alone on the line: dropped
     assert pf.references == []  # image srcs are not links
@@ -336,7 +322,7 @@ def test_duplicate_slugs_and_anchors():
         '<a name="legacy"></a>\n## Setup\n## <a id="inline-id"></a>Install `pkg`\n'
     )
     pf = parse_markdown(src, "a.md")
-    guide = _section(pf, "Guide")
+    guide = section_titled(pf, "Guide")
     assert [c.slug for c in guide.children] == ["example", "example-1", "whats-new-v2", "setup", "install-pkg"]
     first, second = guide.children[0], guide.children[1]
     nested = first.children[0]
@@ -384,7 +370,7 @@ def test_link_line_in_multiline_paragraph():
 def test_crlf_and_bom():
     src = "\ufeff# Title\r\n\r\nline one\r\n\r\n```py\r\nx = 1\r\n```\r\n\r\n## Sub\r\ntext\r\n"
     pf = parse_markdown(src, "a.md")
-    title = _section(pf, "Title")
+    title = section_titled(pf, "Title")
     assert title.text == "# Title\n\nline one"
     assert "\r" not in "".join(d.text for d in pf.root.walk())
     (code, sub) = title.children
@@ -407,7 +393,7 @@ def test_deeply_nested_list_does_not_recurse():
     pf = parse_markdown(src, "a.md")
     assert not any("failed" in n for n in pf.notes)
     assert any("nesting deeper than" in n for n in pf.notes)
-    after = _section(pf, "After")
+    after = section_titled(pf, "After")
     assert after.start_line == 1002
     assert [r.target for r in pf.references] == ["y.md"]
     assert "- item" in pf.root.text
@@ -416,10 +402,10 @@ def test_deeply_nested_list_does_not_recurse():
 def test_deep_blockquote_and_thousand_headings():
     pf = parse_markdown(">" * 5000 + " deep\n\n# After\n\ntext\n", "a.md")
     assert pf.root.text.startswith(">>>") and pf.root.text.endswith("deep")
-    assert _section(pf, "After").text == "# After\n\ntext"
+    assert section_titled(pf, "After").text == "# After\n\ntext"
     src = "".join(f"{'#' * (i % 6 + 1)} H{i}\n\npara {i}\n\n" for i in range(1000))
     pf = parse_markdown(src, "a.md")
-    sections = _of_kind(pf, "section")
+    sections = drafts_of_kind(pf, "section")
     assert len(sections) == 1000
     assert all(len(s.children) <= 1 for s in sections)
     assert sections[-1].end_line == 4000
@@ -447,4 +433,4 @@ def test_large_file_is_fast():
     src = "# Big\n\n" + "".join(block.format(i=i) for i in range(8400))
     assert src.count("\n") > 100_000
     pf = parse_markdown(src, "big.md")
-    assert len(_of_kind(pf, "code")) == 8400 and len(pf.references) == 8400
+    assert len(drafts_of_kind(pf, "code")) == 8400 and len(pf.references) == 8400

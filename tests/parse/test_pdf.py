@@ -14,8 +14,9 @@ import pytest
 from PIL import Image
 
 from strata.stages.parse.finalize import finalize
-from strata.stages.parse.model import Draft, ParsedFile
+from strata.stages.parse.model import ParsedFile
 from strata.stages.parse.pdf import parse_pdf
+from tests.parse.drafts import drafts_of_kind, parent_of, section_titled
 
 SAMPLE_PDF = Path(__file__).resolve().parents[2] / "data" / "sample" / "docs" / "field-manual.pdf"
 
@@ -23,21 +24,6 @@ SAMPLE_PDF = Path(__file__).resolve().parents[2] / "data" / "sample" / "docs" / 
 # ---------------------------------------------------------------- helpers
 
 
-def _of_kind(pf: ParsedFile, kind: str) -> list[Draft]:
-    return [d for d in pf.root.walk() if d.kind == kind]
-
-
-def _section(pf: ParsedFile, title: str) -> Draft:
-    found = [d for d in _of_kind(pf, "section") if d.title == title]
-    assert len(found) == 1, f"{title!r}: {[d.title for d in _of_kind(pf, 'section')]}"
-    return found[0]
-
-
-def _parent_of(pf: ParsedFile, node: Draft) -> Draft:
-    for d in pf.root.walk():
-        if any(c is node for c in d.children):
-            return d
-    raise AssertionError("orphan")
 
 
 def _png(width: int, height: int, colour=(40, 110, 160)) -> bytes:
@@ -162,12 +148,12 @@ def test_outline_hierarchy_levels_and_parents():
     assert root.attrs["metadata"]["author"] == "Test Author"
     assert root.attrs["structure"] == "outline"
     assert [c.title for c in root.children if c.kind == "section"] == ["Installation", "Maintenance"]
-    install, wiring = _section(pf, "Installation"), _section(pf, "Wiring")
-    cables = _section(pf, "Cable lengths and connectors")
-    maint, appendix = _section(pf, "Maintenance"), _section(pf, "Appendix: spare parts")
+    install, wiring = section_titled(pf, "Installation"), section_titled(pf, "Wiring")
+    cables = section_titled(pf, "Cable lengths and connectors")
+    maint, appendix = section_titled(pf, "Maintenance"), section_titled(pf, "Appendix: spare parts")
     assert (install.subkind, wiring.subkind, cables.subkind) == ("h1", "h2", "h2")
-    assert _parent_of(pf, wiring) is install and _parent_of(pf, cables) is install
-    assert _parent_of(pf, appendix) is maint
+    assert parent_of(pf, wiring) is install and parent_of(pf, cables) is install
+    assert parent_of(pf, appendix) is maint
     assert wiring.slug == "wiring" and cables.attrs["anchor"] == "cable-lengths-and-connectors"
     for d in root.walk():
         assert d.start_line is None and d.end_line is None
@@ -175,8 +161,8 @@ def test_outline_hierarchy_levels_and_parents():
 
 def test_outline_pages_and_text():
     pf = parse_pdf(_outline_pdf(), "docs/guide.pdf")
-    install, wiring = _section(pf, "Installation"), _section(pf, "Wiring")
-    cables, maint = _section(pf, "Cable lengths and connectors"), _section(pf, "Maintenance")
+    install, wiring = section_titled(pf, "Installation"), section_titled(pf, "Wiring")
+    cables, maint = section_titled(pf, "Cable lengths and connectors"), section_titled(pf, "Maintenance")
     assert (install.page, install.attrs["page_end"]) == (1, 2)
     assert (wiring.page, wiring.attrs["page_end"]) == (1, 1)
     assert (cables.page, cables.attrs["page_end"]) == (2, 2)
@@ -195,20 +181,20 @@ def test_outline_pages_and_text():
 
 def test_outline_entry_not_found_starts_at_page_top():
     pf = parse_pdf(_outline_pdf(), "docs/guide.pdf")
-    appendix = _section(pf, "Appendix: spare parts")
+    appendix = section_titled(pf, "Appendix: spare parts")
     assert any("Appendix: spare parts" in n and "not found" in n for n in pf.notes)
     assert appendix.page == 3
     # the page-top fallback sits before the page's text, so it takes the page prose
     assert "Visit the gauge every month." in appendix.text
-    assert "Visit the gauge" not in _section(pf, "Maintenance").text
+    assert "Visit the gauge" not in section_titled(pf, "Maintenance").text
 
 
 def test_tables_are_children_with_header_and_rows():
     pf = parse_pdf(_outline_pdf(), "docs/guide.pdf")
-    tables = _of_kind(pf, "table")
+    tables = drafts_of_kind(pf, "table")
     assert len(tables) == 1
     table = tables[0]
-    assert _parent_of(pf, table) is _section(pf, "Cable lengths and connectors")
+    assert parent_of(pf, table) is section_titled(pf, "Cable lengths and connectors")
     assert table.subkind == "pdf" and table.page == 2 and table.slug == "table-1"
     assert table.attrs["header"] == ["Cable", "Length", "Connector"]
     assert table.attrs["rows"] == 2
@@ -218,15 +204,15 @@ def test_tables_are_children_with_header_and_rows():
     assert table.attrs["context_before"].endswith("Choose the cable from the table below.")
     assert table.attrs["context_after"].startswith("Text after the table.")
     # the cells are not repeated in the prose
-    assert "Screw terminal" not in _section(pf, "Cable lengths and connectors").text
+    assert "Screw terminal" not in section_titled(pf, "Cable lengths and connectors").text
 
 
 def test_images_blob_caption_dedupe_and_small_icons():
     pf = parse_pdf(_outline_pdf(), "docs/guide.pdf")
-    images = _of_kind(pf, "image")
+    images = drafts_of_kind(pf, "image")
     assert len(images) == 1, [i.attrs for i in images]  # the 16x16 icon is skipped
     image = images[0]
-    assert _parent_of(pf, image) is _section(pf, "Cable lengths and connectors")
+    assert parent_of(pf, image) is section_titled(pf, "Cable lengths and connectors")
     assert image.subkind == "pdf" and image.page == 2
     assert (image.attrs["width"], image.attrs["height"]) == (120, 90)
     assert image.attrs["page"] == 2 and image.attrs["pages"] == [2, 3]
@@ -245,15 +231,15 @@ def test_image_without_caption_is_named_by_page():
     page.para("Some text above the picture.")
     page.image(_png(64, 64))
     pf = parse_pdf(doc.tobytes(), "x.pdf")
-    (image,) = _of_kind(pf, "image")
+    (image,) = drafts_of_kind(pf, "image")
     assert image.title == "image on page 1"
     assert image.attrs["context_before"] == "Some text above the picture."
-    assert _parent_of(pf, image) is pf.root
+    assert parent_of(pf, image) is pf.root
 
 
 def test_context_lines_zero():
     pf = parse_pdf(_outline_pdf(), "docs/guide.pdf", context_lines=0)
-    for leaf in _of_kind(pf, "table") + _of_kind(pf, "image"):
+    for leaf in drafts_of_kind(pf, "table") + drafts_of_kind(pf, "image"):
         assert leaf.attrs["context_before"] == "" and leaf.attrs["context_after"] == ""
 
 
@@ -264,18 +250,18 @@ def test_font_size_headings_without_outline():
     pf = parse_pdf(_font_pdf(), "docs/plain.pdf")
     assert pf.root.attrs["structure"] == "fonts"
     assert pf.root.title == "Overview"  # no metadata title: the first heading
-    overview, details = _section(pf, "Overview"), _section(pf, "Details")
-    safety, appendix = _section(pf, "Safety notes"), _section(pf, "Appendix")
-    parts = _section(pf, "Part lists")
+    overview, details = section_titled(pf, "Overview"), section_titled(pf, "Details")
+    safety, appendix = section_titled(pf, "Safety notes"), section_titled(pf, "Appendix")
+    parts = section_titled(pf, "Part lists")
     assert (overview.subkind, details.subkind, safety.subkind) == ("h1", "h2", "h3")
     assert (appendix.subkind, parts.subkind) == ("h1", "h2")
-    assert _parent_of(pf, overview) is pf.root and _parent_of(pf, appendix) is pf.root
-    assert _parent_of(pf, details) is overview and _parent_of(pf, safety) is details
-    assert _parent_of(pf, parts) is appendix
+    assert parent_of(pf, overview) is pf.root and parent_of(pf, appendix) is pf.root
+    assert parent_of(pf, details) is overview and parent_of(pf, safety) is details
+    assert parent_of(pf, parts) is appendix
     assert (overview.page, overview.attrs["page_end"]) == (1, 1)
     assert (appendix.page, appendix.attrs["page_end"]) == (2, 2)
     # a bold line that ends with a period is prose, not a heading
-    assert not [d for d in _of_kind(pf, "section") if d.title.startswith("This bold sentence")]
+    assert not [d for d in drafts_of_kind(pf, "section") if d.title.startswith("This bold sentence")]
     assert "This bold sentence ends with a period." in safety.text
     assert "Front matter before any heading." in pf.root.text
     assert "two lines of body text" in overview.text and "Detail text" not in overview.text
@@ -300,7 +286,7 @@ def test_running_footer_is_not_prose_or_heading():
         page.para(f"Body text of chapter {n} in the normal size.")
         page.page.insert_text((72, 800), f"Station manual - page {n} of 4", fontname="hebo", fontsize=9)
     pf = parse_pdf(doc.tobytes(), "m.pdf")
-    titles = [d.title for d in _of_kind(pf, "section")]
+    titles = [d.title for d in drafts_of_kind(pf, "section")]
     assert titles == ["Chapter 1", "Chapter 2", "Chapter 3", "Chapter 4"]
     assert all("Station manual" not in d.text for d in pf.root.walk())
 
@@ -324,7 +310,7 @@ def test_owner_password_only_is_readable():
         encryption=pymupdf.PDF_ENCRYPT_AES_256, owner_pw="y", permissions=0)
     pf = parse_pdf(data, "guide.pdf")
     assert not any("encrypted" in n for n in pf.notes)
-    assert _section(pf, "Wiring").page == 1
+    assert section_titled(pf, "Wiring").page == 1
 
 
 def test_truncated_pdf_never_raises():
@@ -363,7 +349,7 @@ def test_page_without_text_layer():
     pf = parse_pdf(doc.tobytes(), "scan.pdf")
     assert "page 2 has no text layer" in pf.notes
     assert "page 1 has no text layer" not in pf.notes
-    (image,) = _of_kind(pf, "image")
+    (image,) = drafts_of_kind(pf, "image")
     assert image.page == 2 and image.attrs["blob"] in pf.blobs
 
 
@@ -383,23 +369,23 @@ def test_sample_outline(sample):
     assert root.title == "Tidewater Field Manual"
     assert root.attrs["pages"] == 4 and root.attrs["metadata"]["title"] == "Tidewater Field Manual"
     assert [c.title for c in root.children] == ["Deployment", "Maintenance", "Troubleshooting"]
-    deployment = _section(sample, "Deployment")
+    deployment = section_titled(sample, "Deployment")
     assert [c.title for c in deployment.children] == ["Mounting the gauge", "Surveying the datum"]
     assert (deployment.page, deployment.attrs["page_end"]) == (1, 2)
-    assert _section(sample, "Surveying the datum").page == 2
-    assert _section(sample, "Replacing the batteries").page == 4
+    assert section_titled(sample, "Surveying the datum").page == 2
+    assert section_titled(sample, "Replacing the batteries").page == 4
     assert "This manual covers the field side" in root.text
     assert all("page 1 of 4" not in d.text for d in root.walk())  # running footer
 
 
 def test_sample_table_and_image(sample):
-    (table,) = _of_kind(sample, "table")
-    assert _parent_of(sample, table) is _section(sample, "Maintenance intervals")
+    (table,) = drafts_of_kind(sample, "table")
+    assert parent_of(sample, table) is section_titled(sample, "Maintenance intervals")
     assert table.attrs["header"] == ["Task", "Interval", "Notes"] and table.attrs["rows"] == 5
     assert "| Replace the batteries | Every 12 months | Lithium 3.6 V pack |" in table.text
     assert table.page == 3
-    (image,) = _of_kind(sample, "image")
-    assert _parent_of(sample, image) is _section(sample, "Mounting the gauge")
+    (image,) = drafts_of_kind(sample, "image")
+    assert parent_of(sample, image) is section_titled(sample, "Mounting the gauge")
     assert image.title.startswith("Figure 1: Kelpie PT-12 housing")
     assert (image.attrs["width"], image.attrs["height"]) == (256, 192)
     assert image.attrs["blob"] in sample.blobs

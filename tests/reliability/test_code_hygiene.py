@@ -1,6 +1,6 @@
 """Nothing read from a corpus, an index or a model is ever executed or
 unpickled: a scan of the project's own source for the calls that
-would do it. Model output is parsed as JSON/text only (see strata.core.llm_json)."""
+would do it. Model output is parsed as JSON/text only (see strata.core.llm.parsing)."""
 
 from __future__ import annotations
 

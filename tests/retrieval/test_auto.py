@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from strata.retrieval import Index
-from strata.retrieval.context import ancestors, estimate_tokens
+from strata.core.tokens import estimate_tokens
+from strata.retrieval.context import ancestors
 from strata.retrieval.modes import DEFAULT_MODE
 from tests.conftest import REPO
 

@@ -10,9 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from strata.retrieval import Index, Result
+from strata.retrieval import Index, Result, diffuse, prepared
 from strata.retrieval.graph import EDGE_CODE
-from strata.retrieval.modes import diffusion
 from strata.retrieval.modes.diffusion import DiffusionConfig, retrieve
 from strata.retrieval.results import Trace
 from tests.conftest import write_corpora
@@ -243,7 +242,7 @@ def test_default_budgets_and_stop_reason_are_traced(idx):
     assert c["max_frontier_size"] == 20000 and c["per_node_neighbor_limit"] == 96
     assert c["expansions"] > 0 and c["enqueued"] > 0 and c["seeds"] > 0
     assert c["recall_facts"] > 0 and c["recall_files"] > 0 and c["recall_chunks"] > 0
-    assert stop_reason(t) in diffusion.STOP_REASONS
+    assert stop_reason(t) in diffuse.STOP_REASONS
     assert t.diffusion["config"] == {**DiffusionConfig().__dict__}
 
 
@@ -256,7 +255,7 @@ def test_spread_buckets_full_stops_early(idx):
     # mandatory seeds (the dense top content node, the top facts' sources) are kept past
     # the cap: all of them are collected, in their own modality
     assert c["collected_chunk"] >= 1
-    assert sum(c[f"collected_{b}"] for b in diffusion.BUCKETS) - c["mandatory_chunks"] <= 3
+    assert sum(c[f"collected_{b}"] for b in prepared.BUCKETS) - c["mandatory_chunks"] <= 3
 
 
 def _random_prepared(n: int, degree: int, seed: int = 0):
@@ -264,7 +263,7 @@ def _random_prepared(n: int, degree: int, seed: int = 0):
     indptr = np.arange(0, n * degree + 1, degree, dtype=np.int64)
     nbr = rng.integers(0, n, n * degree).astype(np.int32)
     cost = np.full(n * degree, 0.2)
-    return diffusion._Prepared(
+    return prepared.Prepared(
         n=n, unit=np.zeros((n, 1), np.float32), sim_src=np.arange(n, dtype=np.int32),
         bucket=np.zeros(n, np.int8), bucket_size=np.array([n, 0, 0, 0]), indptr=indptr,
         nbr=nbr, cost=cost, edge_pos=np.arange(n * degree), facts={}, fact_text={}), rng
@@ -280,12 +279,12 @@ def test_time_budget_is_honest_on_a_large_graph(monkeypatch):
     cfg = DiffusionConfig(time_budget_s=0.05, max_expansions=10**9, max_frontier_size=10**9,
                           min_enqueue_score=0.0, spread_chunk_k=10**9)
     reads = []
-    monkeypatch.setattr(diffusion.time, "perf_counter", lambda: len(reads.append(1) or reads) * 1e-3)
-    run = diffusion.diffuse(prep, sims, seeds, set(), cfg, t0=0.0)
+    monkeypatch.setattr(diffuse.time, "perf_counter", lambda: len(reads.append(1) or reads) * 1e-3)
+    run = diffuse.diffuse(prep, sims, seeds, set(), cfg, t0=0.0)
     assert run.stop_reason == "time_budget" and run.expansions > 100
     # 50 readings of 1 ms reach the budget; each reading follows TIME_CHECK_EVERY pops
     assert len(reads) == 50
-    assert run.pops == 49 * diffusion.TIME_CHECK_EVERY
+    assert run.pops == 49 * diffuse.TIME_CHECK_EVERY
 
 
 def test_frontier_is_capped_and_neighbours_limited():
@@ -294,7 +293,7 @@ def test_frontier_is_capped_and_neighbours_limited():
     seeds = {int(i): (1.0, None) for i in rng.choice(prep.n, 20, replace=False)}
     cfg = DiffusionConfig(max_expansions=300, max_frontier_size=200, per_node_neighbor_limit=3,
                           min_enqueue_score=0.0, spread_chunk_k=10**9)
-    run = diffusion.diffuse(prep, sims, seeds, set(), cfg)
+    run = diffuse.diffuse(prep, sims, seeds, set(), cfg)
     assert run.stop_reason == "max_expansions" and run.expansions == 300
     assert run.enqueued <= 3 * 300
     assert run.frontier_peak <= 200 + 200 // 4 + 3 and run.frontier_dropped > 0
@@ -304,24 +303,24 @@ def test_edge_costs_follow_the_design():
     t = np.array([EDGE_CODE[x] for x in ("synonymy", "synonymy", "semantic", "semantic",
                                          "passage", "structural", "jump", "import")], np.int8)
     w = np.array([0.95, 1.2, 2.0, 0.01, 1.0, 1.0, 1.0, 1.0], np.float32)
-    np.testing.assert_allclose(diffusion.edge_costs(t, w),
+    np.testing.assert_allclose(prepared.edge_costs(t, w),
                                [0.05, 0.01, 0.25, 5.0, 0.2, 0.3, 0.5, 0.5], rtol=1e-6)
 
 
 def test_cheapest_neighbours_first_and_vectorless_nodes_borrow_a_sim(idx):
-    prep = diffusion._prepare(idx)
+    prep = prepared.prepare(idx)
     g = idx.graph
     for i in range(len(g.ids)):
         c = prep.cost[g.indptr[i]:g.indptr[i + 1]]
         assert np.all(np.diff(c) >= 0)
-    sims = diffusion.query_sims(prep, idx.embed_query("tide chart"))
+    sims = prepared.query_sims(prep, idx.embed_query("tide chart"))
     assert sims.min() >= 0 and sims.max() <= 1.0 + 1e-6
     novec = np.nonzero(np.abs(idx.node_vectors).sum(1) == 0)[0]
     for i in novec:  # the nearest ancestor with a vector lends its sim, else NO_VECTOR_SIM
         j = g.parent[i]
         while j >= 0 and not np.abs(idx.node_vectors[j]).sum():
             j = g.parent[j]
-        assert sims[i] == pytest.approx(sims[j] if j >= 0 else diffusion.NO_VECTOR_SIM)
+        assert sims[i] == pytest.approx(sims[j] if j >= 0 else prepared.NO_VECTOR_SIM)
 
 
 # --------------------------------------------------------------------------- rerankers
@@ -397,7 +396,7 @@ def test_bad_parameters_are_clear_errors(idx):
 
 def test_retrieve_returns_the_run(idx):
     res, run = retrieve(idx, "tide chart", k=5, walk=False)  # chunk scores from the walk otherwise
-    assert len(res) == 5 and run.stop_reason in diffusion.STOP_REASONS
+    assert len(res) == 5 and run.stop_reason in diffuse.STOP_REASONS
     for r in res:
         i = idx.graph.index[r.node_id]
         assert r.score == pytest.approx(run.score(i))

@@ -13,7 +13,7 @@ import importlib.util
 import pytest
 
 from strata.retrieval import Index
-from strata.retrieval.context import estimate_tokens
+from strata.core.tokens import estimate_tokens
 
 QUERY = "how do I correct pressure readings for barometric drift?"
 META = {"node_id", "kind", "path", "lines", "location", "breadcrumb", "relation", "score",

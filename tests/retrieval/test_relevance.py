@@ -93,7 +93,7 @@ def test_k_is_a_hard_cap_in_every_mode(idx, k):
 
 
 def test_budget_reports_the_tokens_it_used(idx):
-    from strata.retrieval.context import estimate_tokens
+    from strata.core.tokens import estimate_tokens
 
     res = idx.search(IN_CORPUS[0], k=8, budget_tokens=600)
     used = res.trace.counts["tokens_used"]

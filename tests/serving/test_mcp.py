@@ -18,6 +18,7 @@ import pytest
 from strata.service.auth import KeyEntry, hash_key, new_key
 from tests.conftest import REPO
 from tests.serving.helpers import free_port
+from tests.waiting import wait_until
 
 ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "STRATA_LLM_BACKEND": "offline"}
 ID = re.compile(r"`((?:file|section|chunk|code|table|image|entity)-[0-9a-f]+)`")
@@ -31,7 +32,7 @@ def _text(result) -> str:
 def test_an_agent_uses_the_tools_over_stdio(sample_index):
     from mcp import Client, StdioServerParameters
 
-    from strata.retrieval.context import estimate_tokens
+    from strata.core.tokens import estimate_tokens
 
     params = StdioServerParameters(
         command=sys.executable, cwd=str(REPO), env=ENV,
@@ -195,15 +196,15 @@ def mcp_http(sample_index, tmp_path):
          "--port", str(port), "--api-keys", str(keys), "--log-level", "info"],
         cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
+    def listening() -> bool:
         assert proc.poll() is None, (tmp_path / "mcp.log").read_text()[-3000:]
         try:
             httpx.get(base + "/mcp", timeout=2)
-            break
+            return True
         except httpx.HTTPError:
-            assert time.monotonic() < deadline, "strata mcp --http did not listen in 120 s"
-            time.sleep(0.3)
+            return False
+
+    wait_until(listening, "strata mcp --http did not listen", poll_s=0.3)
     yield {"url": base + "/mcp", "key": key, "log": tmp_path / "mcp.log"}
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=30)

@@ -9,6 +9,7 @@ import time
 
 from strata.core.layout import IndexLayout
 from tests.serving.helpers import copy_index, make_client, settings_for
+from tests.waiting import wait_until
 
 QUERIES = ["barometric drift", "calibrate against a reference gauge", "export to parquet",
            "vented and non-vented sensors", "firmware sampler"]
@@ -23,15 +24,13 @@ def publish_again(index_dir, like: int | None = None, **changes) -> int:
     return layout.publish({**manifest, **changes}, keep=5)
 
 
-def wait_for_version(client, version: int, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for_version(client, version: int) -> dict:
+    def there() -> dict | None:
         client.post("/search", json={"query": "tide", "mode": "flat", "k": 1})  # a look at CURRENT
         health = client.get("/health").json()
-        if health["indexes"][0]["version"] == version:
-            return health
-        time.sleep(0.05)
-    raise AssertionError(f"still on {health['indexes'][0]['version']}, wanted {version}")
+        return health if health["indexes"][0]["version"] == version else None
+
+    return wait_until(there, f"the service never moved to version {version}")
 
 
 def test_publish_during_a_request_stream_drops_nothing(sample_index, tmp_path):
@@ -87,12 +86,12 @@ def test_a_broken_new_version_keeps_the_old_one_serving(sample_index, tmp_path):
     v1 = IndexLayout(index_dir).current_version()
     with make_client(settings_for(index_dir, reload_interval_s=0.0)) as client:
         bad = publish_again(index_dir, format_version=99)
-        deadline = time.monotonic() + 30
-        health = client.get("/health").json()
-        while health["indexes"][0]["reload_error"] is None and time.monotonic() < deadline:
+        def refused() -> dict | None:
             client.post("/search", json={"query": "tide", "mode": "flat", "k": 1})
-            time.sleep(0.05)
             health = client.get("/health").json()
+            return health if health["indexes"][0]["reload_error"] is not None else None
+
+        health = wait_until(refused, "the broken version was never looked at")
         r = client.post("/search", json={"query": "barometric drift"})
         assert r.status_code == 200 and r.json()["version"] == v1
         (entry,) = health["indexes"]

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
 
 import pytest
 
 from tests.browser import chromium
 from tests.serving.helpers import free_port, settings_for
+from tests.waiting import wait_until
 
 EVIL_MD = """# Evil page
 
@@ -83,10 +83,11 @@ def site(sample_index, hostile_index):
                                                log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.05)
+        def up() -> bool:
+            assert thread.is_alive(), "uvicorn stopped before it started"
+            return server.started
+
+        wait_until(up, "uvicorn did not start")
         yield {"base": f"http://127.0.0.1:{port}", "llm": llm}
         server.should_exit = True
         thread.join(timeout=30)
@@ -174,6 +175,12 @@ def test_markdown_is_rendered_and_script_in_documents_never_runs(page):
         catch (e) { return e.name; }
     }""")
     assert refused == "TypeError"
+    # the page re-checks with the server's own allow-list (service/render.py), not a copy
+    from strata.service.render import ATTRIBUTES, TAGS
+
+    policy = page.evaluate("window.strataHtmlPolicy")
+    assert policy["tags"] == sorted(t.upper() for t in TAGS)
+    assert policy["attributes"] == {t.upper(): sorted(a) for t, a in ATTRIBUTES.items()}
 
 
 def test_results_grouped_nested_and_explored_by_keyboard(page, site):

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from strata.stages.parse.chunking import estimate_tokens, split_text
+from strata.core.tokens import estimate_tokens
+from strata.stages.parse.chunking import split_text
 from strata.stages.parse.finalize import ParseSettings, finalize
 from strata.stages.parse.markdown import parse_markdown
 

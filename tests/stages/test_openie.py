@@ -353,10 +353,9 @@ def test_run_openie_offline():
 
 
 def test_run_openie_with_real_llm_class_offline():
-    llm_mod = pytest.importorskip("strata.core.llm")
-    if not hasattr(llm_mod, "LLM") or not hasattr(llm_mod, "LLMConfig"):
-        pytest.skip("strata.core.llm.LLM is not there yet")
-    llm = llm_mod.LLM(llm_mod.LLMConfig())
+    from strata.core.llm import LLM, LLMConfig
+
+    llm = LLM(LLMConfig())
     try:
         res = run_openie(_units(), llm)
     finally:

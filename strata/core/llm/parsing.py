@@ -1,9 +1,10 @@
-"""Tolerant JSON parsing of model output (used by :mod:`strata.core.llm`).
+"""Tolerant JSON parsing of model output (:class:`strata.core.llm.LLM`'s parsers, the stages').
 
 Models wrap JSON in Markdown fences, add a sentence before or after it, or stop
 mid-object when they hit ``max_tokens``. :func:`parse_json` strips the fences,
 keeps the outermost ``{...}`` / ``[...]`` and falls back to the ``json-repair``
-package (optional; imported lazily) for truncated or slightly broken objects.
+package (a declared dependency, imported on first use: most answers parse without
+it) for truncated or slightly broken objects.
 """
 
 from __future__ import annotations
@@ -52,10 +53,8 @@ def _outermost(text: str) -> str | None:
 
 
 def _repair(candidate: str) -> Any:
-    try:
-        import json_repair  # type: ignore[import-not-found]
-    except ImportError:  # pragma: no cover - json-repair is a declared dependency
-        return None
+    import json_repair
+
     try:
         return json_repair.loads(candidate)
     except Exception:  # noqa: BLE001 - the library's own failures mean "unrepairable"

@@ -3,9 +3,9 @@
 Why: a local server (llama.cpp's, Ollama with one slot) answers one request at a
 time and queues the rest. With ``concurrency`` 4 and a model that takes 20 s an
 answer on a busy CPU, the fourth request waits a minute in the queue and times
-out; the SDK asks again, the server still computes the answer nobody waits for,
-and every timeout makes the queue longer (seen in ``make e2e-llm``: SmolLM2 on
-two shared cores). A timeout is the server saying it has more than it can do:
+out; it is asked again, the server still computes the answer nobody waits for,
+and every timeout makes the queue longer (as a small model on a busy CPU behind
+llama.cpp's server does). A timeout is the server saying it has more than it can do:
 :class:`Throttle` halves the requests in flight (down to one) and keeps it there
 for the rest of the LLM's life, so the queue drains instead of growing.
 """

@@ -1,4 +1,4 @@
-"""Content-addressed, SQLite-backed cache of LLM responses (used by :mod:`strata.core.llm`).
+"""Content-addressed, SQLite-backed cache of LLM responses (used by :class:`strata.core.llm.LLM`).
 
 One row per successful response: the key is a sha256 over everything that
 determines the answer (see :func:`cache_key`); the value is the raw text and its
