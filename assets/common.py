@@ -34,24 +34,54 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
     spec = corpora.get(context.partition_key)
     layout = IndexLayout(spec.out)
     if write:
-        take_build_lock(context, layout)
+        take_build_lock(context, layout, spec.mirror)
     layout.build.mkdir(parents=True, exist_ok=True)
     return spec, layout
 
 
-def take_build_lock(context, layout: IndexLayout) -> None:
+def take_build_lock(context, layout: IndexLayout, mirror: str | None = None) -> None:
+    """This run's claim on the index folder (:mod:`strata.core.buildlock`) and, for a
+    corpus mirrored to an object store, on the store's lease
+    (:mod:`strata.core.store_lease`), which holds between machines that share
+    nothing else; each step renews it."""
     from strata.core.buildlock import RUN_TAG, BuildLocked, claim_for_run
+    from strata.core.store_lease import LeaseHeld
 
     run = context.run
     try:
         claim_for_run(layout.root, run.run_id, run.tags.get(RUN_TAG),
                       run_is_live=lambda run_id: run_is_live(context.instance, run_id))
-    except BuildLocked as e:
+        if mirror:
+            claim_mirror_lease(context, mirror)
+    except (BuildLocked, LeaseHeld) as e:
         raise dg.Failure(
             description=f"{e}: this run stops before writing anything; run it again when that "
                         "build has finished",
             allow_retries=False, metadata={"strata/locked_by": str(e.info.get("what", ""))},
         ) from None
+
+
+def mirror_lease(mirror: str):
+    """The store lease of a corpus's mirror: its default term outlives any one step,
+    and every step renews it."""
+    from strata.core.store_lease import StoreLease
+
+    return StoreLease(mirror)
+
+
+def claim_mirror_lease(context, mirror: str) -> None:
+    """Take or renew this run's lease on the mirror's store (raises
+    :class:`strata.core.store_lease.LeaseHeld` when another live build holds it). A
+    holder this Dagster instance does not know may be a build on another machine: it
+    counts as live until its lease runs out; one it knows to have finished does not."""
+    def live(run_id: str) -> bool:
+        try:
+            run = context.instance.get_run_by_id(run_id)
+        except Exception:  # noqa: BLE001 - when in doubt, it is not ours to take
+            return True
+        return run is None or not run.is_finished
+
+    mirror_lease(mirror).claim(context.run.run_id, run_is_live=live)
 
 
 def run_is_live(instance, run_id: str) -> bool:
@@ -138,8 +168,14 @@ def read_build_table(layout: IndexLayout, name: str, required: bool = True) -> p
 
 def record_stage(layout: IndexLayout, stage: str, **values) -> dict:
     """Per-stage figures kept in build/build_report.json; publish copies them
-    into the manifest (build time, reuse counts)."""
-    return update_json(layout.build / BUILD_REPORT, **{stage: values})
+    into the manifest (build time, reuse counts). Each carries the process's peak
+    RSS when the stage ended (``peak_rss_mb``): in a build that runs its steps in
+    one process, the first stage to show the build's peak is the one that set it."""
+    import resource
+
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return update_json(layout.build / BUILD_REPORT,
+                       **{stage: {**values, "peak_rss_mb": round(peak_mb, 1)}})
 
 
 def output_version(*paths: Path) -> dg.DataVersion:

@@ -6,8 +6,8 @@ import json
 
 import dagster as dg
 
-from strata.assets.common import (BUILD_REPORT, corpus_and_layout, md, path_metadata, read_build_table,
-                           stoppable)
+from strata.assets.common import (BUILD_REPORT, claim_mirror_lease, corpus_and_layout, md, mirror_lease,
+                                  path_metadata, read_build_table, stoppable)
 from strata.assets.groups import INDEX
 from strata.assets.partitions import corpora_partitions
 from strata.resources.corpora import CorpusRegistry
@@ -156,24 +156,35 @@ def _query_arrays_readable(version_dir) -> bool:
 def mirrored_index(context: dg.AssetExecutionContext,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
     from strata.core.remote import push_version
+    from strata.core.store_lease import LeaseHeld
 
     spec, layout = corpus_and_layout(context, corpora, write=False)
     version = layout.current_version()
     if not spec.mirror or version is None:
         return dg.MaterializeResult(metadata={"mirror": "none configured" if not spec.mirror
                                               else "nothing published yet"})
-    if _mirror_serves(layout.version_dir(version), spec.mirror):
-        # an unchanged build kept the version the store already serves in full (its
-        # CURRENT is written after the version's files): nothing to upload again
-        context.log.info(f"{spec.name} mirror unchanged, still version {version}")
-        target = f"{spec.mirror.split('?')[0].rstrip('/')}/versions/v{version:06d}"
-        return dg.MaterializeResult(metadata={"unchanged": True, "version": version,
+    # the store's lease (taken by the build's first step) is renewed for the upload
+    # and given back after it, however it ends
+    try:
+        claim_mirror_lease(context, spec.mirror)
+    except LeaseHeld as e:
+        raise dg.Failure(description=f"{e}: the upload waits for that build", allow_retries=False) \
+            from None
+    try:
+        if _mirror_serves(layout.version_dir(version), spec.mirror):
+            # an unchanged build kept the version the store already serves in full (its
+            # CURRENT is written after the version's files): nothing to upload again
+            context.log.info(f"{spec.name} mirror unchanged, still version {version}")
+            target = f"{spec.mirror.split('?')[0].rstrip('/')}/versions/v{version:06d}"
+            return dg.MaterializeResult(metadata={"unchanged": True, "version": version,
+                                                  "mirror": dg.MetadataValue.url(target)})
+        # a failed upload leaves the store on its previous version; the retry uploads again
+        target = push_version(layout.version_dir(version), spec.mirror)
+        context.log.info(f"mirrored {spec.name} version {version} to {target}")
+        return dg.MaterializeResult(metadata={"unchanged": False, "version": version,
                                               "mirror": dg.MetadataValue.url(target)})
-    # a failed upload leaves the store on its previous version; the retry uploads again
-    target = push_version(layout.version_dir(version), spec.mirror)
-    context.log.info(f"mirrored {spec.name} version {version} to {target}")
-    return dg.MaterializeResult(metadata={"unchanged": False, "version": version,
-                                          "mirror": dg.MetadataValue.url(target)})
+    finally:
+        mirror_lease(spec.mirror).release(context.run.run_id)
 
 
 def _mirror_serves(version_dir, uri: str) -> bool:

@@ -20,8 +20,8 @@ claims the folder's lock file, ``<index>/.build.lock``, in one of two ways:
   writes anything, naming that build.
 
 The lock is advisory and local: builds on other machines sharing the folder
-over NFS are not covered (Dagster's run queue with a per-partition limit is the
-tool there; see docs/living-indexes.md).
+over NFS are not covered. Between machines, a mirrored corpus's builds also
+take a lease object on the store by conditional writes (:mod:`strata.core.store_lease`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,211 @@
+"""How a build's cost grows with the corpus: synthetic corpora of 1k, 4k and 16k files
+(by default), each built fresh, rebuilt with nothing changed, and rebuilt after 1% of
+its files were edited.
+
+Every build is ``strata index`` in a child process under :mod:`benchmarks.measure`
+(wall time, peak RSS of the build process). Per size it records files/s, the
+embedding stage's texts/s beside the encoder's own rate (the same model encoding a
+fixed sample of texts in this process: what the stage would reach with no overhead
+at all), each stage's seconds and the build's peak RSS when the stage ended (the
+stage that first shows the peak set it), the index's size on disk, and the
+no-change and 1% rebuild times. Then it fits each figure's growth — the exponent b
+of ``figure ∝ files^b`` over the sizes, least squares in log-log — so a stage that
+grows faster than linear (b clearly above 1) is named, and draws the curves
+(docs/images/scale-curve.png).
+
+Usage: ``python -m benchmarks.scale_curve [--sizes 1000 4000 16000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import time
+from pathlib import Path
+
+from benchmarks.common import (REPO, SCRATCH, build_with_cli, machine, target, targets_md,
+                               write_result)
+from benchmarks.synthetic_corpus import edit_fraction, generate
+
+STAGES = ("parse", "summarize", "caption", "openie", "dedup", "graph", "embed")
+PLOT = REPO / "docs" / "images" / "scale-curve.png"
+ENCODER_SAMPLE = 512  # texts the bare encoder is timed on
+
+
+def folder_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def encoder_rate(index_dir: Path) -> float:
+    """Texts/s of the index's own encoder on a sample of its texts, in this process
+    (loaded first, so the model's load is not counted), shortest first as the stage
+    encodes them."""
+    import polars as pl
+
+    from strata.core.embedding import EncoderSpec, load_encoder
+    from strata.core.layout import IndexLayout
+    from strata.core.schema import EMBEDDED_KINDS
+    from strata.stages.embed import ENCODE_BATCH
+
+    version = IndexLayout(index_dir).resolve()
+    nodes = pl.read_parquet(version / "nodes.parquet", columns=["kind", "text"])
+    texts = nodes.filter(pl.col("kind").is_in(list(EMBEDDED_KINDS)))["text"].head(ENCODER_SAMPLE)
+    texts = sorted(texts.to_list(), key=len)
+    import json
+
+    runtime = json.loads((version / "manifest.json").read_text())["embedding"]["runtime"]
+    enc = load_encoder(EncoderSpec(runtime=runtime), batch_size=ENCODE_BATCH)
+    enc.encode(texts[:ENCODE_BATCH])  # warm
+    t0 = time.perf_counter()
+    for start in range(0, len(texts), ENCODE_BATCH):
+        enc.encode(texts[start:start + ENCODE_BATCH])
+    return len(texts) / (time.perf_counter() - t0)
+
+
+def exponent(sizes: list[int], values: list[float]) -> float | None:
+    """b of values ∝ sizes^b (least squares in log-log); None when it cannot be fitted."""
+    pts = [(math.log(s), math.log(v)) for s, v in zip(sizes, values) if v and v > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    den = sum((x - mx) ** 2 for x, _ in pts)
+    return round(sum((x - mx) * (y - my) for x, y in pts) / den, 2) if den else None
+
+
+def one_size(files: int, work: Path) -> dict:
+    corpus, out = work / "corpus", work / "index"
+    n = len(generate(corpus, files))
+    print(f"{n} files: first build...", flush=True)
+    fresh = build_with_cli(corpus, out, "curve", work)
+    print(f"  {fresh['wall_s']:.1f} s; no-change rebuild...", flush=True)
+    same = build_with_cli(corpus, out, "curve", work)
+    edited = edit_fraction(corpus, 0.01)
+    print(f"  {same['wall_s']:.1f} s; {len(edited)} files edited...", flush=True)
+    edit = build_with_cli(corpus, out, "curve", work)
+    print(f"  {edit['wall_s']:.1f} s", flush=True)
+    from strata.core.layout import IndexLayout
+
+    st = fresh["stages"]
+    embed = st.get("embed", {})
+    shard_s = st.get("embedding_shards", {}).get("seconds", 0) + embed.get("seconds", 0)
+    computed = fresh["embeddings_computed"]
+    return {
+        "files": n, "wall_s": fresh["wall_s"], "files_per_s": round(n / fresh["wall_s"], 2),
+        "s_per_1k_files": round(1000 * fresh["wall_s"] / n, 2),
+        "peak_rss_mb": fresh["peak_rss_mb"],
+        "texts_embedded": computed,
+        "embed_texts_per_s": round(computed / shard_s, 1) if shard_s else None,
+        "encoder_texts_per_s": round(encoder_rate(out), 1),
+        "index_mb": round(folder_mb(IndexLayout(out).resolve()), 1),
+        "stage_s": {s: round(st.get(s, {}).get("seconds", 0.0)
+                             + st.get(f"{s}_shards", {}).get("seconds", 0.0)
+                             + (st.get("embedding_shards", {}).get("seconds", 0.0) if s == "embed"
+                                else 0.0), 2) for s in STAGES},
+        "stage_peak_rss_mb": {s: st.get(s, {}).get("peak_rss_mb") for s in STAGES},
+        "no_change_s": same["wall_s"], "no_change_stage_s": {
+            s: round(same["stages"].get(s, {}).get("seconds", 0.0), 2) for s in STAGES},
+        "edit_1pct_s": edit["wall_s"], "edited_files": len(edited),
+        "edit_share_pct": round(100 * edit["wall_s"] / fresh["wall_s"], 1),
+    }
+
+
+def plot(rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = [r["files"] for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax = axes[0]
+    ax.plot(sizes, [r["s_per_1k_files"] for r in rows], "o-", label="first build")
+    ax.plot(sizes, [1000 * r["no_change_s"] / r["files"] for r in rows], "s-", label="no change")
+    ax.plot(sizes, [1000 * r["edit_1pct_s"] / r["files"] for r in rows], "^-", label="1% edited")
+    ax.set(xscale="log", yscale="log", xlabel="files", ylabel="seconds per 1,000 files",
+           title="time per file")
+    ax.legend()
+    ax = axes[1]
+    for s in STAGES:
+        ys = [r["stage_s"][s] for r in rows]
+        if max(ys) > 0.5:
+            ax.plot(sizes, ys, "o-", label=s)
+    ax.set(xscale="log", yscale="log", xlabel="files", ylabel="seconds", title="stage time")
+    ax.legend(fontsize=8)
+    ax = axes[2]
+    ax.plot(sizes, [r["peak_rss_mb"] for r in rows], "o-", label="build peak RSS")
+    ax.plot(sizes, [r["index_mb"] for r in rows], "s-", label="index on disk")
+    ax.set(xscale="log", xlabel="files", ylabel="MB", title="memory and size")
+    ax.legend()
+    fig.tight_layout()
+    PLOT.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(PLOT, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000, 16000])
+    ap.add_argument("--work", type=Path, default=SCRATCH / "scale_curve")
+    args = ap.parse_args()
+    rows: list[dict] = []
+    for files in sorted(args.sizes):
+        work = args.work / str(files)
+        shutil.rmtree(work, ignore_errors=True)
+        rows.append(one_size(files, work))
+        shutil.rmtree(work / "corpus", ignore_errors=True)
+        if len(rows) >= 2:
+            report(rows)  # after each size: a long run stopped early keeps what it measured
+
+
+def report(rows: list[dict]) -> None:
+    sizes = [r["files"] for r in rows]
+    growth = {"wall_s": exponent(sizes, [r["wall_s"] for r in rows]),
+              "peak_rss_mb": exponent(sizes, [r["peak_rss_mb"] for r in rows]),
+              "index_mb": exponent(sizes, [r["index_mb"] for r in rows]),
+              "no_change_s": exponent(sizes, [r["no_change_s"] for r in rows]),
+              "edit_1pct_s": exponent(sizes, [r["edit_1pct_s"] for r in rows]),
+              **{f"stage {s}": exponent(sizes, [r["stage_s"][s] for r in rows]) for s in STAGES}}
+    plot(rows)
+    small, big = rows[0], rows[-1]
+    per_file = big["s_per_1k_files"] / small["s_per_1k_files"]
+    rss = big["peak_rss_mb"] / small["peak_rss_mb"]
+    targets = [
+        target(f"time per file at {big['files']:,} within 1.3× of at {small['files']:,}",
+               f"{per_file:.2f}×", per_file <= 1.3),
+        target(f"no-change rebuild at {big['files']:,} files ≤ 30 s", f"{big['no_change_s']:.1f} s",
+               big["no_change_s"] <= 30),
+        target(f"peak RSS at {big['files']:,} ≤ 1.25× of at {small['files']:,}", f"{rss:.2f}×",
+               rss <= 1.25),
+    ]
+    faster = [k for k, b in growth.items() if b is not None and b > 1.15]
+    lines = [f"### How a build grows — {machine()['date']}, {machine()['cpus']} CPUs", "",
+             "`python -m benchmarks.scale_curve`: synthetic corpora (benchmarks/synthetic_corpus.py: "
+             "Markdown pages and Python modules, fixed seed), each built fresh, rebuilt with nothing "
+             "changed and rebuilt with 1% of its files edited, by `strata index` in a child process. "
+             "Encoder rate: the same model on a sample of the index's texts in a warm process.", "",
+             "| files | first build s | files/s | s per 1k files | peak RSS MB | index MB | "
+             "texts embedded | embed texts/s | encoder texts/s | no-change s | 1% edit s (share) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['files']:,} | {r['wall_s']:.1f} | {r['files_per_s']} | "
+                     f"{r['s_per_1k_files']} | {r['peak_rss_mb']:.0f} | {r['index_mb']} | "
+                     f"{r['texts_embedded']:,} | {r['embed_texts_per_s']} | "
+                     f"{r['encoder_texts_per_s']} | {r['no_change_s']:.1f} | "
+                     f"{r['edit_1pct_s']:.1f} ({r['edit_share_pct']}%) |")
+    lines += ["", "Stage seconds of the first build (and the build's peak RSS in MB when the stage "
+              "ended):", "", "| files | " + " | ".join(STAGES) + " |",
+              "|---|" + "---|" * len(STAGES)]
+    for r in rows:
+        lines.append(f"| {r['files']:,} | " + " | ".join(
+            f"{r['stage_s'][s]} ({r['stage_peak_rss_mb'][s] or '—'})" for s in STAGES) + " |")
+    lines += ["", "Growth exponent b of figure ∝ files^b (1 is linear): " + ", ".join(
+        f"{k} {b}" for k, b in growth.items() if b is not None) + ".",
+              "Faster than linear (b > 1.15): " + (", ".join(faster) or "nothing") + ".", "",
+              "![The curves](../images/scale-curve.png)", *targets_md(targets)]
+    write_result("scale_curve", {"machine": machine(), "rows": rows, "growth": growth,
+                                 "targets": targets}, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
