@@ -28,9 +28,39 @@ def md_image(png: bytes | None, alt: str) -> dg.MetadataValue:
 
 def bar_chart(counts: dict, title: str, xlabel: str, ylabel: str = "count",
               log: bool = False) -> bytes | None:
-    """A bar chart of ``counts`` (label → number), in the given key order."""
+    """A bar chart of ``counts`` (label → number), in the given key order.
+
+    Drawn once per distinct chart and kept in the cache folder (``STRATA_CACHE_DIR``,
+    ``charts/``): a rebuild whose counts did not move reuses the picture instead of
+    loading matplotlib and drawing it again, which was a tenth of an unchanged build."""
     if not counts:
         return None
+    import hashlib
+    import json
+
+    from strata.core.layout import write_bytes_atomic
+    from strata.core.remote import cache_root
+
+    key = hashlib.sha256(json.dumps([list(map(str, counts)), [float(v) for v in counts.values()],
+                                     title, xlabel, ylabel, log, CHART_VERSION]).encode())
+    cached = cache_root() / "charts" / f"{key.hexdigest()[:32]}.png"
+    try:
+        return cached.read_bytes()
+    except OSError:
+        pass
+    png = _draw_bar_chart(counts, title, xlabel, ylabel, log)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(cached, png)
+    except OSError:
+        pass  # a read-only cache only costs the drawing next time
+    return png
+
+
+CHART_VERSION = 1  # bump when the drawing below changes: cached pictures are keyed by it
+
+
+def _draw_bar_chart(counts: dict, title: str, xlabel: str, ylabel: str, log: bool) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg", force=True)

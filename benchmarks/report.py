@@ -83,6 +83,15 @@ SECTIONS = (
      "`--workers 2` (Dagster's multiprocess executor, one process per step, forkserver; the peak "
      "RSS of forked step processes is not visible to the parent and is not shown). The edit "
      "appends a section or a function to 1% of the files."),
+    ("scale_curve", "How a build grows: 1k, 4k and 16k synthetic files",
+     "`benchmarks.scale_curve`: corpora from `benchmarks.synthetic_corpus` (fixed seed), each "
+     "built fresh, rebuilt unchanged and rebuilt with 1% of its files edited, by `strata index` "
+     "in a child process; growth exponents fitted in log-log; the plot is in "
+     "[Run it on a cluster](guides/cluster.md)."),
+    ("incremental", "Incremental builds on MuSiQue: cost, and equality with a fresh build",
+     "`benchmarks.incremental`: the 1,890 passages with the offline OpenIE; first build, "
+     "no-change rebuild, 1% of the passages edited, then a fresh build of the edited folder "
+     "compared with the incremental index with no tolerance at all."),
     ("throughput", "Build throughput against the encoder's own: MuSiQue and the 2,000-file corpus",
      "`benchmarks.throughput`: each corpus built by `strata index` in a child process, then the "
      "bare model (one process, the texts sorted by length, one call) on the very texts the build "

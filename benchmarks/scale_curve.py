@@ -50,8 +50,9 @@ def encoder_rate(index_dir: Path) -> float:
 
     version = IndexLayout(index_dir).resolve()
     nodes = pl.read_parquet(version / "nodes.parquet", columns=["kind", "text"])
-    texts = nodes.filter(pl.col("kind").is_in(list(EMBEDDED_KINDS)))["text"].head(ENCODER_SAMPLE)
-    texts = sorted(texts.to_list(), key=len)
+    texts = nodes.filter(pl.col("kind").is_in(list(EMBEDDED_KINDS)))["text"].to_list()
+    step = max(1, len(texts) // ENCODER_SAMPLE)  # spread over the table, not its first rows
+    texts = sorted(texts[::step][:ENCODER_SAMPLE], key=len)
     import json
 
     runtime = json.loads((version / "manifest.json").read_text())["embedding"]["runtime"]
@@ -202,7 +203,7 @@ def report(rows: list[dict]) -> None:
     lines += ["", "Growth exponent b of figure ∝ files^b (1 is linear): " + ", ".join(
         f"{k} {b}" for k, b in growth.items() if b is not None) + ".",
               "Faster than linear (b > 1.15): " + (", ".join(faster) or "nothing") + ".", "",
-              "![The curves](../images/scale-curve.png)", *targets_md(targets)]
+              "The curves: docs/images/scale-curve.png.", *targets_md(targets)]
     write_result("scale_curve", {"machine": machine(), "rows": rows, "growth": growth,
                                  "targets": targets}, "\n".join(lines))
 

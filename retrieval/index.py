@@ -33,9 +33,8 @@ def limit_blas_threads() -> None:
     default 1; 0 leaves it alone).
 
     Why: after a matrix-vector product OpenBLAS's worker threads spin-wait for
-    more work, and on a small machine they steal the cores torch needs for the
-    next query embedding: on MuSiQue with 2 cores the query embedding took 21 ms
-    instead of 10 (hierarchical p50 27 ms → 12 ms with one BLAS thread). The
+    more work, and on a small machine they steal the cores the next query
+    embedding needs (it took about twice as long with them spinning). The
     products here are memory-bound matrix-vector ones, no faster on more threads.
     Applied once, process-wide, when an index first loads its vectors."""
     global _BLAS_LIMITED

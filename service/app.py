@@ -31,7 +31,7 @@ from strata.retrieval.results import markdown_block, source_url
 from strata.service.auth import Gate, KeyStore, Refused, load_entries
 from strata.service.models import (AskResponse, ErrorBody, HealthIndex, HealthResponse, Hit,
                             IndexesResponse, IndexInfo, NodeResponse, OutlineResponse,
-                            SearchResponse, request_model)
+                            SearchResponse, mode_infos, request_model)
 from strata.service.registry import Registry, UnknownIndex
 from strata.service.render import markdown_html, node_html, policy_script
 from strata.service.settings import ServiceConfigError, ServiceSettings
@@ -437,7 +437,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         """Liveness, the index versions in use and their models (no key needed)."""
         return HealthResponse(
             status="ok", uptime_s=round(time.monotonic() - svc.started, 3),
-            auth=svc.keys.enabled, llm=svc.llm_name,
+            auth=svc.keys.enabled, llm=svc.llm_name, modes=mode_infos(),
             indexes=[HealthIndex(name=n, version=s.current.index.version,
                                  model=s.current.index.manifest.get("model", ""),
                                  reload_error=s.reload_error)

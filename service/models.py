@@ -150,8 +150,36 @@ GROUPS: dict[str, tuple[tuple[str, ...], type[BaseModel]]] = {
     "diffusion": (("diffusion",), DiffusionParams),
     "routed": (("routed",), RoutedParams),
 }
+# a mode registered in retrieval.modes.MODES and not named above gets a parameter
+# model from its function's keyword defaults: adding a mode is its file and its entry
+for _mode, (_module, _fn) in MODES.items():
+    if not any(_mode in modes for modes, _ in GROUPS.values()):
+        import importlib
+
+        GROUPS[_mode] = ((_mode,), _params_model(
+            f"{_mode.title().replace('_', '')}Params", f"Parameters of {_mode} search.",
+            _signature_defaults(getattr(importlib.import_module(_module), _fn))))
 GROUP_OF_MODE = {m: g for g, (modes, _) in GROUPS.items() for m in modes}
-assert set(GROUP_OF_MODE) == set(MODES), "every retrieval mode has a parameter model"
+
+
+class ModeInfo(BaseModel):
+    name: str
+    default: bool = Field(description="the mode a search uses when none is named")
+    kinds: bool = Field(description="whether its params take `kinds` (a filter by unit kind)")
+
+
+def mode_infos() -> list[ModeInfo]:
+    """The modes a client can offer, in the registry's order; an alias of an earlier
+    mode (the same function) is left out."""
+    seen: set = set()
+    out = []
+    for mode, target in MODES.items():
+        if target in seen:
+            continue
+        seen.add(target)
+        params = GROUPS[GROUP_OF_MODE[mode]][1]
+        out.append(ModeInfo(name=mode, default=mode == DEFAULT_MODE, kinds="kinds" in params.model_fields))
+    return out
 
 
 class _Query(BaseModel):
@@ -405,6 +433,7 @@ class HealthResponse(BaseModel):
     auth: bool = Field(description="whether API keys are required")
     llm: str
     indexes: list[HealthIndex]
+    modes: list[ModeInfo] = Field(default_factory=list, description="the retrieval modes, default first")
 
 
 class ErrorBody(BaseModel):

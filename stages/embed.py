@@ -33,12 +33,9 @@ EMBED_TEXT_VERSION = "3"
 MAX_EMBED_CHARS = 2000
 # Texts per encoder call (one forward pass), taken shortest first over everything
 # a build or shard must encode, so a call pads its texts to nearly the same
-# length. Once sorted, the size hardly matters: whole MuSiQue builds encoded 365.8
-# texts/s at 16 and 359.3 at 64 (bfloat16), and 6,000 sorted texts ran at 462-499
-# texts/s for calls of 16 to 1,024; on unsorted samples small batches win clearly
-# (benchmarks.throughput's sweep, bfloat16 16/32/64/128: 443/410/337/280 texts/s),
-# as they pad less. 16: the sweep's best, and a call lasts a few milliseconds, so
-# a stop request is seen at once.
+# length. Once sorted, the size hardly matters; on unsorted texts small calls win,
+# as they pad less (benchmarks.throughput's sweep). 16: that sweep's best, and a
+# call lasts a few milliseconds, so a stop request is seen at once.
 ENCODE_BATCH = 16
 # Vectors a shard holds before it writes them to its cache: memory stays bounded
 # however large the shard, and an interrupted shard keeps what it wrote.
@@ -84,8 +81,9 @@ def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str
     return f"{breadcrumb}\n{body}"[:MAX_EMBED_CHARS]
 
 
-def _previous_vectors(lance_dir: Path) -> dict[str, np.ndarray]:
-    """text_hash → vector from the previous build's tables.
+def _previous_vectors(lance_dir: Path, vectors: bool = True) -> dict[str, np.ndarray | None]:
+    """text_hash → vector from the previous build's tables (→ None with
+    ``vectors=False``: which texts have one, read without the vectors themselves).
 
     A table with a damaged file (published versions are hard links of these
     tables, so a published file damaged in place damages this copy too) gives
@@ -109,7 +107,12 @@ def _previous_vectors(lance_dir: Path) -> dict[str, np.ndarray]:
         try:
             if bad is not None:
                 raise OSError(f"{bad.name} has no Lance footer")
-            t = db.open_table(name).to_arrow().select(["text_hash", "vector"])
+            table = db.open_table(name)
+            if not vectors:
+                hashes = table.search().select(["text_hash"]).limit(None).to_arrow()
+                out.update(dict.fromkeys(hashes.column("text_hash").to_pylist()))
+                continue
+            t = table.to_arrow().select(["text_hash", "vector"])
         except Exception as e:  # noqa: BLE001
             _forget_tables(lance_dir, f"table {name} is unreadable ({short_error(e)})")
             continue
@@ -221,7 +224,7 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
     shard ends or is stopped, so at most that many are held in memory."""
     t0 = time.perf_counter()
     _, texts, hashes = _texts(nodes, spec)
-    previous = _previous_vectors(lance_dir)
+    previous = _previous_vectors(lance_dir, vectors=False)  # which texts have one: no vectors read
     mine = {h: t for h, t in zip(hashes, texts)
             if h not in previous and h not in known and shard_of(h, shards) == shard}
     if not mine:

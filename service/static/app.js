@@ -14,7 +14,7 @@ let authRequired = false;
 let lastIndex = null;  // the index the results on screen come from
 let lastData = null;   // the /search response on screen, for the path filter
 let lastTerms = null;  // the query's words of that search, to mark in the texts
-const KIND_MODES = new Set(["auto", "hybrid", "flat", "keyword"]);  // accept params.kinds
+const KIND_MODES = new Set();  // the modes whose params take kinds: from /health
 
 // ---------------------------------------------------------------- safe HTML
 // the server's allow-list (service/render.py), served as /html-policy.js before this file;
@@ -402,6 +402,16 @@ function renderResults(data) {
 // ---------------------------------------------------------------- search and ask
 function checkedKinds() {
   return [...document.querySelectorAll("#kinds input[type=checkbox]:checked")].map((c) => c.value);
+}
+
+function fillModes(modes) {  // the server's registry of modes, the default first and selected
+  const select = $("mode");
+  const ordered = [...modes.filter((m) => m.default), ...modes.filter((m) => !m.default)];
+  select.replaceChildren(...ordered.map((m) => {
+    if (m.kinds) KIND_MODES.add(m.name);
+    return el("option", { value: m.name }, m.default ? `${m.name} (default)` : m.name);
+  }));
+  syncKinds();
 }
 
 function syncKinds() {  // only some modes filter by kind
@@ -871,6 +881,7 @@ async function start() {
   document.addEventListener("keydown", onKey);
   try {
     const health = await call("GET", "/health");
+    fillModes(health.modes || []);
     authRequired = health.auth;
     $("key-label").hidden = !health.auth;
     $("status").textContent = `LLM: ${health.llm}`;

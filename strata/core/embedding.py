@@ -38,9 +38,9 @@ TORCH_RUNTIMES = ("torch", "torch-bf16")  # the ones sentence-transformers runs 
 
 def native_bf16() -> bool:
     """Whether this CPU computes bfloat16 matmuls in hardware (AVX512-BF16 or
-    AMX), where torch-bf16 encodes ~1.8x faster than float32 (2,000 MuSiQue
-    texts on this 2-core machine: 348 vs 192 texts/s, cosine to float32 >= 0.9998).
-    Without it bfloat16 is emulated and slower than float32."""
+    AMX), where torch-bf16 encodes markedly faster than float32 with vectors that
+    agree with it (benchmarks.throughput has the figures). Without it bfloat16 is
+    emulated and slower than float32."""
     try:
         import torch
 
@@ -103,9 +103,8 @@ class EncoderSpec:
 
 # Another runtime of the model an index was built with may embed its queries when
 # its vectors agree with the index's own on the index's texts: a mean cosine of at
-# least AGREEMENT_MEAN and none below AGREEMENT_MIN (onnx: 1.0000; torch-bf16:
-# 1.0000 mean, 0.9999 lowest; onnx-int8
-# with per-channel scales: ~0.992 mean, ~0.98 lowest, on MuSiQue's texts).
+# least AGREEMENT_MEAN and none below AGREEMENT_MIN (float32 ONNX and torch-bf16 agree
+# almost exactly; int8 ONNX with per-channel scales clears these bounds with a margin).
 AGREEMENT_MEAN, AGREEMENT_MIN = 0.99, 0.97
 
 

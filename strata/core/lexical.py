@@ -119,10 +119,9 @@ class LexicalIndex:
 
     Storage: the sparse matrix of `bm25s <https://github.com/xhluca/bm25s>`_
     (its own save format, memory-mapped on load) plus ``docs.parquet``. Scoring
-    a query is one sparse column gather — about 0.5 ms on the OpenHarmony pages
-    against 7.6 ms for one LanceDB full-text query over the same rows (measured
-    on this 2-core machine), which matters for a default mode with a 30 ms
-    budget and for the HTTP service under load.
+    a query is one sparse column gather, an order of magnitude cheaper than a
+    LanceDB full-text query over the same rows (``make bench`` has the figures),
+    which matters for the default mode's latency and for the HTTP service under load.
     """
 
     def __init__(self, model, node_ids, kinds):

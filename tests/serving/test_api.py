@@ -19,6 +19,20 @@ def index(sample_index):
     return Index.open(sample_index)
 
 
+def test_health_lists_the_registrys_modes_for_clients_to_offer(api):
+    """The web page builds its mode menu and its kind filter from this: a mode added
+    to retrieval.modes.MODES reaches it with no edit here or in the page."""
+    from strata.retrieval.modes import DEFAULT_MODE, MODES
+
+    modes = api.get("/health").json()["modes"]
+    names = [m["name"] for m in modes]
+    assert names[0] == DEFAULT_MODE
+    assert modes[0]["default"] is True
+    assert len({MODES[n] for n in names}) == len(names)  # an alias ("dense") is left out
+    assert {MODES[n] for n in names} == set(MODES.values())
+    assert {m["name"] for m in modes if m["kinds"]} == {"auto", "flat", "keyword", "hybrid"}
+
+
 def test_health_reports_the_version_model_and_uptime(api, index):
     body = api.get("/health").json()
     assert body["status"] == "ok" and body["uptime_s"] >= 0 and body["auth"] is False
