@@ -61,37 +61,29 @@ def take_build_lock(context, layout: IndexLayout, mirror: str | None = None) -> 
         ) from None
 
 
-def mirror_lease(mirror: str):
-    """The store lease of a corpus's mirror: its default term outlives any one step,
-    and every step renews it."""
+def claim_mirror_lease(context, mirror: str):
+    """Take or renew this run's lease on the mirror's store and return it (raises
+    :class:`strata.core.store_lease.LeaseHeld` when another live build holds it). Its
+    default term outlives any one step, and every step renews it. A holder this
+    Dagster instance does not know may be a build on another machine: it counts as
+    live until its lease runs out; one it knows to have finished does not."""
     from strata.core.store_lease import StoreLease
 
-    return StoreLease(mirror)
+    lease = StoreLease(mirror)
+    lease.claim(context.run.run_id,
+                run_is_live=lambda run_id: run_is_live(context.instance, run_id, unknown=True))
+    return lease
 
 
-def claim_mirror_lease(context, mirror: str) -> None:
-    """Take or renew this run's lease on the mirror's store (raises
-    :class:`strata.core.store_lease.LeaseHeld` when another live build holds it). A
-    holder this Dagster instance does not know may be a build on another machine: it
-    counts as live until its lease runs out; one it knows to have finished does not."""
-    def live(run_id: str) -> bool:
-        try:
-            run = context.instance.get_run_by_id(run_id)
-        except Exception:  # noqa: BLE001 - when in doubt, it is not ours to take
-            return True
-        return run is None or not run.is_finished
-
-    mirror_lease(mirror).claim(context.run.run_id, run_is_live=live)
-
-
-def run_is_live(instance, run_id: str) -> bool:
-    """Whether a run holding an index's lease still runs (a finished or unknown
-    one has left a stale lease behind)."""
+def run_is_live(instance, run_id: str, unknown: bool = False) -> bool:
+    """Whether a run holding a lease still runs. A finished one has left a stale
+    lease behind; so has one this instance does not know, unless the lease is shared
+    with other machines (``unknown``: what to say of a run not found here)."""
     try:
         run = instance.get_run_by_id(run_id)
     except Exception:  # noqa: BLE001 - when in doubt, it is not ours to take
         return True
-    return run is not None and not run.is_finished
+    return unknown if run is None else not run.is_finished
 
 
 ENDPOINT_TAG = "strata/endpoint"  # metadata key of a step that stopped on a dead endpoint

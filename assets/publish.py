@@ -6,7 +6,7 @@ import json
 
 import dagster as dg
 
-from strata.assets.common import (BUILD_REPORT, claim_mirror_lease, corpus_and_layout, md, mirror_lease,
+from strata.assets.common import (BUILD_REPORT, claim_mirror_lease, corpus_and_layout, md,
                                   path_metadata, read_build_table, stoppable)
 from strata.assets.groups import INDEX
 from strata.assets.partitions import corpora_partitions
@@ -166,7 +166,7 @@ def mirrored_index(context: dg.AssetExecutionContext,
     # the store's lease (taken by the build's first step) is renewed for the upload
     # and given back after it, however it ends
     try:
-        claim_mirror_lease(context, spec.mirror)
+        lease = claim_mirror_lease(context, spec.mirror)
     except LeaseHeld as e:
         raise dg.Failure(description=f"{e}: the upload waits for that build", allow_retries=False) \
             from None
@@ -184,7 +184,7 @@ def mirrored_index(context: dg.AssetExecutionContext,
         return dg.MaterializeResult(metadata={"unchanged": False, "version": version,
                                               "mirror": dg.MetadataValue.url(target)})
     finally:
-        mirror_lease(spec.mirror).release(context.run.run_id)
+        lease.release(context.run.run_id)
 
 
 def _mirror_serves(version_dir, uri: str) -> bool:

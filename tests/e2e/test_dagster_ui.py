@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser import chromium
+from tests.waiting import wait_until
 from tests.conftest import REPO, SAMPLE, write_corpora
 from tests.dagster_dev import (RUNS_QUERY, dagster_dev, gql, launch_index_run, run_status,
                                step_processes, tail, wait_run)
@@ -289,15 +290,13 @@ def test_a_second_run_of_a_corpus_waits_as_queued(dagster_ui, page):
     before = {r["runId"] for r in _runs(dagster_ui)}
     proc = _strata_index(dagster_ui, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while True:
+        def started() -> str | None:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             new = [r for r in _runs(dagster_ui) if r["runId"] not in before]
-            if new and new[0]["status"] == "STARTED":
-                cli_run = new[0]["runId"]
-                break
-            assert proc.poll() is None and time.monotonic() < deadline, \
-                proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "timeout"
-            time.sleep(0.2)
+            return new[0]["runId"] if new and new[0]["status"] == "STARTED" else None
+
+        cli_run = wait_until(started, "the CLI build's run never started",
+                             limit_s=RUN_TIMEOUT_S, poll_s=0.2)
         os.kill(proc.pid, signal.SIGSTOP)  # the build holds its run Started
         queued = launch_index_run(base, "sample")
         time.sleep(6)  # the daemon looks at the queue every second
