@@ -98,6 +98,7 @@ bench: install
 	$(PY) -m benchmarks.fusion_sweep
 	$(PY) -m benchmarks.scale_out
 	$(PY) -m benchmarks.throughput
+	$(PY) -m benchmarks.store_build
 	$(PY) -m benchmarks.onnx_runtime --musique-builds
 	$(PY) -m benchmarks.service_load
 	$(PY) -m benchmarks.cold_start --reuse-build

@@ -4,6 +4,7 @@ reading the previous build, logging progress and building metadata."""
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from collections.abc import Callable, Iterator
 
@@ -18,6 +19,9 @@ from strata.core.schema import TABLE_FILES
 from strata.core.stats import markdown_table
 
 BUILD_REPORT = "build_report.json"
+# the store workspace this step pulled (a corpus with `shared: store`), pushed when the
+# step succeeds; one per step, and per thread for executors that run steps in threads
+_WORKSPACE: ContextVar = ContextVar("strata_store_workspace", default=None)
 
 
 def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
@@ -36,7 +40,36 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
     if write:
         take_build_lock(context, layout, spec.mirror)
     layout.build.mkdir(parents=True, exist_ok=True)
+    if spec.shared == "store":
+        pull_from_store(context, spec, layout)
     return spec, layout
+
+
+def pull_from_store(context, spec: CorpusSpec, layout: IndexLayout) -> None:
+    """For a corpus whose workers share only its object store: make this worker's
+    folder what the store holds (:mod:`strata.core.store_sync`) before the step
+    reads it, once per step; :func:`stoppable` pushes what the step wrote."""
+    from strata.core.object_store import clean_uri
+    from strata.core.store_sync import StoreError, StoreWorkspace
+
+    if _WORKSPACE.get() is not None:
+        return
+    workspace = StoreWorkspace(spec.mirror, layout.root)
+    try:
+        stats = workspace.pull()
+    except StoreError as e:  # obstore has retried already: not again after a delay
+        raise dg.Failure(description=str(e), allow_retries=False) from None
+    context.log.info(f"build on {clean_uri(spec.mirror)}: {stats.line('pulled')}")
+    _WORKSPACE.set((workspace, context.log))
+
+
+def _push_to_store() -> None:
+    from strata.core.object_store import clean_uri
+
+    pulled = _WORKSPACE.get()
+    if pulled is not None:
+        workspace, log = pulled
+        log.info(f"build on {clean_uri(workspace.uri)}: {workspace.push().line('pushed')}")
 
 
 def take_build_lock(context, layout: IndexLayout, mirror: str | None = None) -> None:
@@ -69,9 +102,18 @@ def claim_mirror_lease(context, mirror: str):
     live until its lease runs out; one it knows to have finished does not."""
     from strata.core.store_lease import StoreLease
 
+    from obstore.exceptions import BaseError
+
+    from strata.core.layout import short_error
+    from strata.core.object_store import clean_uri
+
     lease = StoreLease(mirror)
-    lease.claim(context.run.run_id,
-                run_is_live=lambda run_id: run_is_live(context.instance, run_id, unknown=True))
+    try:
+        lease.claim(context.run.run_id,
+                    run_is_live=lambda run_id: run_is_live(context.instance, run_id, unknown=True))
+    except (BaseError, OSError) as e:  # after obstore's own retries: one line, no retry
+        raise dg.Failure(description=f"taking the build's lease on {clean_uri(mirror)} failed: "
+                                     f"{short_error(e, 300)}", allow_retries=False) from None
     return lease
 
 
@@ -97,7 +139,11 @@ def stoppable(fn):
     Why: Dagster's retry policy turns an interrupt inside a step into a retry
     request, so an interrupted summarize step came back ten seconds later and
     the build ran on to publish. Here it becomes a ``Failure`` that
-    is not retried; the next `strata index` resumes from what finished."""
+    is not retried; the next `strata index` resumes from what finished.
+
+    It is also where a step of a corpus built on its object store (``shared: store``)
+    pushes what it wrote, once its body has returned: a step that fails pushes
+    nothing, so its retry starts from what the store holds."""
     import functools
 
     @functools.wraps(fn)
@@ -105,9 +151,12 @@ def stoppable(fn):
         from strata.core import stopping
         from strata.core.profiling import step_profile
 
+        pulled = _WORKSPACE.set(None)
         try:
             with step_profile(fn.__name__):  # STRATA_PROFILE: where the step's time goes
-                return fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
+            _push_to_store()  # a failed step pushes nothing: its retry starts from the store
+            return result
         except dg.Failure:
             raise
         except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError) as e:
@@ -117,6 +166,8 @@ def stoppable(fn):
             if reason:  # a failure caused by stopping (a closed client, ...): no retry either
                 raise _stopped(reason) from None
             raise
+        finally:
+            _WORKSPACE.reset(pulled)
     return body
 
 

@@ -111,6 +111,11 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     manifest["query"] = query_side
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
+    if spec.shared == "store":  # the store is where the workers' build lives: publish there
+        from strata.core.remote import push_version
+
+        context.log.info(f"published {spec.name} version {version} to "
+                         f"{push_version(layout.version_dir(version), spec.mirror)}")
 
     release_for_run(layout.root, context.run.run_id)  # published: the next build may start
     return dg.MaterializeResult(
@@ -155,6 +160,7 @@ def _query_arrays_readable(version_dir) -> bool:
 @stoppable
 def mirrored_index(context: dg.AssetExecutionContext,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
+    from strata.core.object_store import clean_uri
     from strata.core.remote import push_version
     from strata.core.store_lease import LeaseHeld
 
@@ -175,7 +181,7 @@ def mirrored_index(context: dg.AssetExecutionContext,
             # an unchanged build kept the version the store already serves in full (its
             # CURRENT is written after the version's files): nothing to upload again
             context.log.info(f"{spec.name} mirror unchanged, still version {version}")
-            target = f"{spec.mirror.split('?')[0].rstrip('/')}/versions/v{version:06d}"
+            target = f"{clean_uri(spec.mirror)}/versions/v{version:06d}"
             return dg.MaterializeResult(metadata={"unchanged": True, "version": version,
                                                   "mirror": dg.MetadataValue.url(target)})
         # a failed upload leaves the store on its previous version; the retry uploads again

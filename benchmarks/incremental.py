@@ -124,11 +124,7 @@ def main() -> None:
         rows.append(f"| {name} | {s['wall_s']:.1f} | {s['peak_rss_mb']:.0f} | {s['files_parsed']} "
                     f"| {s['embeddings_computed']} | {s['llm_calls']} |")
     v = exact["vectors"]
-    table = "\n".join([
-        f"### Incremental builds on MuSiQue-100, offline OpenIE — {machine()['date']}, "
-        f"{machine()['cpus']} CPUs", "",
-        "`python -m benchmarks.incremental`: first build, no-change rebuild, 1% of the passages "
-        "edited, and a fresh build of the edited folder compared with the incremental index.", "",
+    table = "\n".join([  # the heading and what was run come from benchmarks.report
         *rows, "",
         f"Incremental vs fresh, exactly: nodes only in one {exact['nodes_only_incremental']} / "
         f"{exact['nodes_only_fresh']}, edges only in one {exact['edges_only_incremental']} / "

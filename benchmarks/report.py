@@ -92,6 +92,11 @@ SECTIONS = (
      "`benchmarks.incremental`: the 1,890 passages with the offline OpenIE; first build, "
      "no-change rebuild, 1% of the passages edited, then a fresh build of the edited folder "
      "compared with the incremental index with no tolerance at all."),
+    ("store_build", "The build on an object store: what `shared: store` costs",
+     "`benchmarks.store_build`: a synthetic corpus built by `strata index` with its build in a "
+     "local folder, then with `shared: store` against moto's S3 server on loopback (no network "
+     "latency; the server shares the cores with the build), each rebuilt with nothing changed; "
+     "then a rebuild from an empty folder, as a new worker or pod does."),
     ("throughput", "Build throughput against the encoder's own: MuSiQue and the 2,000-file corpus",
      "`benchmarks.throughput`: each corpus built by `strata index` in a child process, then the "
      "bare model (one process, the texts sorted by length, one call) on the very texts the build "

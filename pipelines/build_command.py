@@ -149,6 +149,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         mirror=declared.mirror if declared else None,
         llm=remembered,
         workers=declared.workers if declared else None,
+        shared=declared.shared if declared else "folder",
     )
     if args.openie_import and not Path(args.openie_import).expanduser().is_file():
         say(f"error: --openie-import {args.openie_import} is not a file", err=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from strata.pipelines.console import EXIT_OK, EXIT_USAGE, print_json, say, visible
-from strata.core.settings import RUNTIME_CHOICES, ProjectSettings, corpora_file, load
+from strata.core.settings import RUNTIME_CHOICES, SHARED, ProjectSettings, corpora_file, load
 
 # where `make ui` serves the Dagster UI; a link with ?partition=NAME opens its launch
 # dialog with that corpus picked (dynamic partitions otherwise open on none)
@@ -106,7 +106,7 @@ def _add(args: argparse.Namespace) -> int:
                               base_url=args.embed_base_url, runtime=args.embed_runtime or AUTO),
         url_template=args.url_template, mirror=args.mirror,
         llm={k: v for k, v in llm.items() if v is not None} or None,
-        workers=args.workers)
+        workers=args.workers, shared=args.shared)
     try:
         spec = checked(spec, config_path, index_base)
     except CorpusError as e:
@@ -212,6 +212,9 @@ def add_arguments(p: argparse.ArgumentParser, add_llm_args) -> None:
                     help="object-storage URI every published version is copied to")
     ad.add_argument("--workers", type=int, default=None,
                     help="step processes a build of this corpus runs in (default: one)")
+    ad.add_argument("--shared", default="folder", choices=SHARED,
+                    help="what the build's workers share: the index folder (default), or only "
+                         "the --mirror store, which then holds the build too")
     add_llm_args(ad.add_argument_group(
         "LLM for summaries, captions and OpenIE (stored for the corpus; keys never are)"))
     ad.add_argument("--replace", action="store_true",

@@ -19,7 +19,7 @@ import yaml
 from strata.stages.discover import check_patterns
 from strata.core.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
 from strata.core.layout import write_text_atomic
-from strata.core.settings import RUNTIME_CHOICES, corpora_file, local_registry_path
+from strata.core.settings import RUNTIME_CHOICES, SHARED, corpora_file, local_registry_path
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # a name is a folder name (indexes/<name>, with suffixes beside it) and a Dagster
@@ -51,6 +51,10 @@ class CorpusSpec:
     # step processes a run of this corpus gets (pipelines.scaleout): None or 1 runs
     # every step in the run's own process, the fastest for small and unchanged corpora
     workers: int | None = None
+    # what the build's workers share (SHARED): "folder", the index folder itself (one
+    # machine, or a volume every worker mounts), or "store", only the mirror's object
+    # store, which then holds the build too (strata.core.store_sync)
+    shared: str = "folder"
 
     def to_yaml(self, base: Path) -> dict:
         def rel(p: Path) -> str:
@@ -75,6 +79,8 @@ class CorpusSpec:
             d["mirror"] = self.mirror
         if self.workers:
             d["workers"] = self.workers
+        if self.shared != "folder":
+            d["shared"] = self.shared
         return d
 
 
@@ -159,7 +165,20 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
         mirror=raw.get("mirror"),
         llm=_llm_settings(name, raw.get("llm")),
         workers=_workers(name, raw.get("workers")),
+        shared=_shared(name, raw.get("shared"), raw.get("mirror")),
     )
+
+
+def _shared(name: str, raw, mirror) -> str:
+    if raw is None:
+        return "folder"
+    if raw not in SHARED:
+        raise CorpusError(f"corpus {name!r}: 'shared' must be one of {', '.join(SHARED)} "
+                          f"(got {raw!r})")
+    if raw == "store" and not mirror:
+        raise CorpusError(f"corpus {name!r}: 'shared: store' keeps the build on the corpus's "
+                          "object store: give it a 'mirror' URI too")
+    return raw
 
 
 def _workers(name: str, raw) -> int | None:

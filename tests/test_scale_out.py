@@ -15,6 +15,7 @@ import pytest
 
 from strata.core.layout import IndexLayout
 from tests.conftest import REPO, SAMPLE, write_corpora
+from tests.dask_run import build_on_dask
 from tests.index_equality import index_differences
 
 
@@ -76,24 +77,11 @@ def test_dask_executor_builds_the_same_index(sample_index, tmp_path, monkeypatch
     """dagster-dask on a local cluster of two worker processes (the engine a
     user points at a real scheduler with `cluster: {existing: {address: ...}}`)."""
     pytest.importorskip("dagster_dask")
-    from strata.assets import corpora_partitions
-    from strata.pipelines.definitions import dask_index_job
-
     cfg = write_corpora(tmp_path / "corpora.yaml",
                         {"sample": {"root": str(SAMPLE), "out": str(tmp_path / "index")}})
     monkeypatch.setenv("STRATA_CORPORA", str(cfg))  # the workers rebuild resources from it
-    run_config = {"execution": {"config": {"cluster": {"local": {
-        "n_workers": 2, "threads_per_worker": 1, "processes": True,
-        "dashboard_address": None}}}}}
-    (tmp_path / "dh").mkdir()
-    with dg.instance_for_test(temp_dir=str(tmp_path / "dh")) as instance:
-        instance.add_dynamic_partitions(corpora_partitions.name, ["sample"])
-        with dg.execute_job(dg.reconstructable(dask_index_job), instance=instance,
-                            run_config=run_config, raise_on_error=False,
-                            tags={"dagster/partition": "sample"}) as result:
-            errors = [e.step_failure_data.error.message for e in result.all_events
-                      if e.is_step_failure]
-            assert result.success, errors
+    build_on_dask(tmp_path / "dh", {"local": {"n_workers": 2, "threads_per_worker": 1,
+                                              "processes": True, "dashboard_address": None}})
     report = _report(tmp_path / "index")
     assert report["parse_shards"]["processes"] == 2, report
     diffs = index_differences(IndexLayout(tmp_path / "index").resolve(),

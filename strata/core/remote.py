@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from strata.core.layout import _VERSION_RE, CURRENT, IndexNotFound
+from strata.core.object_store import clean_uri
 from strata.core.settings import ProjectSettings, load
 
 
@@ -70,7 +71,7 @@ def push_version(version_dir: Path, uri: str) -> str:
     _write_text(filesystem, f"{target}/manifest.json", manifest)
     _write_text(filesystem, f"{base}/manifest.json", manifest)
     _write_text(filesystem, f"{base}/{CURRENT}", name + "\n")
-    return f"{uri.split('?')[0].rstrip('/')}/versions/{name}"
+    return f"{clean_uri(uri)}/versions/{name}"
 
 
 def remote_versions(uri: str) -> list[int]:
@@ -107,8 +108,7 @@ def pull_version(uri: str, version: int | None = None) -> tuple[Path, int]:
     from pyarrow import fs
 
     version = remote_current(uri) if version is None else version
-    clean = uri.split("?")[0].rstrip("/")
-    local = cache_root() / "remote" / hashlib.sha256(clean.encode()).hexdigest()[:16]
+    local = cache_root() / "remote" / hashlib.sha256(clean_uri(uri).encode()).hexdigest()[:16]
     name = f"v{version:06d}"
     target = local / "versions" / name
     if (target / "manifest.json").is_file():

@@ -22,7 +22,6 @@ import json
 import socket
 import time
 from collections.abc import Callable
-from urllib.parse import parse_qs, urlsplit
 
 LEASE_OBJECT = "LEASE"
 DEFAULT_TTL_S = 2 * 3600.0  # longer than any one step of a large build
@@ -43,35 +42,12 @@ class LeaseHeld(RuntimeError):
 
 
 def store_for(uri: str):
-    """An obstore store for a mirror URI as Strata writes them — ``s3://bucket/prefix``
-    with pyarrow-style options (``?region=…&endpoint_override=host:port&scheme=http``),
-    ``gs://…``, ``az://…`` or ``file://…`` — and the lease's path inside it.
-    Credentials come from the environment, as for the mirror itself."""
-    from obstore.store import from_url
+    """An obstore store for a mirror URI (:func:`strata.core.object_store.open_store`)
+    and the lease's path inside it."""
+    from strata.core.object_store import key, open_store
 
-    parts = urlsplit(uri)
-    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    base = f"{parts.scheme}://{parts.netloc}"
-    prefix = parts.path.strip("/")
-    if parts.scheme == "s3":
-        from obstore.store import S3Store
-
-        config: dict = {"conditional_put": "etag"}
-        client: dict = {}
-        if "region" in query:
-            config["region"] = query["region"]
-        if "endpoint_override" in query:
-            scheme = query.get("scheme", "https")
-            config["endpoint"] = f"{scheme}://{query['endpoint_override']}"
-            config["virtual_hosted_style_request"] = False
-            client["allow_http"] = scheme == "http"
-        store = S3Store.from_url(base, config=config, client_options=client or None)
-        return store, f"{prefix}/{LEASE_OBJECT}" if prefix else LEASE_OBJECT
-    if parts.scheme == "file":
-        from obstore.store import LocalStore
-
-        return LocalStore(parts.path), LEASE_OBJECT
-    return from_url(base), f"{prefix}/{LEASE_OBJECT}" if prefix else LEASE_OBJECT
+    store, prefix = open_store(uri)
+    return store, key(prefix, LEASE_OBJECT)
 
 
 class StoreLease:

@@ -228,3 +228,18 @@ def test_include_and_exclude_are_gitignore_lines_checked_at_load(tmp_path):
     worse = _config(tmp_path / "worse", {"worse": {"root": "r", "include": [3]}})
     with pytest.raises(CorpusError, match="include must be a list of gitignore patterns"):
         load_corpora(worse)
+
+
+def test_shared_store_needs_a_mirror_and_round_trips_through_the_registry(tmp_path):
+    mirror = "s3://bucket/indexes/docs?region=eu-west-1"
+    cfg = _config(tmp_path, {"docs": {"root": "r", "mirror": mirror, "shared": "store"},
+                             "plain": {"root": "r"}})
+    corpora = load_corpora(cfg)
+    assert (corpora["docs"].shared, corpora["plain"].shared) == ("store", "folder")
+    assert "shared" not in corpora["plain"].to_yaml(tmp_path)
+    register_corpus(corpora["docs"], cfg)
+    assert load_corpora(cfg)["docs"].shared == "store"
+    for raw, fragment in (({"root": "r", "shared": "store"}, "give it a 'mirror'"),
+                          ({"root": "r", "mirror": mirror, "shared": "nfs"}, "folder, store")):
+        with pytest.raises(CorpusError, match=fragment):
+            load_corpora(_config(tmp_path / "bad", {"docs": raw}))

@@ -1,0 +1,54 @@
+"""One way to reach the object store a corpus is mirrored to, for the code that
+needs more than pyarrow's file system gives: conditional writes (the build's
+lease, :mod:`strata.core.store_lease`) and entity tags (the build folder kept on
+the store, :mod:`strata.core.store_sync`). obstore speaks S3, MinIO, GCS and Azure
+alike and honours ``If-None-Match``/``If-Match`` on each.
+
+URIs are the ones Strata takes everywhere (pyarrow's form): ``s3://bucket/prefix``
+with ``?region=…&endpoint_override=host:port&scheme=http`` for MinIO or another
+S3-compatible store, ``gs://…``, ``az://…``, ``file:///…``. Credentials come from
+the environment (``AWS_ACCESS_KEY_ID`` …), never from the URI.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+
+def open_store(uri: str):
+    """``(store, prefix)``: an obstore store for the URI's bucket (or folder) and
+    the key prefix of the URI's path inside it ('' at the bucket's root)."""
+    from obstore.store import from_url
+
+    parts = urlsplit(uri)
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    prefix = parts.path.strip("/")
+    if parts.scheme == "s3":
+        from obstore.store import S3Store
+
+        config: dict = {"conditional_put": "etag"}
+        client: dict = {}
+        if "region" in query:
+            config["region"] = query["region"]
+        if "endpoint_override" in query:
+            scheme = query.get("scheme", "https")
+            config["endpoint"] = f"{scheme}://{query['endpoint_override']}"
+            config["virtual_hosted_style_request"] = False
+            client["allow_http"] = scheme == "http"
+        return S3Store.from_url(f"s3://{parts.netloc}", config=config,
+                                client_options=client or None), prefix
+    if parts.scheme == "file":
+        from obstore.store import LocalStore
+
+        return LocalStore(parts.path), ""
+    return from_url(f"{parts.scheme}://{parts.netloc}"), prefix
+
+
+def key(prefix: str, rel: str) -> str:
+    """The object key of ``rel`` (a ``/``-separated path) under ``prefix``."""
+    return f"{prefix}/{rel}" if prefix else rel
+
+
+def clean_uri(uri: str) -> str:
+    """The URI without its options: what names the same place for every reader."""
+    return uri.split("?")[0].rstrip("/")
