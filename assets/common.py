@@ -149,6 +149,7 @@ def stoppable(fn):
     @functools.wraps(fn)
     def body(*args, **kwargs):
         from strata.core import stopping
+        from strata.core.memory import release_freed_memory
         from strata.core.profiling import step_profile
 
         pulled = _WORKSPACE.set(None)
@@ -168,6 +169,7 @@ def stoppable(fn):
             raise
         finally:
             _WORKSPACE.reset(pulled)
+            release_freed_memory()  # steps share a process: the next starts from less
     return body
 
 

@@ -41,13 +41,14 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
                embedder: EmbedderResource) -> dg.MaterializeResult:
     import shutil
 
-    import lancedb
     import polars as pl
 
     from strata.assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
-    from strata.stages.embed import FINGERPRINT_SUFFIX, build_vectors, read_vector_cache
+    from strata.stages.embed import FINGERPRINT_SUFFIX, build_vectors
+    from strata.stages.stored_vectors import read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
     from strata.core.embedding import canonical_model, encoder_threads
+    from strata.core.memory import release_freed_memory
     from strata.core.layout import write_json_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
@@ -73,6 +74,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
                                dim=previous.dim if same else None,
                                precomputed=read_vector_cache(cache))
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
+    release_freed_memory()  # the Lance writer's buffers, before the lexical index's tokens
     lexical = build_lexical(nodes, layout.build_lexical)
     computed, reused = result.computed + in_shards, result.reused - in_shards
     write_json_atomic(encoder_json, {**enc_spec.to_manifest(result.dim),
@@ -81,15 +83,10 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
                  computed_in_shards=in_shards, dim=result.dim,
                  tables_rewritten=not result.unchanged, lexical_docs=lexical.docs)
 
-    # Check against what was written, read back from disk.
-    db = lancedb.connect(str(layout.build_lance))
-    ids: list[str] = []
-    bad_dim = 0
-    for kind in result.by_kind:
-        t = db.open_table(f"{kind}_vectors").to_arrow()
-        ids += t.column("node_id").to_pylist()
-        bad_dim += int(t.schema.field("vector").type.list_size != result.dim)
+    ids, bad_dim = _written_ids(layout.build_lance, result.by_kind, result.dim)
     expected = set(nodes.filter(pl.col("embedded"))["node_id"].to_list())
+    del nodes
+    release_freed_memory()
     ok = len(ids) == len(set(ids)) == len(expected) and set(ids) == expected and bad_dim == 0
     lance = layout.build_lance
     return dg.MaterializeResult(
@@ -116,3 +113,20 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
             metadata={"vectors": len(ids), "embedded_nodes": len(expected),
                       "wrong_dimension_tables": bad_dim})],
     )
+
+
+def _written_ids(lance_dir, kinds, dim: int) -> tuple[list[str], int]:
+    """The node ids of the vector tables as written, read back from disk, and how
+    many tables have vectors of another length than ``dim``. Only the id column is
+    read: the check must not hold every vector and text once more."""
+    import lancedb
+
+    db = lancedb.connect(str(lance_dir))
+    ids: list[str] = []
+    bad_dim = 0
+    for kind in kinds:
+        table = db.open_table(f"{kind}_vectors")
+        bad_dim += int(table.schema.field("vector").type.list_size != dim)
+        for batch in table.search().select(["node_id"]).limit(None).to_batches():
+            ids += batch.column("node_id").to_pylist()
+    return ids, bad_dim

@@ -23,21 +23,46 @@ class GraphConfig(dg.Config):
     """Neighbours examined per entity (kNN)."""
 
 
+# What the graph reads of the nodes table: ids, the hierarchy and what links resolve
+# against; not the texts, which are most of the table's bytes.
+NODE_COLUMNS = ["node_id", "parent_id", "kind", "subkind", "path", "node_path", "attrs"]
+
+
 def _entity_vectors(layout):
-    """(entity ids, normalized vectors) from the build's entity vector table."""
+    """(entity ids, normalized vectors) from the build's entity vector table: only
+    its id and vector columns are read (not the embedded texts)."""
     import numpy as np
 
     from strata.core.schema import ENTITY, vector_table_name
+    from strata.stages.stored_vectors import vector_matrix
 
     path = layout.build_lance / f"{vector_table_name(ENTITY)}.lance"
     if not path.exists():
         return [], np.zeros((0, 0), np.float32)
     import lancedb
 
-    t = lancedb.connect(str(layout.build_lance)).open_table(vector_table_name(ENTITY)).to_arrow()
+    table = lancedb.connect(str(layout.build_lance)).open_table(vector_table_name(ENTITY))
+    t = table.search().select(["node_id", "vector"]).limit(None).to_arrow()
     ids = t.column("node_id").to_pylist()
-    vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(len(ids), -1)
+    vecs = vector_matrix(t.column("vector")).reshape(len(ids), -1)
     return ids, np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+def _nodes(layout) -> pl.DataFrame:
+    """The :data:`NODE_COLUMNS` of the build's nodes table (which must exist)."""
+    path = layout.build_table("nodes")
+    if not path.exists():
+        read_build_table(layout, "nodes")  # raises, naming the upstream step to run
+    return pl.read_parquet(path, columns=NODE_COLUMNS)
+
+
+def _node_ids(layout, nodes: pl.DataFrame) -> pl.Series:
+    """Every node id of the build: the hierarchy's and the entities' (only the
+    entities table's id column is read)."""
+    path = layout.build_table("entities")
+    if not path.exists():
+        return nodes["node_id"]
+    return pl.concat([nodes["node_id"], pl.read_parquet(path, columns=["node_id"])["node_id"]])
 
 
 @dg.asset(
@@ -64,13 +89,14 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     import pyarrow as pa
 
     from strata.assets.openie import SEMANTIC_EDGES
+    from strata.core.memory import release_freed_memory
     from strata.stages.enrich.images import duplicate_mapping
     from strata.stages.enrich.semantic_graph import redirect_edges, synonymy_edges_cached
     from strata.stages.graph import build_edges
 
     t0 = time.perf_counter()
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = read_build_table(layout, "nodes")
+    nodes = _nodes(layout)
     refs = read_build_table(layout, "references")
     result = build_edges(nodes, refs)
     parts = [result.edges]
@@ -88,10 +114,11 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
         all_edges = redirect_edges(all_edges, duplicate_mapping(images.to_arrow()))
     write_parquet_atomic(all_edges, layout.build_table("edges"))
     df = pl.from_arrow(all_edges)
-    entities = read_build_table(layout, "entities", required=False)
-    ids = nodes["node_id"] if entities is None else pl.concat([nodes["node_id"],
-                                                              entities["node_id"]])
+    del parts, all_edges, vectors
+    ids = _node_ids(layout, nodes)
     dangling = df.filter(~pl.col("src").is_in(ids) | ~pl.col("dst").is_in(ids)).height
+    del nodes, ids
+    release_freed_memory()
     seconds = time.perf_counter() - t0
     record_stage(layout, "graph", seconds=seconds, edges=df.height)
     return dg.MaterializeResult(

@@ -12,6 +12,9 @@ from strata.resources.llm import LLMResource
 from strata.stages.enrich.openie import OFFLINE_VERSION, TEMPLATE
 
 SEMANTIC_EDGES = "semantic_edges.parquet"  # build-only: merged into edges.parquet
+# What openie_units reads of the nodes table; the rest is let go before the LLM calls.
+UNIT_COLUMNS = ["node_id", "parent_id", "kind", "subkind", "language", "path", "title",
+                "breadcrumb", "text"]
 
 
 class OpenIEConfig(dg.Config):
@@ -45,11 +48,11 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
     from strata.stages.enrich.openie import match_import_cached, openie_units, run_openie
 
     from strata.stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
+    from strata.core.memory import release_freed_memory
     from strata.core.layout import write_parquet_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = read_build_table(layout, "nodes")
-    units = openie_units(nodes)
+    units = openie_units(read_build_table(layout, "nodes").select(UNIT_COLUMNS))
     imported, unmatched = None, []
     if config.import_path:
         imported, unmatched, cached = match_import_cached(config.import_path, units, layout.cache)
@@ -81,6 +84,7 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
                                  semantic_edges(fact_table)])
     write_parquet_atomic(semantic, layout.build / SEMANTIC_EDGES)
     write_failures(layout, "openie", result.failures)
+    release_freed_memory()
     sources: dict[str, int] = {}
     for s in result.source.values():
         sources[s] = sources.get(s, 0) + 1

@@ -45,6 +45,7 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     from strata.stages.discover import discover
     from strata.stages.nodes import build_nodes, overlay
     from strata.stages.parse.finalize import ParseSettings
+    from strata.core.memory import release_freed_memory
 
     from strata.assets.run_tags import CORPUS_TAG, LAUNCHED_BY_TAG, fill_run_tags, launched_by
 
@@ -65,6 +66,8 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
         write_parquet_atomic(table, layout.build_table(name))
     # the shards' rows now live in the build tables (the next run's cache)
     shutil.rmtree(parse_shards_root(layout), ignore_errors=True)
+    del sources, previous, parts  # the corpus's texts and the parse cache: written out now
+    release_freed_memory()
     parsed_in_shards = len(shard_parsed & set(result.reused))
     parsed = len(result.parsed) + parsed_in_shards
     reused = len(result.reused) - parsed_in_shards
@@ -72,8 +75,8 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     df = pl.from_arrow(result.nodes)
     docs = pl.from_arrow(result.documents)
     skipped = pl.from_arrow(result.skipped)
-    ids = set(df["node_id"].to_list())
-    orphans = [p for p in df["parent_id"].drop_nulls().to_list() if p not in ids]
+    orphans = df.filter(pl.col("parent_id").is_not_null()
+                        & ~pl.col("parent_id").is_in(df["node_id"].implode())).height
     empty = df.filter(pl.col("text").str.strip_chars() == "").height
     record_stage(layout, "parse", seconds=result.seconds, parsed=parsed, reused=reused,
                  nodes=df.height, shards=shards_run, parsed_in_shards=parsed_in_shards)
@@ -104,7 +107,7 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
         },
         check_results=[
             dg.AssetCheckResult(check_name="parents_exist", passed=not orphans,
-                                metadata={"missing_parents": len(orphans)}),
+                                metadata={"missing_parents": orphans}),
             dg.AssetCheckResult(check_name="no_empty_text", passed=empty == 0,
                                 metadata={"empty_nodes": empty}),
         ],

@@ -107,6 +107,10 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     from strata.core.query_runtime import prepare
 
     write_query_arrays(layout.build, int(encoder["dim"]), nodes, edges)  # the tables read above
+    from strata.core.memory import release_freed_memory
+
+    del nodes, edges, documents, skipped  # the query encoder loads next: into this memory
+    release_freed_memory()
     query_side = prepare(layout.build, EncoderSpec.from_manifest(encoder))
     manifest["query"] = query_side
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)

@@ -14,7 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import polars as pl
@@ -23,6 +23,9 @@ import pyarrow as pa
 from strata.stages.parse.finalize import stable_hash
 from strata.core import stopping
 from strata.core.embedding import Encoder, EncoderSpec, canonical_model
+from strata.core.memory import release_freed_memory
+from strata.stages.stored_vectors import (READ_BATCH, StagedVectors, StoredVectors,
+                                          lance_batches, stage_vectors)
 from strata.core.layout import replace_dir
 from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
@@ -40,6 +43,10 @@ ENCODE_BATCH = 16
 # Vectors a shard holds before it writes them to its cache: memory stays bounded
 # however large the shard, and an interrupted shard keeps what it wrote.
 FLUSH_TEXTS = 4096
+# Rows of one kind's table whose vectors are gathered at a time: what bounds the
+# vectors the embeddings step holds.
+WRITE_BLOCK = 16384
+WRITE_BATCH = 1024  # rows per record batch handed to the Lance writer
 Progress = Callable[[int, int], None]
 
 
@@ -81,45 +88,47 @@ def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str
     return f"{breadcrumb}\n{body}"[:MAX_EMBED_CHARS]
 
 
-def _previous_vectors(lance_dir: Path, vectors: bool = True) -> dict[str, np.ndarray | None]:
-    """text_hash → vector from the previous build's tables (→ None with
-    ``vectors=False``: which texts have one, read without the vectors themselves).
+def _previous_vectors(lance_dir: Path, vectors: bool = True) -> StoredVectors:
+    """The previous build's vectors by text hash (:class:`StoredVectors`: their hashes
+    read now, the vectors when asked for). With ``vectors=False`` only the hashes
+    are read (which texts have a vector); else every vector is read once, a batch
+    at a time, to find a damaged table now rather than halfway through the write.
 
     A table with a damaged file (published versions are hard links of these
     tables, so a published file damaged in place damages this copy too) gives
     nothing: its vectors are encoded again and the tables rewritten, since the
     fingerprint stamp beside them is removed."""
     if not lance_dir.exists():
-        return {}
+        return StoredVectors.of({})
     import lancedb
 
     from strata.core.layout import damaged_lance_file, short_error
 
-    out: dict[str, np.ndarray] = {}
+    dims: dict[str, int] = {}
+    good: list[str] = []
     try:
         db = lancedb.connect(str(lance_dir))
         names = _table_names(db)
     except Exception as e:  # noqa: BLE001
         _forget_tables(lance_dir, f"unreadable ({short_error(e)})")
-        return {}
+        return StoredVectors.of({})
     for name in names:
         bad = damaged_lance_file(lance_dir / f"{name}.lance")
         try:
             if bad is not None:
                 raise OSError(f"{bad.name} has no Lance footer")
             table = db.open_table(name)
-            if not vectors:
-                hashes = table.search().select(["text_hash"]).limit(None).to_arrow()
-                out.update(dict.fromkeys(hashes.column("text_hash").to_pylist()))
-                continue
-            t = table.to_arrow().select(["text_hash", "vector"])
+            dim = table.schema.field("vector").type.list_size
+            columns = ["text_hash", "vector"] if vectors else ["text_hash"]
+            found: list[str] = []
+            for batch in table.search().select(columns).limit(None).to_batches(READ_BATCH):
+                found += batch.column("text_hash").to_pylist()
         except Exception as e:  # noqa: BLE001
             _forget_tables(lance_dir, f"table {name} is unreadable ({short_error(e)})")
             continue
-        hashes = t.column("text_hash").to_pylist()
-        vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(len(hashes), -1)
-        out.update(zip(hashes, vecs))
-    return out
+        dims.update(dict.fromkeys(found, dim))
+        good.append(name)
+    return StoredVectors(dims, lance_batches(lance_dir, good))
 
 
 def _forget_tables(lance_dir: Path, why: str) -> None:
@@ -178,33 +187,6 @@ def shard_of(key: str, shards: int) -> int:
     return int(stable_hash(key), 16) % max(1, shards)
 
 
-def read_vector_cache(cache_dir: Path | None) -> dict[str, np.ndarray]:
-    """text_hash → vector from the embedding shards' output files."""
-    out: dict[str, np.ndarray] = {}
-    if cache_dir is None or not cache_dir.is_dir():
-        return out
-    from strata.core.layout import read_cache_table
-
-    for f in sorted(cache_dir.glob("*.parquet")):
-        t = read_cache_table(f, "vector cache")
-        if t is not None and t.height:
-            out.update(zip(t["text_hash"].to_list(), vector_matrix(t.to_arrow()["vector"])))
-    return out
-
-
-def vector_matrix(column) -> np.ndarray:
-    """An Arrow list column of equal-length float vectors as one (rows, dim)
-    float32 matrix, without a Python list per row (36k rows: 0.05 s, not 3 s)."""
-    import pyarrow.compute as pc
-
-    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
-    rows = len(arr)
-    if rows == 0:
-        return np.zeros((0, 0), np.float32)
-    flat = pc.list_flatten(arr).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
-    return flat.reshape(rows, -1)
-
-
 @dataclass
 class ShardVectors:
     computed: int
@@ -254,92 +236,160 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
         encode_sorted([mine[k] for k in keys], encoder, batch_size, progress, emit)
     finally:  # stopped or failed: what was encoded is kept for the next attempt
         flush()
+        release_freed_memory()  # the encoder's activations, before the next step allocates
     return ShardVectors(written[0], encoder.dim, time.perf_counter() - t0)
 
 
 def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[[], Encoder],
                   lance_dir: Path, batch_size: int = ENCODE_BATCH, progress: Progress | None = None,
                   dim: int | None = None,
-                  precomputed: dict[str, np.ndarray] | None = None) -> EmbedResult:
+                  precomputed: Mapping[str, np.ndarray] | None = None) -> EmbedResult:
     """Write the vector tables; ``load_encoder`` is only called when something
     must be encoded, so an unchanged corpus never loads the model. ``dim`` is
     the previous build's dimension, needed only when nothing is encoded;
-    ``precomputed`` holds vectors the embedding shards already encoded."""
-    import lancedb
+    ``precomputed`` holds vectors the embedding shards already encoded
+    (:func:`read_vector_cache`), which win over the previous build's.
 
+    What it holds: the rows to write without their vectors (ids, hashes, texts),
+    the vectors it encodes itself, and one block of one kind's vectors at a time
+    (:func:`_write_tables`); stored vectors are read a batch at a time, once each,
+    into a scratch file (:class:`StagedVectors`)."""
     t0 = time.perf_counter()
     todo, texts, hashes = _texts(nodes, spec)
-    previous = _previous_vectors(lance_dir)
-    if precomputed:
-        previous = {**previous, **precomputed}
-        if not dim:
-            dim = next(iter(precomputed.values())).shape[0]
-    missing = [i for i, h in enumerate(hashes) if h not in previous]
+    rows = _rows_table(todo, hashes, texts)
+    del todo
+    sources = [StoredVectors.of(precomputed)] if precomputed else []
+    sources.append(_previous_vectors(lance_dir))
+    if precomputed and not dim:
+        dim = sources[0].dim
+    missing = [i for i, h in enumerate(hashes) if not any(h in s for s in sources)]
     encoder = load_encoder() if missing or not dim else None
     if encoder is not None:
         dim = encoder.dim
-        missing = [i for i, h in enumerate(hashes)
-                   if h not in previous or previous[h].shape[0] != dim]
+        missing = [i for i, h in enumerate(hashes) if _stored_dim(sources, h) != dim]
     assert dim is not None
-    vectors = np.zeros((len(texts), dim), dtype=np.float32)
-    for i, h in enumerate(hashes):
-        if h in previous and previous[h].shape[0] == dim:
-            vectors[i] = previous[h]
+    encoded = np.zeros((len(missing), dim), dtype=np.float32)
     if missing:
         def emit(idx: list[int], got: np.ndarray) -> None:
-            vectors[[missing[i] for i in idx]] = got
+            encoded[idx] = got
 
         encode_sorted([texts[i] for i in missing], encoder, batch_size, progress,  # type: ignore[arg-type]
                       emit)
+    del texts
 
-    base = todo.select([c for c in VECTOR_COLUMNS.names if c not in ("text_hash", "text")])
-    table = base.to_arrow().append_column("text_hash", pa.array(hashes, pa.string())) \
-        .append_column("text", pa.array(texts, pa.string()))
-    flat = pa.array(vectors.reshape(-1), pa.float32())
-    table = table.append_column("vector", pa.FixedSizeListArray.from_arrays(flat, dim))
-    table = table.select(vector_schema(dim).names)
-
-    kinds = table.column("kind").to_pylist()
+    kinds = rows.column("kind").to_pylist()
     by_kind = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
     stamp = lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX)
-    fingerprint = _fingerprint(table, dim)
+    fingerprint = _fingerprint(rows, dim)
     if not missing and lance_dir.exists() and stamp.exists() \
             and stamp.read_text().strip() == fingerprint:
         # The tables on disk hold exactly these rows: rewriting them would be
         # most of an unchanged rebuild's time.
         return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=0,
-                           reused=len(texts), by_kind=by_kind, unchanged=True,
+                           reused=len(hashes), by_kind=by_kind, unchanged=True,
                            seconds=time.perf_counter() - t0)
     stamp.unlink(missing_ok=True)  # never left claiming tables that are being replaced
     tmp = lance_dir.with_name(lance_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    db = lancedb.connect(str(tmp))
-    for kind in by_kind:
-        mask = pa.array([k == kind for k in kinds])
-        part = table.filter(mask)
-        db.create_table(vector_table_name(kind), data=part, mode="overwrite")
+    own = dict(zip(missing, range(len(missing))))  # table row → row of ``encoded``
+    staged = StagedVectors(lance_dir.with_name(lance_dir.name + ".vectors.tmp"), kinds, dim)
+    try:
+        stage_vectors(staged, hashes, sources, own, encoded)
+        _write_tables(tmp, rows, kinds, dim, staged.read)
+    finally:
+        staged.close()
     replace_dir(tmp, lance_dir)
     stamp.write_text(fingerprint + "\n")
     return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=len(missing),
-                       reused=len(texts) - len(missing), by_kind=by_kind,
+                       reused=len(hashes) - len(missing), by_kind=by_kind,
                        seconds=time.perf_counter() - t0)
+
+
+def _rows_table(todo: pl.DataFrame, hashes: list[str], texts: list[str]) -> pa.Table:
+    """The vector tables' rows without their vectors, in table order (the
+    columns of :data:`VECTOR_COLUMNS`): what the fingerprint covers."""
+    base = todo.select([c for c in VECTOR_COLUMNS.names if c not in ("text_hash", "text")])
+    return base.to_arrow().append_column("text_hash", pa.array(hashes, pa.string())) \
+        .append_column("text", pa.array(texts, pa.string()))
+
+
+def _stored_dim(sources: list[StoredVectors], h: str) -> int | None:
+    """The length of the vector the first source holding ``h`` has for it (the
+    shards' output before the previous build's), None when none holds it."""
+    for source in sources:
+        if h in source.dims:
+            return source.dims[h]
+    return None
+
+
+def _write_tables(folder: Path, rows: pa.Table, kinds: list[str], dim: int,
+                  gather: Callable[[list[int], np.ndarray], None]) -> None:
+    """One Lance table per kind in ``folder``, written from :func:`_kind_batches`."""
+    import lancedb
+
+    names = vector_schema(dim).names
+    vector = pa.field("vector", pa.list_(pa.float32(), dim))
+    schema = pa.schema([vector if n == "vector" else rows.schema.field(n) for n in names])
+    db = lancedb.connect(str(folder))
+    for kind in sorted(set(kinds)):
+        at = [i for i, k in enumerate(kinds) if k == kind]
+        db.create_table(vector_table_name(kind), mode="overwrite", data=pa.RecordBatchReader.from_batches(
+            schema, _kind_batches(rows, at, schema, gather)))
+
+
+def _kind_batches(rows: pa.Table, at: list[int], schema: pa.Schema,
+                  gather: Callable[[list[int], np.ndarray], None]) -> Iterator[pa.RecordBatch]:
+    """The rows ``at`` of ``rows`` with their vectors, as record batches of
+    ``WRITE_BATCH`` rows that own their buffers.
+
+    Vectors are read ``WRITE_BLOCK`` rows at a time (``gather``: from the staged
+    file of :class:`StagedVectors`). The writer keeps a few batches in flight before it writes
+    them out; a batch that were a slice of a larger block would keep that whole
+    block alive, so each batch is a copy of its rows."""
+    dim = schema.field("vector").type.list_size
+    for a in range(0, len(at), WRITE_BLOCK):
+        block = at[a:a + WRITE_BLOCK]
+        vectors = np.zeros((len(block), dim), dtype=np.float32)
+        gather(block, vectors)
+        for b in range(0, len(block), WRITE_BATCH):
+            part = rows.take(pa.array(block[b:b + WRITE_BATCH], pa.int64()))
+            flat = pa.array(vectors[b:b + WRITE_BATCH].reshape(-1).copy(), pa.float32())
+            columns = [pa.FixedSizeListArray.from_arrays(flat, dim) if f.name == "vector"
+                       else part.column(f.name).combine_chunks() for f in schema]
+            yield pa.record_batch(columns, schema=schema)
 
 
 FINGERPRINT_SUFFIX = ".fingerprint"  # beside the Lance folder: what its tables hold
 
 
-def _fingerprint(table: pa.Table, dim: int) -> str:
-    """A digest of every column but the vectors (whose text hashes stand for
-    them) and the dimension."""
+def _fingerprint(rows: pa.Table, dim: int) -> str:
+    """A digest of the rows without their vectors (whose text hashes stand for
+    them) and of the dimension: the Arrow IPC stream of ``rows``, hashed as it is
+    written rather than held as one more copy of every text."""
     import hashlib
 
-    h = hashlib.sha256(f"{dim}:".encode())
-    sink = pa.BufferOutputStream()
-    rows = table.drop_columns(["vector"])
-    with pa.ipc.new_stream(sink, rows.schema) as writer:
+    digest = _Digest(hashlib.sha256(f"{dim}:".encode()))
+    with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), rows.schema) as writer:
         writer.write_table(rows)
-    h.update(sink.getvalue().to_pybytes())
-    return h.hexdigest()
+    return digest.hash.hexdigest()
+
+
+class _Digest:
+    """A write-only file that hashes what is written to it."""
+
+    def __init__(self, digest):
+        self.hash = digest
+        self.closed = False
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def embedding_items(nodes: pl.DataFrame, summaries: pl.DataFrame | None = None,

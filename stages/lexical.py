@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,16 +62,21 @@ def build_lexical(items: pl.DataFrame, folder: Path) -> LexicalResult:
     Two collections: ``units`` (files, sections, chunks, code, tables, images:
     what the modes rank) and ``graph`` (entities and facts). Kept apart so the
     thousands of short fact triples do not flatten the IDF of the names they
-    repeat (MuSiQue: 15,487 facts beside 3,780 text units)."""
+    repeat (MuSiQue: 15,487 facts beside 3,780 text units).
+
+    The texts are made as they are consumed (:func:`_texts`), once for the
+    fingerprint and once per collection for its tokens, never held all at once:
+    a unit's lexical text is its whole text, so holding them would mean holding
+    the corpus's text once more beside its tokens."""
     todo = items.filter(pl.col("embedded")).sort("node_id")
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
-    texts = [lexical_text(*r) for r in todo.select(
-        "kind", "title", "breadcrumb", "text", "attrs", "summary").iter_rows()]
     ids, kinds = todo["node_id"].to_list(), todo["kind"].to_list()
+    rows = todo.select("kind", "title", "breadcrumb", "text", "attrs", "summary")
+    del todo
     by_kind = {k: kinds.count(k) for k in sorted(set(kinds))}
     digest = hashlib.sha256(FORMAT.encode())
-    for nid, kind, text in zip(ids, kinds, texts):
+    for nid, kind, text in zip(ids, kinds, _texts(rows)):
         digest.update(f"{nid}\0{kind}\0{text}\0".encode("utf-8", "surrogatepass"))
     fingerprint = digest.hexdigest()
     stamp = folder / FINGERPRINT_FILE
@@ -80,9 +86,17 @@ def build_lexical(items: pl.DataFrame, folder: Path) -> LexicalResult:
     shutil.rmtree(tmp, ignore_errors=True)
     unit = [k in EMBEDDED_KINDS for k in kinds]
     for name, keep in ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, [not u for u in unit])):
-        rows = [i for i, ok in enumerate(keep) if ok]
-        LexicalIndex.build([ids[i] for i in rows], [kinds[i] for i in rows],
-                           [texts[i] for i in rows]).save(tmp / name)
+        at = [i for i, ok in enumerate(keep) if ok]
+        # LexicalIndex.build tokenizes the texts as it iterates them
+        LexicalIndex.build([ids[i] for i in at], [kinds[i] for i in at],
+                           _texts(rows, keep)).save(tmp / name)  # type: ignore[arg-type]
     (tmp / FINGERPRINT_FILE).write_text(fingerprint + "\n")
     replace_dir(tmp, folder)
     return LexicalResult(docs=len(ids), unchanged=False, by_kind=by_kind)
+
+
+def _texts(rows: pl.DataFrame, keep: list[bool] | None = None) -> Iterator[str]:
+    """The :func:`lexical_text` of each row (of those ``keep`` marks), one at a time."""
+    for i, row in enumerate(rows.iter_rows()):
+        if keep is None or keep[i]:
+            yield lexical_text(*row)

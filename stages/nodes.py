@@ -132,6 +132,37 @@ def parse_key(src: SourceFile, settings: ParseSettings, modules: dict) -> str:
     return stable_hash(src.content_hash, src.format, settings.fingerprint(), module)
 
 
+ROWS_PER_BATCH = 8192  # parsed rows kept as Python dicts before they become Arrow
+
+
+class _Rows:
+    """Rows of one output table as they are parsed: Arrow record batches, plus the
+    last few thousand rows still as Python dicts.
+
+    Why: a row as a dict of Python objects takes several times its Arrow size, so a
+    whole corpus's rows held as dicts until the end would be the parse stage's
+    largest allocation; this way the dicts held are bounded."""
+
+    def __init__(self, schema: pa.Schema):
+        self.schema = schema
+        self.pending: list[dict] = []
+        self.batches: list[pa.Table] = []
+
+    def extend(self, rows: list[dict]) -> None:
+        self.pending.extend(rows)
+        if len(self.pending) >= ROWS_PER_BATCH:
+            self._flush()
+
+    def _flush(self) -> None:
+        self.batches.append(pa.Table.from_pylist(self.pending, schema=self.schema))
+        self.pending = []
+
+    def table(self) -> pa.Table:
+        """Every row so far, in the order added."""
+        self._flush()
+        return pa.concat_tables(self.batches)
+
+
 def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings = ParseSettings(),
                 previous: PreviousBuild | None = None,
                 progress: Progress | None = None, blob_dir: Path | None = None,
@@ -150,8 +181,8 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
         paths = previous.documents["path"].to_list()
         prev_keys = dict(zip(paths, previous.documents["parse_key"].to_list()))
         prev_notes = dict(zip(paths, previous.documents["notes"].to_list()))
-    node_rows: list[dict] = []
-    ref_rows: list[dict] = []
+    node_rows = _Rows(NODES)
+    ref_rows = _Rows(REFERENCES)
     doc_rows: list[dict] = []
     skipped: list[dict] = []
     parsed: list[str] = []
@@ -203,8 +234,8 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
     if progress:
         progress(len(sources), len(sources))
 
-    nodes = pa.Table.from_pylist(node_rows, schema=NODES)
-    refs_t = pa.Table.from_pylist(ref_rows, schema=REFERENCES)
+    nodes = node_rows.table()
+    refs_t = ref_rows.table()
     if reused and previous is not None:
         keep = pl.Series(reused)
         old_nodes = previous.nodes.filter(pl.col("path").is_in(keep)).to_arrow()

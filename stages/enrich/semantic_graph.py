@@ -207,7 +207,7 @@ def synonymy_edges_cached(entity_ids: list[str], vectors: np.ndarray, cache_dir:
     vecs = np.ascontiguousarray(vectors, dtype=np.float32)
     h = hashlib.sha256(f"{threshold}:{k}:{len(entity_ids)}:".encode())
     h.update("\x00".join(entity_ids).encode())
-    h.update(vecs.tobytes())
+    h.update(memoryview(vecs))  # the array's own bytes: no copy of every vector
     path = Path(cache_dir) / f"synonymy-{h.hexdigest()[:32]}.parquet"
     if path.exists():
         try:

@@ -213,8 +213,16 @@ def model_location(model: str) -> str:
     return str(packaged)
 
 
+# Texts per forward pass of a local model whose caller names no batch size (the query
+# side, the publish step's agreement probe). Small because the activations of the
+# largest pass stay resident: ONNX Runtime's arena keeps what it once grew to for
+# the life of the process, and 64 texts of the model's full length are about a
+# gigabyte of it, where 16 are a quarter of that. A build's stages pass their own.
+DEFAULT_BATCH = 16
+
+
 class SentenceTransformerEncoder:
-    def __init__(self, spec: EncoderSpec, batch_size: int = 64, device: str = "cpu"):
+    def __init__(self, spec: EncoderSpec, batch_size: int = DEFAULT_BATCH, device: str = "cpu"):
         self._location = model_location(spec.model)
         self._device = device
         self.runtime = resolve_runtime(spec.runtime)

@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from strata.stages.embed import _texts, build_vectors, encode_shard, encode_sorted, read_vector_cache
+from strata.stages.embed import _texts, build_vectors, encode_shard, encode_sorted
+from strata.stages.stored_vectors import read_vector_cache
 from strata.core import stopping
 from strata.core.embedding import EncoderSpec, encoder_threads, load_encoder
 

@@ -1,0 +1,215 @@
+"""Where a build's memory goes, step by step: synthetic corpora (1k and 4k files by
+default) built fresh by ``strata index`` in a child process whose resident set is
+sampled every few milliseconds, cut into the Dagster steps of the run.
+
+Why: ``record_stage``'s ``peak_rss_mb`` is the process's high-water mark when a
+stage ended, so once one step has set the peak, every later stage shows the same
+figure and says nothing of its own. The sampled trace gives each step its own
+figures: the resident set when it started, its largest while it ran and when it
+ended. A step whose own peak grows with the corpus holds a whole table where it
+could stream; a step that ends far above where it started keeps objects alive (or
+leaves freed heap that the allocator never returned to the system).
+
+It also estimates the encoder's footprint (torch plus the model): the resident set
+of a process that loaded the encoder minus that of one with the same imports.
+
+Usage: ``python -m benchmarks.memory_profile [--sizes 1000 4000] [--work DIR]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.common import REPO, SCRATCH
+from benchmarks.synthetic_corpus import generate
+
+SAMPLE_S = 0.02  # seconds between two samples of the build's resident set
+
+
+def sample_rss(proc: subprocess.Popen, trace: list[tuple[float, float]]) -> None:
+    """Append (time, MB) of the build process and its children until it ends."""
+    import psutil
+
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.NoSuchProcess:
+        return
+    while proc.poll() is None:
+        total = 0
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                total += p.memory_info().rss
+        except psutil.Error:
+            pass
+        trace.append((time.time(), total / 2**20))
+        time.sleep(SAMPLE_S)
+
+
+def model_cache_without_checks(work: Path) -> Path:
+    """A model cache for one build: the user's exported models (linked, not copied)
+    without the recorded query-runtime agreements.
+
+    Why: the publish step checks that the query encoder agrees with the built
+    vectors and records the result under the probe's key; building the same corpus
+    again would find it recorded and skip encoding the probe, so a build measured
+    after another would look lighter than a first build of a new corpus."""
+    from strata.core.onnx_runtime import model_cache
+
+    cache = work / "model_cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True)
+    real = model_cache()
+    for entry in sorted(real.iterdir()) if real.is_dir() else []:
+        if entry.name != "agreements":
+            (cache / entry.name).symlink_to(entry.resolve())
+    return cache
+
+
+def build(corpus: Path, out: Path, work: Path) -> tuple[list[tuple[float, float]], dict]:
+    """Run ``strata index`` on ``corpus`` in a child process; the sampled trace and
+    what the stages recorded in build/build_report.json."""
+    env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
+           "STRATA_CORPORA": str(work / "corpora.yaml"),
+           "STRATA_MODEL_CACHE": str(model_cache_without_checks(work))}
+    (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "strata.pipelines.cli", "index", str(corpus), "--corpus",
+           "mem", "--out", str(out), "-q"]
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    trace: list[tuple[float, float]] = []
+    sampler = threading.Thread(target=sample_rss, args=(proc, trace), daemon=True)
+    sampler.start()
+    _, err = proc.communicate()
+    sampler.join()
+    if proc.returncode != 0:
+        raise RuntimeError(f"build failed:\n{err[-4000:]}")
+    return trace, json.loads((out / "build" / "build_report.json").read_text())
+
+
+def step_windows(dagster_home: Path) -> list[tuple[str, float, float]]:
+    """(step, start, end) of every step of the instance's latest run, from its event log."""
+    os.environ["DAGSTER_HOME"] = str(dagster_home)
+    import dagster as dg
+
+    instance = dg.DagsterInstance.get()
+    run = instance.get_runs(limit=1)[0]
+    starts: dict[str, float] = {}
+    out: list[tuple[str, float, float]] = []
+    for record in instance.all_logs(run.run_id):
+        event = record.dagster_event
+        if event is None or not record.step_key:
+            continue
+        if event.event_type_value == "STEP_START":
+            starts[record.step_key] = record.timestamp
+        elif event.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE", "STEP_SKIPPED") \
+                and record.step_key in starts:
+            out.append((record.step_key, starts[record.step_key], record.timestamp))
+    return sorted(out, key=lambda w: w[1])
+
+
+def per_step(trace: list[tuple[float, float]], windows: list[tuple[str, float, float]]) -> list[dict]:
+    """Each step's resident set at its start, its largest while it ran, and at its end."""
+    rows = []
+    for step, t0, t1 in windows:
+        inside = [mb for t, mb in trace if t0 <= t <= t1]
+        before = [mb for t, mb in trace if t <= t0]
+        after = [mb for t, mb in trace if t >= t1]
+        start = before[-1] if before else (inside[0] if inside else 0.0)
+        end = after[0] if after else (inside[-1] if inside else start)
+        rows.append({"step": step, "seconds": round(t1 - t0, 2), "start_mb": round(start),
+                     "peak_mb": round(max(inside, default=start)), "end_mb": round(end)})
+    return rows
+
+
+FOOTPRINT = """
+import resource, sys
+import dagster, lancedb, polars, pyarrow  # what every build process imports
+from strata.core.embedding import EncoderSpec, load_encoder, resolve_runtime
+mb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+bare = mb()
+spec = EncoderSpec(runtime=resolve_runtime("auto"))  # the runtime a fresh build picks
+if sys.argv[1] != "query":  # the build's encoder at its longest inputs: 16 texts of 256 tokens
+    load_encoder(spec, batch_size=16).encode(["word " * 400] * 16)
+if sys.argv[1] != "build":  # the query encoder a publish readies: ONNX Runtime, exported graph
+    load_encoder(EncoderSpec(runtime="onnx")).encode(["word " * 400] * 16)
+print(bare, mb(), sys.argv[1])
+"""
+
+
+def encoder_footprint() -> dict:
+    """The encoders' own share of a build's peak (MB): the peak RSS of a process
+    that imported what a build imports and then loaded the build's encoder (torch
+    and the model) and encoded its longest inputs, minus the same process's before
+    loading it; likewise for the query encoder that the publish step loads, and
+    for both in one process, as a build holds them."""
+    out: dict = {}
+    for mode in ("build", "query", "both"):
+        res = subprocess.run([sys.executable, "-c", FOOTPRINT, mode], cwd=REPO, capture_output=True,
+                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        if res.returncode != 0:
+            return {"error": res.stderr[-500:]}
+        bare, loaded = res.stdout.split()[-3:-1]
+        out[mode] = {"before_mb": round(float(bare)),
+                     "peak_mb": round(float(loaded)),
+                     "encoder_mb": round(float(loaded) - float(bare))}
+    return out
+
+
+def one_size(files: int, work: Path) -> dict:
+    """Profile a fresh build of a synthetic corpus of ``files`` files."""
+    corpus, out = work / "corpus", work / "index"
+    if not corpus.exists():
+        generate(corpus, files)
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(work / "dagster_home", ignore_errors=True)
+    (work / "corpora.yaml").unlink(missing_ok=True)
+    trace, report = build(corpus, out, work)
+    steps = per_step(trace, step_windows(work / "dagster_home"))
+    return {"files": files, "peak_mb": round(max(mb for _, mb in trace)), "steps": steps,
+            "stage_peak_rss_mb": {k: v.get("peak_rss_mb") for k, v in report.items()
+                                  if isinstance(v, dict) and "peak_rss_mb" in v}}
+
+
+def markdown(rows: list[dict]) -> str:
+    """One table per size: each step's resident set at start, peak and end (MB)."""
+    lines = []
+    for r in rows:
+        lines += [f"### {r['files']:,} files: peak {r['peak_mb']} MB", "",
+                  "| step | s | start MB | peak MB | end MB |", "|---|---|---|---|---|"]
+        lines += [f"| {s['step']} | {s['seconds']} | {s['start_mb']} | {s['peak_mb']} | "
+                  f"{s['end_mb']} |" for s in r["steps"]]
+        lines += ["", "record_stage peak_rss_mb: " + json.dumps(r["stage_peak_rss_mb"]), ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000])
+    ap.add_argument("--work", type=Path, default=SCRATCH / "memory_profile")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--no-encoder", action="store_true", help="skip the encoder's footprint")
+    args = ap.parse_args()
+    rows = [one_size(n, args.work / str(n)) for n in args.sizes]
+    result = {"rows": rows}
+    if not args.no_encoder:
+        result["encoder"] = encoder_footprint()
+    print(markdown(rows))
+    if len(rows) >= 2:
+        print(f"peak ratio {rows[-1]['files']}/{rows[0]['files']}: "
+              f"{rows[-1]['peak_mb'] / rows[0]['peak_mb']:.2f}×")
+    if "encoder" in result:
+        print("encoder footprint:", json.dumps(result["encoder"]))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
