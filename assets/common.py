@@ -50,7 +50,8 @@ def pull_from_store(context, spec: CorpusSpec, layout: IndexLayout) -> None:
     folder what the store holds (:mod:`strata.core.store_sync`) before the step
     reads it, once per step; :func:`stoppable` pushes what the step wrote."""
     from strata.core.object_store import clean_uri
-    from strata.core.store_sync import StoreError, StoreWorkspace
+    from strata.core.object_store import StoreError
+    from strata.core.store_sync import StoreWorkspace
 
     if _WORKSPACE.get() is not None:
         return
@@ -100,20 +101,15 @@ def claim_mirror_lease(context, mirror: str):
     default term outlives any one step, and every step renews it. A holder this
     Dagster instance does not know may be a build on another machine: it counts as
     live until its lease runs out; one it knows to have finished does not."""
+    from strata.core.object_store import StoreError
     from strata.core.store_lease import StoreLease
-
-    from obstore.exceptions import BaseError
-
-    from strata.core.layout import short_error
-    from strata.core.object_store import clean_uri
 
     lease = StoreLease(mirror)
     try:
         lease.claim(context.run.run_id,
                     run_is_live=lambda run_id: run_is_live(context.instance, run_id, unknown=True))
-    except (BaseError, OSError) as e:  # after obstore's own retries: one line, no retry
-        raise dg.Failure(description=f"taking the build's lease on {clean_uri(mirror)} failed: "
-                                     f"{short_error(e, 300)}", allow_retries=False) from None
+    except StoreError as e:  # obstore has retried already: not again after a delay
+        raise dg.Failure(description=str(e), allow_retries=False) from None
     return lease
 
 

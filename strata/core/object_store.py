@@ -12,7 +12,28 @@ the environment (``AWS_ACCESS_KEY_ID`` …), never from the URI.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import parse_qs, urlsplit
+
+
+class StoreError(RuntimeError):
+    """The store could not be read or written (after obstore's own retries); one line."""
+
+
+@contextmanager
+def store_errors(uri: str, what: str) -> Iterator[None]:
+    """A store that cannot be reached or refuses a request becomes a
+    :class:`StoreError` of one line, ``"<what> <uri> failed: <why>"`` (obstore's own
+    message runs to dozens, with its retry history); the URI's options stay out."""
+    from obstore.exceptions import BaseError
+
+    from strata.core.layout import short_error
+
+    try:
+        yield
+    except (BaseError, OSError) as e:
+        raise StoreError(f"{what} {clean_uri(uri)} failed: {short_error(e, 300)}") from None
 
 
 def open_store(uri: str):

@@ -80,7 +80,15 @@ class StoreLease:
         """Take or renew the lease for ``run_id``; raise :class:`LeaseHeld` when a
         lease of another run has not run out and that run may still be going
         (``run_is_live``: a run this Dagster instance knows to have finished left its
-        lease behind, and it is taken over at once). Returns what was written."""
+        lease behind, and it is taken over at once). Returns what was written; a store
+        that cannot be reached raises :class:`strata.core.object_store.StoreError`."""
+        from strata.core.object_store import store_errors
+
+        with store_errors(self.uri, "taking the build's lease on"):
+            return self._claim(run_id, what, run_is_live)
+
+    def _claim(self, run_id: str, what: str | None,
+               run_is_live: Callable[[str], bool]) -> dict:
         import obstore
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from strata.core.layout import CURRENT, VERSIONS, write_bytes_atomic, write_json_atomic
-from strata.core.object_store import clean_uri, key, open_store
+from strata.core.object_store import clean_uri, key, open_store, store_errors
 
 SYNCED = ("build", "cache")  # the folders steps read and write, kept on the store
 RECORD = ".store-sync.json"  # what this worker pulled: rel → [etag, size, mtime_ns]
@@ -49,10 +49,6 @@ THREADS = 8  # transfers at once: object stores reward parallel requests
 
 class SyncConflict(RuntimeError):
     """Two steps changed the same file of the build, which no merge reconciles."""
-
-
-class StoreError(RuntimeError):
-    """The store could not be read or written (after obstore's own retries); one line."""
 
 
 @dataclass
@@ -115,20 +111,6 @@ class StoreWorkspace:
                 yield
             finally:
                 fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-
-    @contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        """A store that cannot be reached or refuses a request becomes one line
-        (obstore's own message runs to dozens, with its retry history)."""
-        from obstore.exceptions import BaseError
-
-        from strata.core.layout import short_error
-
-        try:
-            yield
-        except (BaseError, OSError) as e:
-            raise StoreError(f"{what} {clean_uri(self.uri)} failed: {short_error(e, 300)}"
-                             ) from None
 
     def _stamp(self, rel: str, etag: str) -> list:
         st = (self.root / rel).stat()
@@ -206,7 +188,7 @@ class StoreWorkspace:
         found only here are removed: the store is the build), and fetch the
         current version if this folder lacks it."""
         stats = SyncStats()
-        with self._locked(), self._errors("reading the build from"):
+        with self._locked(), store_errors(self.uri, "reading the build from"):
             record = self._load_record()
             remote = self._remote()
             fetch = [rel for rel, meta in remote.items()
@@ -272,7 +254,7 @@ class StoreWorkspace:
         import obstore
 
         stats = SyncStats()
-        with self._locked(), self._errors("writing the build to"):
+        with self._locked(), store_errors(self.uri, "writing the build to"):
             record = self._load_record()
             local = set(self._local())
             changed = [rel for rel in sorted(local) if not self._unchanged(rel, record.get(rel))]
