@@ -77,6 +77,39 @@ def test_the_published_arrays_are_what_the_tables_give(sample_index):
     assert len(mapped.probe_texts) > 0
 
 
+def test_array_files_open_without_parsing_python(sample_index, tmp_path, monkeypatch):
+    """np.load parses each header with ast, whose state CPython 3.11 shares between
+    threads: a request thread opening a version while a build in the same process
+    parses Python failed. The headers np.save writes are read without ast, to the
+    same arrays; a truncated file is still named as damaged."""
+    import ast
+
+    from strata.core import query_arrays
+
+    vdir = IndexLayout(sample_index).resolve()
+    expected = {p.name: np.load(p) for p in (vdir / "query").rglob("*.npy")}
+
+    def no_ast(*_a, **_k):
+        raise AssertionError("a header was parsed with ast")
+
+    monkeypatch.setattr(ast, "literal_eval", no_ast)
+    assert open_arrays(vdir) is not None
+    for path in (vdir / "query").rglob("*.npy"):
+        for mmap in (True, False):
+            got = query_arrays._npy(path, mmap=mmap)
+            assert got.dtype == expected[path.name].dtype and np.array_equal(got, expected[path.name])
+    odd = tmp_path / "odd.npy"
+    np.save(odd, np.zeros((2, 0, 3), dtype=">i8"))
+    np.save(tmp_path / "fortran.npy", np.asfortranarray(np.arange(6.0).reshape(2, 3)))
+    assert query_arrays._npy(odd).shape == (2, 0, 3)
+    assert np.array_equal(query_arrays._npy(tmp_path / "fortran.npy"), np.arange(6.0).reshape(2, 3))
+    cut = tmp_path / "cut.npy"
+    cut.write_bytes((vdir / "query" / "vectors.npy").read_bytes()[:-7])
+    for mmap in (True, False):
+        with pytest.raises(query_arrays.DamagedArrays, match="cut.npy"):
+            query_arrays._npy(cut, mmap=mmap)
+
+
 def _results(index_dir, mode: str) -> list[list[tuple[str, float]]]:
     idx = Index.open(index_dir)
     return [[(r.node_id, round(r.score, 5)) for r in idx.search(q, mode=mode, k=5)]
