@@ -164,9 +164,11 @@ class IndexSlot:
                         self.name, version, self.reload_error, self._current.index.version)
         else:
             old = self._current.index.version
-            self._current = Loaded(idx, _now())  # one assignment: requests see old or new
+            # the error is cleared before the switch: /health read between the two must
+            # not pair the new version with the old version's error
             self.reload_error = None
             self._failed = None
+            self._current = Loaded(idx, _now())  # one assignment: requests see old or new
             log.info("index %s: switched from version %s to %s (loaded in %.1f s)",
                      self.name, old, version, time.perf_counter() - t0)
         finally:
