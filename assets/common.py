@@ -197,14 +197,17 @@ def llm_client(llm, spec: CorpusSpec, layout: IndexLayout, vision: bool = False)
     return llm.client(layout.cache / "llm.sqlite", vision=vision, overrides=spec.llm)
 
 
-def read_build_table(layout: IndexLayout, name: str, required: bool = True) -> pl.DataFrame | None:
+def read_build_table(layout: IndexLayout, name: str, required: bool = True,
+                     columns: list[str] | None = None) -> pl.DataFrame | None:
+    """A table of the build (only ``columns`` when named: a step reads what it uses);
+    a missing one raises naming the upstream step, or is None when not ``required``."""
     path = layout.build / TABLE_FILES[name]
     if not path.exists():
         if required:
             raise FileNotFoundError(
                 f"{path} is missing: materialize the upstream assets for this corpus first")
         return None
-    return pl.read_parquet(path)
+    return pl.read_parquet(path, columns=columns)
 
 
 def record_stage(layout: IndexLayout, stage: str, **values) -> dict:

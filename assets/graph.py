@@ -33,18 +33,21 @@ def _entity_vectors(layout):
     its id and vector columns are read (not the embedded texts)."""
     import numpy as np
 
+    from strata.core.lance_scan import connect, scan, vector_matrix
     from strata.core.schema import ENTITY, vector_table_name
-    from strata.stages.stored_vectors import vector_matrix
 
     path = layout.build_lance / f"{vector_table_name(ENTITY)}.lance"
     if not path.exists():
         return [], np.zeros((0, 0), np.float32)
-    import lancedb
-
-    table = lancedb.connect(str(layout.build_lance)).open_table(vector_table_name(ENTITY))
-    t = table.search().select(["node_id", "vector"]).limit(None).to_arrow()
-    ids = t.column("node_id").to_pylist()
-    vecs = vector_matrix(t.column("vector")).reshape(len(ids), -1)
+    table = connect(layout.build_lance).open_table(vector_table_name(ENTITY))
+    ids: list[str] = []
+    blocks: list[np.ndarray] = []
+    for batch in scan(table, ["node_id", "vector"]):
+        if not batch.num_rows:
+            continue
+        ids += batch.column("node_id").to_pylist()
+        blocks.append(vector_matrix(batch.column("vector")))
+    vecs = np.concatenate(blocks) if blocks else np.zeros((0, 0), np.float32)
     return ids, np.ascontiguousarray(vecs, dtype=np.float32)
 
 

@@ -41,13 +41,15 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
 
     from strata.stages.parse.finalize import stable_hash
     from strata.core.layout import read_json_or_empty
-    from strata.core.query_arrays import graph_nodes, write as write_query_arrays
+    from strata.core.query_arrays import NODE_FIELDS, graph_nodes, write as write_query_arrays
     from strata.core.schema import FORMAT_VERSION
     from strata.core.stats import index_stats
 
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = graph_nodes(read_build_table(layout, "nodes"),
-                        read_build_table(layout, "entities", required=False))
+    # what the query arrays, the graph and the counts use: not the attributes, hashes
+    columns = [*NODE_FIELDS, "parent_id", "ordinal", "depth"]
+    nodes = graph_nodes(read_build_table(layout, "nodes", columns=columns),
+                        read_build_table(layout, "entities", required=False, columns=columns))
     edges = read_build_table(layout, "edges")
     documents = read_build_table(layout, "documents")
     skipped = read_build_table(layout, "skipped")

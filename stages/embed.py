@@ -24,8 +24,9 @@ from strata.stages.parse.finalize import stable_hash
 from strata.core import stopping
 from strata.core.embedding import Encoder, EncoderSpec, canonical_model
 from strata.core.memory import release_freed_memory
-from strata.stages.stored_vectors import (READ_BATCH, StagedVectors, StoredVectors,
-                                          lance_batches, stage_vectors)
+from strata.core.lance_scan import connect, scan, table_names
+from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
+                                          stage_vectors)
 from strata.core.layout import replace_dir
 from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
@@ -100,15 +101,13 @@ def _previous_vectors(lance_dir: Path, vectors: bool = True) -> StoredVectors:
     fingerprint stamp beside them is removed."""
     if not lance_dir.exists():
         return StoredVectors.of({})
-    import lancedb
-
     from strata.core.layout import damaged_lance_file, short_error
 
     dims: dict[str, int] = {}
     good: list[str] = []
     try:
-        db = lancedb.connect(str(lance_dir))
-        names = _table_names(db)
+        db = connect(lance_dir)
+        names = table_names(db)
     except Exception as e:  # noqa: BLE001
         _forget_tables(lance_dir, f"unreadable ({short_error(e)})")
         return StoredVectors.of({})
@@ -121,7 +120,7 @@ def _previous_vectors(lance_dir: Path, vectors: bool = True) -> StoredVectors:
             dim = table.schema.field("vector").type.list_size
             columns = ["text_hash", "vector"] if vectors else ["text_hash"]
             found: list[str] = []
-            for batch in table.search().select(columns).limit(None).to_batches(READ_BATCH):
+            for batch in scan(table, columns):
                 found += batch.column("text_hash").to_pylist()
         except Exception as e:  # noqa: BLE001
             _forget_tables(lance_dir, f"table {name} is unreadable ({short_error(e)})")
@@ -137,11 +136,6 @@ def _forget_tables(lance_dir: Path, why: str) -> None:
     logging.getLogger(__name__).warning("vector cache %s: %s; its vectors are encoded again",
                                         lance_dir, why)
     lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX).unlink(missing_ok=True)
-
-
-def _table_names(db) -> list[str]:
-    res = db.list_tables()
-    return list(getattr(res, "tables", res))
 
 
 def _texts(nodes: pl.DataFrame, spec: EncoderSpec) -> tuple[pl.DataFrame, list[str], list[str]]:
@@ -325,12 +319,10 @@ def _stored_dim(sources: list[StoredVectors], h: str) -> int | None:
 def _write_tables(folder: Path, rows: pa.Table, kinds: list[str], dim: int,
                   gather: Callable[[list[int], np.ndarray], None]) -> None:
     """One Lance table per kind in ``folder``, written from :func:`_kind_batches`."""
-    import lancedb
-
     names = vector_schema(dim).names
     vector = pa.field("vector", pa.list_(pa.float32(), dim))
     schema = pa.schema([vector if n == "vector" else rows.schema.field(n) for n in names])
-    db = lancedb.connect(str(folder))
+    db = connect(folder)
     for kind in sorted(set(kinds)):
         at = [i for i, k in enumerate(kinds) if k == kind]
         db.create_table(vector_table_name(kind), mode="overwrite", data=pa.RecordBatchReader.from_batches(

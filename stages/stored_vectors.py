@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-# Rows of stored vectors read at a time.
-READ_BATCH = 4096
+from strata.core.lance_scan import READ_BATCH, connect, scan, vector_matrix
 
 
 class StoredVectors(Mapping):
@@ -83,12 +82,9 @@ def lance_batches(lance_dir: Path, names: list[str]
                    ) -> Callable[[], Iterator[tuple[list[str], np.ndarray]]]:
     """A reader of (hashes, vectors) batches over the named Lance tables of ``lance_dir``."""
     def batches() -> Iterator[tuple[list[str], np.ndarray]]:
-        import lancedb
-
-        db = lancedb.connect(str(lance_dir))
+        db = connect(lance_dir)
         for name in names:
-            query = db.open_table(name).search().select(["text_hash", "vector"]).limit(None)
-            for batch in query.to_batches(READ_BATCH):
+            for batch in scan(db.open_table(name), ["text_hash", "vector"]):
                 yield batch.column("text_hash").to_pylist(), vector_matrix(batch.column("vector"))
     return batches
 
@@ -148,18 +144,6 @@ def _cache_file_hashes(path: Path) -> dict[str, int] | None:
         return None
     return out
 
-
-def vector_matrix(column) -> np.ndarray:
-    """An Arrow list column of equal-length float vectors as one (rows, dim)
-    float32 matrix, without a Python list per row (36k rows: 0.05 s, not 3 s)."""
-    import pyarrow.compute as pc
-
-    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
-    rows = len(arr)
-    if rows == 0:
-        return np.zeros((0, 0), np.float32)
-    flat = pc.list_flatten(arr).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
-    return flat.reshape(rows, -1)
 
 class StagedVectors:
     """Every row's vector in a scratch file beside the tables, rows grouped by kind

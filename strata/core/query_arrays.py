@@ -182,9 +182,10 @@ def compute(folder: Path, dim: int, nodes=None, edges=None) -> QueryArrays:
     tables and Lance vector tables; ``nodes`` (:func:`graph_nodes`) and
     ``edges`` when the caller has read them already. Raises what the readers
     raise; callers that answer users turn that into one line naming the file."""
-    import lancedb
     import polars as pl
     import pyarrow as pa
+
+    from strata.core.lance_scan import connect, scan, table_names, vector_matrix
 
     if nodes is None:
         ent_path = folder / TABLE_FILES["entities"]
@@ -195,32 +196,39 @@ def compute(folder: Path, dim: int, nodes=None, edges=None) -> QueryArrays:
     graph = Graph.build(nodes, edges)
     table = nodes.select(NODE_FIELDS).to_arrow()
 
+    # The vector tables are read a batch at a time, ids and vectors only (texts only
+    # for the probe rows): what this holds beyond the arrays it returns is one batch.
     vectors = np.zeros((len(graph), dim), dtype=np.float32)
     fact_ids: list[str] = []
-    fact_vecs = np.zeros((0, dim), dtype=np.float32)
+    fact_blocks: list[np.ndarray] = []
     probe_texts: list[str] = []
     probe_vecs: list[np.ndarray] = []
     lance_dir = folder / LANCE_DIR
-    db = lancedb.connect(str(lance_dir)) if lance_dir.exists() else None
-    names = set(getattr(r := db.list_tables(), "tables", r)) if db is not None else set()
+    db = connect(lance_dir) if lance_dir.exists() else None
+    names = set(table_names(db)) if db is not None else set()
     for kind in VECTOR_KINDS:
         name = vector_table_name(kind)
         if name not in names:
             continue
-        t = db.open_table(name).to_arrow()
-        ids = t.column("node_id").to_pylist()
-        vecs = t.column("vector").combine_chunks().flatten().to_numpy().reshape(t.num_rows, -1)
-        vecs = np.asarray(vecs, dtype=np.float32)
+        t = db.open_table(name)
         if kind in EMBEDDED_KINDS:
-            probe_texts += t.column("text").slice(0, PROBE_PER_TABLE).to_pylist()
-            probe_vecs.append(vecs[:PROBE_PER_TABLE])
-        if kind == FACT:
-            fact_ids, fact_vecs = ids, _unit(vecs)
-            continue
-        rows = [graph.index.get(nid, -1) for nid in ids]
-        for j, v in zip(rows, vecs):
-            if j >= 0:
-                vectors[j] = v
+            head = t.search().select(["text", "vector"]).limit(PROBE_PER_TABLE).to_arrow()
+            probe_texts += head.column("text").to_pylist()
+            probe_vecs.append(vector_matrix(head.column("vector")).reshape(head.num_rows, dim))
+        index = graph.index
+        for batch in scan(t, ["node_id", "vector"]):
+            if not batch.num_rows:
+                continue
+            ids = batch.column("node_id").to_pylist()
+            vecs = vector_matrix(batch.column("vector"))
+            if kind == FACT:
+                fact_ids += ids
+                fact_blocks.append(_unit(vecs))
+                continue
+            rows = np.fromiter((index.get(nid, -1) for nid in ids), np.int64, len(ids))
+            found = rows >= 0
+            vectors[rows[found]] = vecs[found]
+    fact_vecs = np.concatenate(fact_blocks) if fact_blocks else np.zeros((0, dim), np.float32)
     norms = np.linalg.norm(vectors, axis=1)
     has = norms > 0
     vectors /= np.where(has, norms, 1.0)[:, None]

@@ -1,0 +1,51 @@
+"""Reading Lance vector tables a batch of rows at a time, only the columns asked for.
+
+A vector table holds each embedded text beside its vector, and the texts are most of
+its bytes: a reader that wants ids and vectors (the graph's synonymy edges, the query
+arrays at publish, the vector cache of the next build) reads those columns in batches,
+so what it holds grows with a batch, not with the corpus. One module for the build's
+stages and the foundation's query arrays alike; lancedb is imported only when a table
+is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+# Rows read at a time.
+READ_BATCH = 4096
+
+
+def table_names(db) -> list[str]:
+    """The table names of a LanceDB connection (whichever shape its version returns)."""
+    res = db.list_tables()
+    return list(getattr(res, "tables", res))
+
+
+def connect(lance_dir: Path):
+    """A LanceDB connection to ``lance_dir``."""
+    import lancedb
+
+    return lancedb.connect(str(lance_dir))
+
+
+def scan(table, columns: list[str], batch: int = READ_BATCH) -> Iterator:
+    """The ``columns`` of an open Lance ``table`` as Arrow record batches of ``batch``
+    rows, in the table's order."""
+    return table.search().select(columns).limit(None).to_batches(batch)
+
+
+def vector_matrix(column) -> np.ndarray:
+    """An Arrow list column of equal-length float vectors as one (rows, dim)
+    float32 matrix, without a Python list per row."""
+    import pyarrow.compute as pc
+
+    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    rows = len(arr)
+    if rows == 0:
+        return np.zeros((0, 0), np.float32)
+    flat = pc.list_flatten(arr).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    return flat.reshape(rows, -1)
