@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from strata.core.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, QUERY_DIR, TABLE_FILES
@@ -318,6 +319,30 @@ def replace_dir(new: Path, target: Path) -> None:
         target.rename(old)
     new.rename(target)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def fetch_version(versions_dir: Path, name: str, fill: Callable[[Path], Any]) -> bool:
+    """Put a published version fetched from elsewhere at ``versions_dir/name``, once:
+    ``fill(folder)`` copies its files into a folder of this process's beside it, which
+    is then renamed into place, so a reader never sees half a version. A version that
+    is already here (its manifest present) is left as it is: versions never change.
+    Returns whether it was fetched."""
+    target = versions_dir / name
+    if (target / MANIFEST).is_file():
+        return False
+    tmp = versions_dir / f".tmp-{name}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        fill(tmp)
+        shutil.rmtree(target, ignore_errors=True)  # a fetch that died before its manifest
+        os.replace(tmp, target)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (target / MANIFEST).is_file():
+            raise
+        # another process put the same version in place first
+    return True
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -24,9 +24,13 @@ import json
 import os
 from pathlib import Path
 
+from strata.core.buildlock import LOCK_FILE
+from strata.core.layout import BUILD, CACHE, CURRENT, VERSIONS
+from strata.core.schema import MANIFEST
+
 MARKER = ".strata-owned.json"
-# what a build writes at the top of an index folder (strata.core.layout's names)
-INDEX_NAMES = ("CURRENT", "manifest.json", "versions", "build", "cache", ".build.lock", MARKER)
+# what a build writes at the top of an index folder
+INDEX_NAMES = (CURRENT, MANIFEST, VERSIONS, BUILD, CACHE, LOCK_FILE, MARKER)
 _DAGSTER_PARTS = ("storage", "history", "schedules", "logs")
 
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from strata.core.layout import _VERSION_RE, CURRENT, IndexNotFound
+from strata.core.layout import _VERSION_RE, CURRENT, VERSIONS, IndexNotFound, fetch_version
+from strata.core.schema import MANIFEST
 from strata.core.object_store import clean_uri
 from strata.core.settings import ProjectSettings, load
 
@@ -62,16 +62,16 @@ def push_version(version_dir: Path, uri: str) -> str:
     name = version_dir.name
     if not _VERSION_RE.match(name):
         raise ValueError(f"{version_dir} is not a version folder (v000001, ...)")
-    target = f"{base}/versions/{name}"
+    target = f"{base}/{VERSIONS}/{name}"
     filesystem.create_dir(target, recursive=True)
     fs.copy_files(str(version_dir), target, source_filesystem=fs.LocalFileSystem(),
                   destination_filesystem=filesystem)
     # the manifest last inside the version, CURRENT last of all
-    manifest = (version_dir / "manifest.json").read_text()
-    _write_text(filesystem, f"{target}/manifest.json", manifest)
-    _write_text(filesystem, f"{base}/manifest.json", manifest)
+    manifest = (version_dir / MANIFEST).read_text()
+    _write_text(filesystem, f"{target}/{MANIFEST}", manifest)
+    _write_text(filesystem, f"{base}/{MANIFEST}", manifest)
     _write_text(filesystem, f"{base}/{CURRENT}", name + "\n")
-    return f"{clean_uri(uri)}/versions/{name}"
+    return f"{clean_uri(uri)}/{VERSIONS}/{name}"
 
 
 def remote_versions(uri: str) -> list[int]:
@@ -79,7 +79,7 @@ def remote_versions(uri: str) -> list[int]:
 
     filesystem, base = _fs(uri)
     try:
-        infos = filesystem.get_file_info(fs.FileSelector(f"{base}/versions", allow_not_found=True))
+        infos = filesystem.get_file_info(fs.FileSelector(f"{base}/{VERSIONS}", allow_not_found=True))
     except FileNotFoundError:
         return []
     found = (_VERSION_RE.match(i.base_name) for i in infos if i.type == fs.FileType.Directory)
@@ -110,21 +110,14 @@ def pull_version(uri: str, version: int | None = None) -> tuple[Path, int]:
     version = remote_current(uri) if version is None else version
     local = cache_root() / "remote" / hashlib.sha256(clean_uri(uri).encode()).hexdigest()[:16]
     name = f"v{version:06d}"
-    target = local / "versions" / name
-    if (target / "manifest.json").is_file():
+    if (local / VERSIONS / name / MANIFEST).is_file():
         return local, version
     filesystem, base = _fs(uri)
-    source = f"{base}/versions/{name}"
-    if filesystem.get_file_info(f"{source}/manifest.json").type != fs.FileType.File:
+    source = f"{base}/{VERSIONS}/{name}"
+    if filesystem.get_file_info(f"{source}/{MANIFEST}").type != fs.FileType.File:
         raise IndexNotFound(f"index version {version} not found at {uri}; "
                             f"available: {remote_versions(uri)}")
-    tmp = local / "versions" / f".tmp-{name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    fs.copy_files(source, str(tmp), source_filesystem=filesystem,
-                  destination_filesystem=fs.LocalFileSystem())
-    try:
-        os.replace(tmp, target)
-    except OSError:  # another reader finished the same copy first
-        shutil.rmtree(tmp, ignore_errors=True)
+    fetch_version(local / VERSIONS, name, lambda folder: fs.copy_files(
+        source, str(folder), source_filesystem=filesystem,
+        destination_filesystem=fs.LocalFileSystem()))
     return local, version

@@ -38,7 +38,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strata.core.layout import CURRENT, VERSIONS, write_bytes_atomic, write_json_atomic
+from strata.core.layout import (CURRENT, VERSIONS, fetch_version, write_bytes_atomic,
+                               write_json_atomic)
 from strata.core.object_store import clean_uri, key, open_store, store_errors
 
 SYNCED = ("build", "cache")  # the folders steps read and write, kept on the store
@@ -233,16 +234,12 @@ class StoreWorkspace:
             return 0
         if not _VERSION_RE.match(name):
             return 0
-        target = self.root / VERSIONS / name
-        fetched = 0
-        if not (target / "manifest.json").is_file():
-            tmp = self.root / VERSIONS / f".tmp-pull-{name}-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            rels = list(self._listed(f"{VERSIONS}/{name}"))
-            self._map(lambda r: self._download(f"{VERSIONS}/{name}/{r}", tmp / r), rels)
-            shutil.rmtree(target, ignore_errors=True)
-            os.replace(tmp, target)
-            fetched = len(rels)
+        rels = list(self._listed(f"{VERSIONS}/{name}"))
+
+        def fill(folder: Path) -> None:
+            self._map(lambda r: self._download(f"{VERSIONS}/{name}/{r}", folder / r), rels)
+
+        fetched = len(rels) if fetch_version(self.root / VERSIONS, name, fill) else 0
         write_bytes_atomic(self.root / CURRENT, (name + "\n").encode())
         return fetched
 

@@ -237,3 +237,35 @@ def test_prune_grace_keeps_versions_replaced_moments_ago(layout):
     os.utime(layout.version_dir(2) / "manifest.json", (hour_ago, hour_ago))
     assert layout.prune(keep=2, grace_s=600) == [1]
     assert layout.versions() == [2, 3, 4]
+
+
+def test_a_fetched_version_appears_whole_or_not_at_all(tmp_path):
+    """fetch_version (the store sync's and the remote reader's one way of bringing a
+    version home): a fetch that fails leaves neither its scratch folder nor a
+    version; the remains of one that died before its manifest are replaced; a
+    version already here is not fetched again."""
+    from strata.core.layout import fetch_version
+
+    versions = tmp_path / "versions"
+    versions.mkdir()
+
+    def broken(folder: Path) -> None:
+        (folder / "nodes.parquet").write_bytes(b"half")
+        raise OSError("connection reset")
+
+    with pytest.raises(OSError, match="connection reset"):
+        fetch_version(versions, "v000001", broken)
+    assert list(versions.iterdir()) == []
+
+    (versions / "v000001").mkdir()
+    (versions / "v000001" / "stale.parquet").write_bytes(b"from a dead fetch")
+
+    def whole(folder: Path) -> None:
+        (folder / "nodes.parquet").write_bytes(b"rows")
+        (folder / "manifest.json").write_text("{}")
+
+    assert fetch_version(versions, "v000001", whole) is True
+    assert sorted(p.name for p in (versions / "v000001").iterdir()) == ["manifest.json",
+                                                                      "nodes.parquet"]
+    assert [p.name for p in versions.iterdir()] == ["v000001"]
+    assert fetch_version(versions, "v000001", broken) is False  # here already: not fetched
