@@ -46,10 +46,10 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
-# Two workers, file by file (pytest-xdist): much of a test's time is a child process,
-# a server or a Dagster run waiting, so two overlap well even on two cores.
-# PYTEST_WORKERS=0 runs them in this process, one after another.
-PYTEST_WORKERS ?= 2
+# Three workers, file by file (pytest-xdist): much of a test's time is a child process,
+# a server or a Dagster run waiting, so a third worker keeps two cores busy where two
+# left them idle a sixth of the time. PYTEST_WORKERS=0 runs them in this process.
+PYTEST_WORKERS ?= 3
 test: install
 	$(PY) -m pytest -m "not slow and not e2e and not llm_e2e" -q -n $(PYTEST_WORKERS) --dist loadfile
 

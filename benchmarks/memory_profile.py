@@ -13,7 +13,7 @@ leaves freed heap that the allocator never returned to the system).
 It also estimates the encoder's footprint (torch plus the model): the resident set
 of a process that loaded the encoder minus that of one with the same imports.
 
-Usage: ``python -m benchmarks.memory_profile [--sizes 1000 4000] [--work DIR]``
+Usage: ``python -m benchmarks.memory_profile [--sizes 1000 4000] [--work DIR] [--workers N]``
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ from benchmarks.synthetic_corpus import generate
 SAMPLE_S = 0.02  # seconds between two samples of the build's resident set
 
 
-def sample_rss(proc: subprocess.Popen, trace: list[tuple[float, float]]) -> None:
-    """Append (time, MB) of the build process and its children until it ends."""
+def sample_rss(proc: subprocess.Popen, trace: list[tuple[float, float]],
+               largest: list[float] | None = None) -> None:
+    """Append (time, MB) of the build process and its children until it ends; with
+    ``largest``, also the largest single process's MB at each sample (with
+    ``--workers`` every step is a process: what one worker, or one pod, must hold)."""
     import psutil
 
     try:
@@ -43,13 +46,15 @@ def sample_rss(proc: subprocess.Popen, trace: list[tuple[float, float]]) -> None
     except psutil.NoSuchProcess:
         return
     while proc.poll() is None:
-        total = 0
+        sizes = []
         try:
             for p in [root, *root.children(recursive=True)]:
-                total += p.memory_info().rss
+                sizes.append(p.memory_info().rss)
         except psutil.Error:
             pass
-        trace.append((time.time(), total / 2**20))
+        trace.append((time.time(), sum(sizes) / 2**20))
+        if largest is not None:
+            largest.append(max(sizes, default=0) / 2**20)
         time.sleep(SAMPLE_S)
 
 
@@ -73,25 +78,28 @@ def model_cache_without_checks(work: Path) -> Path:
     return cache
 
 
-def build(corpus: Path, out: Path, work: Path) -> tuple[list[tuple[float, float]], dict]:
-    """Run ``strata index`` on ``corpus`` in a child process; the sampled trace and
-    what the stages recorded in build/build_report.json."""
+def build(corpus: Path, out: Path, work: Path, workers: int = 1
+          ) -> tuple[list[tuple[float, float]], list[float], dict]:
+    """Run ``strata index`` on ``corpus`` in a child process (``--workers``: steps in
+    processes of their own); the sampled trace, the largest process at each sample
+    and what the stages recorded in build/build_report.json."""
     env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
            "STRATA_CORPORA": str(work / "corpora.yaml"),
            "STRATA_MODEL_CACHE": str(model_cache_without_checks(work))}
     (work / "dagster_home").mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "strata.pipelines.cli", "index", str(corpus), "--corpus",
-           "mem", "--out", str(out), "-q"]
+           "mem", "--out", str(out), "-q", "--workers", str(workers)]
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     trace: list[tuple[float, float]] = []
-    sampler = threading.Thread(target=sample_rss, args=(proc, trace), daemon=True)
+    largest: list[float] = []
+    sampler = threading.Thread(target=sample_rss, args=(proc, trace, largest), daemon=True)
     sampler.start()
     _, err = proc.communicate()
     sampler.join()
     if proc.returncode != 0:
         raise RuntimeError(f"build failed:\n{err[-4000:]}")
-    return trace, json.loads((out / "build" / "build_report.json").read_text())
+    return trace, largest, json.loads((out / "build" / "build_report.json").read_text())
 
 
 def step_windows(dagster_home: Path) -> list[tuple[str, float, float]]:
@@ -163,7 +171,7 @@ def encoder_footprint() -> dict:
     return out
 
 
-def one_size(files: int, work: Path) -> dict:
+def one_size(files: int, work: Path, workers: int = 1) -> dict:
     """Profile a fresh build of a synthetic corpus of ``files`` files."""
     corpus, out = work / "corpus", work / "index"
     if not corpus.exists():
@@ -171,9 +179,10 @@ def one_size(files: int, work: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(work / "dagster_home", ignore_errors=True)
     (work / "corpora.yaml").unlink(missing_ok=True)
-    trace, report = build(corpus, out, work)
+    trace, largest, report = build(corpus, out, work, workers)
     steps = per_step(trace, step_windows(work / "dagster_home"))
-    return {"files": files, "peak_mb": round(max(mb for _, mb in trace)), "steps": steps,
+    return {"files": files, "workers": workers, "peak_mb": round(max(mb for _, mb in trace)),
+            "largest_process_mb": round(max(largest, default=0)), "steps": steps,
             "stage_peak_rss_mb": {k: v.get("peak_rss_mb") for k, v in report.items()
                                   if isinstance(v, dict) and "peak_rss_mb" in v}}
 
@@ -182,7 +191,11 @@ def markdown(rows: list[dict]) -> str:
     """One table per size: each step's resident set at start, peak and end (MB)."""
     lines = []
     for r in rows:
-        lines += [f"### {r['files']:,} files: peak {r['peak_mb']} MB", "",
+        head = f"### {r['files']:,} files: peak {r['peak_mb']} MB"
+        if r.get("workers", 1) > 1:
+            head += (f" in all, {r['largest_process_mb']} MB the largest process "
+                     f"(--workers {r['workers']})")
+        lines += [head, "",
                   "| step | s | start MB | peak MB | end MB |", "|---|---|---|---|---|"]
         lines += [f"| {s['step']} | {s['seconds']} | {s['start_mb']} | {s['peak_mb']} | "
                   f"{s['end_mb']} |" for s in r["steps"]]
@@ -196,8 +209,10 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=SCRATCH / "memory_profile")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--no-encoder", action="store_true", help="skip the encoder's footprint")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="strata index --workers: 2 or more runs every step in a process of its own")
     args = ap.parse_args()
-    rows = [one_size(n, args.work / str(n)) for n in args.sizes]
+    rows = [one_size(n, args.work / str(n), args.workers) for n in args.sizes]
     result = {"rows": rows}
     if not args.no_encoder:
         result["encoder"] = encoder_footprint()
@@ -205,6 +220,9 @@ def main() -> None:
     if len(rows) >= 2:
         print(f"peak ratio {rows[-1]['files']}/{rows[0]['files']}: "
               f"{rows[-1]['peak_mb'] / rows[0]['peak_mb']:.2f}×")
+        if args.workers > 1:
+            print(f"largest process ratio: "
+                  f"{rows[-1]['largest_process_mb'] / rows[0]['largest_process_mb']:.2f}×")
     if "encoder" in result:
         print("encoder footprint:", json.dumps(result["encoder"]))
     if args.json:

@@ -33,6 +33,7 @@ def test_in_process_build_runs_every_shard_in_one_process(sample_index):
     assert report["embedding_shards"]["threads"] == len(os.sched_getaffinity(0))
 
 
+@pytest.mark.e2e  # worker processes: `make e2e`, which CI runs after `make test`
 def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
     """`strata index --workers 2`: Dagster's multiprocess executor, one process per step.
     Its output is a pipe here: a line per finished step, and the progress lines the
@@ -73,6 +74,7 @@ def _runs(home):
         return instance.get_runs()
 
 
+@pytest.mark.e2e  # a cluster of worker processes: `make e2e`, which CI runs after `make test`
 def test_dask_executor_builds_the_same_index(sample_index, tmp_path, monkeypatch):
     """dagster-dask on a local cluster of two worker processes (the engine a
     user points at a real scheduler with `cluster: {existing: {address: ...}}`)."""

@@ -157,6 +157,7 @@ def _start_cluster(tmp_path: Path, corpus: dict) -> tuple[str, list[subprocess.P
     return address, procs
 
 
+@pytest.mark.e2e  # a cluster of worker processes: `make e2e`, which CI runs after `make test`
 def test_workers_sharing_only_the_store_build_the_in_process_index(
         sample_index, store, tmp_path, monkeypatch):
     pytest.importorskip("dagster_dask")
