@@ -50,18 +50,27 @@ def pull_from_store(context, spec: CorpusSpec, layout: IndexLayout) -> None:
     folder what the store holds (:mod:`strata.core.store_sync`) before the step
     reads it, once per step; :func:`stoppable` pushes what the step wrote."""
     from strata.core.object_store import clean_uri
-    from strata.core.object_store import StoreError
     from strata.core.store_sync import StoreWorkspace
 
     if _WORKSPACE.get() is not None:
         return
     workspace = StoreWorkspace(spec.mirror, layout.root)
-    try:
+    with _store_failure():
         stats = workspace.pull()
-    except StoreError as e:  # obstore has retried already: not again after a delay
-        raise dg.Failure(description=str(e), allow_retries=False) from None
     context.log.info(f"build on {clean_uri(spec.mirror)}: {stats.line('pulled')}")
     _WORKSPACE.set((workspace, context.log))
+
+
+@contextmanager
+def _store_failure() -> Iterator[None]:
+    """A store that cannot be reached (:class:`strata.core.object_store.StoreError`,
+    one line) fails the step without Dagster's retries: obstore has retried already."""
+    from strata.core.object_store import StoreError
+
+    try:
+        yield
+    except StoreError as e:
+        raise dg.Failure(description=str(e), allow_retries=False) from None
 
 
 def _push_to_store() -> None:
@@ -101,15 +110,12 @@ def claim_mirror_lease(context, mirror: str):
     default term outlives any one step, and every step renews it. A holder this
     Dagster instance does not know may be a build on another machine: it counts as
     live until its lease runs out; one it knows to have finished does not."""
-    from strata.core.object_store import StoreError
     from strata.core.store_lease import StoreLease
 
     lease = StoreLease(mirror)
-    try:
+    with _store_failure():
         lease.claim(context.run.run_id,
                     run_is_live=lambda run_id: run_is_live(context.instance, run_id, unknown=True))
-    except StoreError as e:  # obstore has retried already: not again after a delay
-        raise dg.Failure(description=str(e), allow_retries=False) from None
     return lease
 
 

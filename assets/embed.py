@@ -85,8 +85,6 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
 
     ids, bad_dim = _written_ids(layout.build_lance, result.by_kind, result.dim)
     expected = set(nodes.filter(pl.col("embedded"))["node_id"].to_list())
-    del nodes
-    release_freed_memory()
     ok = len(ids) == len(set(ids)) == len(expected) and set(ids) == expected and bad_dim == 0
     lance = layout.build_lance
     return dg.MaterializeResult(
@@ -119,14 +117,15 @@ def _written_ids(lance_dir, kinds, dim: int) -> tuple[list[str], int]:
     """The node ids of the vector tables as written, read back from disk, and how
     many tables have vectors of another length than ``dim``. Only the id column is
     read: the check must not hold every vector and text once more."""
-    import lancedb
+    from strata.core.lance_scan import connect, scan
+    from strata.core.schema import vector_table_name
 
-    db = lancedb.connect(str(lance_dir))
+    db = connect(lance_dir)
     ids: list[str] = []
     bad_dim = 0
     for kind in kinds:
-        table = db.open_table(f"{kind}_vectors")
+        table = db.open_table(vector_table_name(kind))
         bad_dim += int(table.schema.field("vector").type.list_size != dim)
-        for batch in table.search().select(["node_id"]).limit(None).to_batches():
+        for batch in scan(table, ["node_id"]):
             ids += batch.column("node_id").to_pylist()
     return ids, bad_dim

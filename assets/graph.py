@@ -51,21 +51,12 @@ def _entity_vectors(layout):
     return ids, np.ascontiguousarray(vecs, dtype=np.float32)
 
 
-def _nodes(layout) -> pl.DataFrame:
-    """The :data:`NODE_COLUMNS` of the build's nodes table (which must exist)."""
-    path = layout.build_table("nodes")
-    if not path.exists():
-        read_build_table(layout, "nodes")  # raises, naming the upstream step to run
-    return pl.read_parquet(path, columns=NODE_COLUMNS)
-
-
 def _node_ids(layout, nodes: pl.DataFrame) -> pl.Series:
     """Every node id of the build: the hierarchy's and the entities' (only the
     entities table's id column is read)."""
-    path = layout.build_table("entities")
-    if not path.exists():
-        return nodes["node_id"]
-    return pl.concat([nodes["node_id"], pl.read_parquet(path, columns=["node_id"])["node_id"]])
+    entities = read_build_table(layout, "entities", required=False, columns=["node_id"])
+    return nodes["node_id"] if entities is None else pl.concat([nodes["node_id"],
+                                                                 entities["node_id"]])
 
 
 @dg.asset(
@@ -92,14 +83,13 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     import pyarrow as pa
 
     from strata.assets.openie import SEMANTIC_EDGES
-    from strata.core.memory import release_freed_memory
     from strata.stages.enrich.images import duplicate_mapping
     from strata.stages.enrich.semantic_graph import redirect_edges, synonymy_edges_cached
     from strata.stages.graph import build_edges
 
     t0 = time.perf_counter()
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = _nodes(layout)
+    nodes = read_build_table(layout, "nodes", columns=NODE_COLUMNS)
     refs = read_build_table(layout, "references")
     result = build_edges(nodes, refs)
     parts = [result.edges]
@@ -120,8 +110,6 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     del parts, all_edges, vectors
     ids = _node_ids(layout, nodes)
     dangling = df.filter(~pl.col("src").is_in(ids) | ~pl.col("dst").is_in(ids)).height
-    del nodes, ids
-    release_freed_memory()
     seconds = time.perf_counter() - t0
     record_stage(layout, "graph", seconds=seconds, edges=df.height)
     return dg.MaterializeResult(

@@ -48,11 +48,10 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
     from strata.stages.enrich.openie import match_import_cached, openie_units, run_openie
 
     from strata.stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
-    from strata.core.memory import release_freed_memory
     from strata.core.layout import write_parquet_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
-    units = openie_units(read_build_table(layout, "nodes").select(UNIT_COLUMNS))
+    units = openie_units(read_build_table(layout, "nodes", columns=UNIT_COLUMNS))
     imported, unmatched = None, []
     if config.import_path:
         imported, unmatched, cached = match_import_cached(config.import_path, units, layout.cache)
@@ -84,7 +83,6 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
                                  semantic_edges(fact_table)])
     write_parquet_atomic(semantic, layout.build / SEMANTIC_EDGES)
     write_failures(layout, "openie", result.failures)
-    release_freed_memory()
     sources: dict[str, int] = {}
     for s in result.source.values():
         sources[s] = sources.get(s, 0) + 1

@@ -31,7 +31,6 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
               llm: LLMResource) -> dg.MaterializeResult:
     import polars as pl
 
-    from strata.core.memory import release_freed_memory
     from strata.stages.enrich.summarize import run_summaries
     from strata.core.layout import write_parquet_atomic
 
@@ -48,8 +47,6 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
         client.close()
     write_parquet_atomic(result.table, layout.build_table("summaries"))
     write_failures(layout, "summarize", result.failures)
-    del nodes
-    release_freed_memory()
     record_stage(layout, "summarize", seconds=result.stats.seconds, calls=result.stats.calls,
                  cache_hits=result.stats.cache_hits, failures=len(result.failures),
                  retries=result.stats.retries, prompt_tokens=result.stats.prompt_tokens,

@@ -182,7 +182,7 @@ class StagedVectors:
 
 
 def stage_vectors(staged: StagedVectors, hashes: list[str], sources: list[StoredVectors],
-           own: dict[int, int], encoded: np.ndarray) -> None:
+                  own: dict[int, int], encoded: np.ndarray) -> None:
     """Write every row's vector into ``staged``: encoded here (``own``: table row →
     row of ``encoded``), else from the first source that holds its hash if of the
     tables' width (else it stays zero, as a vector of another model would). Each

@@ -335,7 +335,8 @@ def fetch_version(versions_dir: Path, name: str, fill: Callable[[Path], Any]) ->
     tmp.mkdir(parents=True)
     try:
         fill(tmp)
-        shutil.rmtree(target, ignore_errors=True)  # a fetch that died before its manifest
+        if not (target / MANIFEST).is_file():  # the remains of a fetch that died early
+            shutil.rmtree(target, ignore_errors=True)
         os.replace(tmp, target)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)

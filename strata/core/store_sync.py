@@ -38,11 +38,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strata.core.layout import (CURRENT, VERSIONS, fetch_version, write_bytes_atomic,
-                               write_json_atomic)
+from strata.core.layout import (BUILD, CACHE, CURRENT, VERSIONS, fetch_version,
+                               write_bytes_atomic, write_json_atomic)
 from strata.core.object_store import clean_uri, key, open_store, store_errors
 
-SYNCED = ("build", "cache")  # the folders steps read and write, kept on the store
+SYNCED = (BUILD, CACHE)  # the folders steps read and write, kept on the store
 RECORD = ".store-sync.json"  # what this worker pulled: rel → [etag, size, mtime_ns]
 BASES = ".store-sync"  # the pulled copies of mergeable files (the merge's common base)
 THREADS = 8  # transfers at once: object stores reward parallel requests
