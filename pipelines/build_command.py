@@ -323,7 +323,12 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
                         "run_id": result.run_id, "wall_seconds": round(wall, 2),
                         "llm_failures": llm_failures, **stats}, indent=2))
     elif not args.quiet:
-        print_stats(idx, stats)
+        from strata.assets.common import BUILD_REPORT
+        from strata.core.layout import IndexLayout, read_json_or_empty
+
+        # this run's figures (files parsed, vectors computed), not those of the build
+        # that made the version: an unchanged build keeps that version
+        print_stats(idx, stats, read_json_or_empty(IndexLayout(out).build / BUILD_REPORT) or None)
     failed = ""
     if llm_failures["total"]:
         by_stage = ", ".join(f"{k} {v}" for k, v in sorted(llm_failures["by_stage"].items()))

@@ -265,8 +265,11 @@ def print_answer(answer, file=None) -> None:
     print(f"Reasoning: {_answer_text(answer.reasoning, answer)}", file=file)
 
 
-def print_stats(idx, stats: dict) -> None:
-    """What `strata index` and `strata map` print about an index."""
+def print_stats(idx, stats: dict, stages: dict | None = None) -> None:
+    """What `strata index` and `strata map` print about an index. ``stages``: what
+    each stage of the build just run did (its build report), when that is not the
+    version's own (a build that found nothing new keeps the version it built
+    before, whose manifest tells of the build that made it)."""
     m = idx.manifest
     say(f"index {visible(idx.path)} — corpus '{visible(m['corpus'])}', version {idx.version}, "
         f"model {visible(m['model'])} (dim {m['dim']})")
@@ -276,7 +279,7 @@ def print_stats(idx, stats: dict) -> None:
     say(kv_table("nodes by kind", stats["nodes_by_kind"]))
     say(kv_table("edges by type", stats["edges_by_type"]))
     say(kv_table("depth distribution", stats["depth_distribution"]))
-    stages = m.get("stages", {})
+    stages = m.get("stages", {}) if stages is None else stages
     if stages:
         say(kv_table("stage seconds", {k: round(v.get("seconds", 0), 2) for k, v in stages.items()}))
         emb = stages.get("embed", {})

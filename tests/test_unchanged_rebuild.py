@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -145,6 +146,11 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
         assert run.returncode == 0, run.stderr[-3000:]
     assert "unchanged, still" not in runs[0].stdout + runs[0].stderr
     assert "unchanged, still version 1" in runs[1].stdout + runs[1].stderr
+    # the figures are the rebuild's own, not those of the build that made version 1
+    first, second = (re.search(r"parse: (\d+) files parsed, (\d+) reused; embeddings: (\d+) "
+                               r"computed, (\d+) reused", run.stdout).groups() for run in runs)
+    assert int(first[0]) > 0 and int(first[2]) > 0
+    assert (second[0], second[1], second[2]) == ("0", first[0], "0")
     listed = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "map", "--index",
                              str(out), "--versions", "--json"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=120)

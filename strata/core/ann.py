@@ -46,11 +46,13 @@ def build(vectors: np.ndarray, rows: np.ndarray, path: Path, seed: int = 0) -> N
     rng = np.random.default_rng(seed)
     take = min(len(rows), nlist * TRAIN_PER_LIST)
     sample = np.sort(rng.choice(len(rows), size=take, replace=False))
-    index.train(np.ascontiguousarray(vectors[rows[sample]], dtype=np.float32))
+    # rows come through AnnIndex.rows: positioned reads when the matrix is a mapped
+    # file (a publish writes it so), which leave none of it resident
+    index.train(np.ascontiguousarray(AnnIndex.rows(vectors, rows[sample]), dtype=np.float32))
     step = 65536
     for a in range(0, len(rows), step):
         part = rows[a:a + step]
-        index.add_with_ids(np.ascontiguousarray(vectors[part], dtype=np.float32),
+        index.add_with_ids(np.ascontiguousarray(AnnIndex.rows(vectors, part), dtype=np.float32),
                            part.astype(np.int64))
     tmp = path.with_name(f".{path.name}.tmp")
     faiss.write_index(index, str(tmp))

@@ -1,9 +1,9 @@
 """A build's per-step profile, when ``STRATA_PROFILE`` names a folder.
 
 Why: on a 2-core machine a first build should be bound by the cores (the
-encoder), not by waits or by Python work slower than its input needs (issue
-21). Each step run while the variable is set writes ``<step>-<pid>.prof``
-(cProfile: where the step's own thread spent its time) and ``<step>-<pid>.json``
+encoder), not by waits or by Python work slower than its input needs. Each
+step run while the variable is set writes ``<step>-<pid>.prof`` (cProfile:
+where the step's own thread spent its time) and ``<step>-<pid>.json``
 (wall seconds, CPU seconds of the whole process, every thread included, and the
 cores it may use), so CPU utilisation = CPU / (wall × cores) tells a busy step
 from a waiting one. ``benchmarks.throughput`` reads them back. Off by default:

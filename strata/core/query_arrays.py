@@ -58,6 +58,27 @@ EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
 KIND_CODE = {k: i for i, k in enumerate(NODE_KINDS)}
 
 
+def row_lookup(ids):
+    """A polars table from each node id (``ids``, a polars Series) to its dense
+    row; for an id given twice, its last row (as a dict built in order would)."""
+    import polars as pl
+
+    return pl.DataFrame({"node_id": ids.cast(pl.String),
+                         "row": pl.int_range(len(ids), dtype=pl.Int64, eager=True)}) \
+        .unique("node_id", keep="last")
+
+
+def rows_of(lookup, ids) -> np.ndarray:
+    """The dense rows of ``ids`` (a polars Series, or anything polars makes one of)
+    in their order, -1 for an id that is not a node (or null)."""
+    import polars as pl
+
+    ids = ids.cast(pl.String) if isinstance(ids, pl.Series) else pl.Series(ids, dtype=pl.String)
+    asked = pl.DataFrame({"node_id": ids})
+    return asked.join(lookup, on="node_id", how="left", maintain_order="left")["row"] \
+        .fill_null(-1).to_numpy()
+
+
 class Graph:
     """The index graph as compact arrays: dense integer ids, a CSR adjacency
     (``indptr``, ``indices``, per-edge type code and weight), the hierarchy as a
@@ -93,15 +114,18 @@ class Graph:
 
     @classmethod
     def build(cls, nodes, edges) -> Graph:
-        """From the nodes (hierarchy and entities) and edges tables (polars)."""
-        import polars as pl
+        """From the nodes (hierarchy and entities) and edges tables (polars).
 
-        ids = nodes["node_id"].to_list()
-        index = {nid: i for i, nid in enumerate(ids)}
-        n = len(ids)
-        kind = np.array([KIND_CODE.get(k, -1) for k in nodes["kind"].to_list()], dtype=np.int8)
-        parent = np.array([index.get(p, -1) if p else -1 for p in nodes["parent_id"].to_list()],
-                          dtype=np.int32)
+        Ids become dense rows through polars joins, not Python dicts and lists:
+        at a hundred thousand nodes and a few hundred thousand edges those
+        objects weighed more than the arrays they produce."""
+        import polars as pl
+        import pyarrow as pa
+
+        lookup = row_lookup(nodes["node_id"])
+        n = nodes.height
+        kind = nodes["kind"].replace_strict(KIND_CODE, default=-1, return_dtype=pl.Int8).to_numpy()
+        parent = rows_of(lookup, nodes["parent_id"]).astype(np.int32)
         ordinal = nodes["ordinal"].fill_null(0).to_numpy() if "ordinal" in nodes.columns \
             else np.zeros(n, dtype=np.int32)
         has_parent = np.nonzero(parent >= 0)[0]
@@ -111,22 +135,19 @@ class Graph:
         child_ptr = np.cumsum(child_ptr)
         child_idx = order.astype(np.int32)
 
-        e = edges.filter(pl.col("src").is_in(ids) & pl.col("dst").is_in(ids)) if edges.height \
-            else edges
-        src = np.array([index[s] for s in e["src"].to_list()], dtype=np.int64)
-        dst = np.array([index[d] for d in e["dst"].to_list()], dtype=np.int32)
-        et = np.array([EDGE_CODE.get(t, len(EDGE_CODE)) for t in e["type"].to_list()],
-                      dtype=np.int8)
-        w = e["weight"].to_numpy().astype(np.float32) if e.height else np.zeros(0, np.float32)
-        rel = e["relation"].to_list()
-        order = np.argsort(src, kind="stable")
+        src, dst = rows_of(lookup, edges["src"]), rows_of(lookup, edges["dst"])
+        keep = np.nonzero((src >= 0) & (dst >= 0))[0]  # edges whose two ends are nodes here
+        src, dst = src[keep], dst[keep].astype(np.int32)
+        et = edges["type"].replace_strict(EDGE_CODE, default=len(EDGE_CODE),
+                                          return_dtype=pl.Int8).to_numpy()[keep]
+        w = edges["weight"].cast(pl.Float32).to_numpy()[keep]
+        srt = np.argsort(src, kind="stable")
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.add.at(indptr, src + 1, 1)
         indptr = np.cumsum(indptr)
-        g = cls(ids, kind, parent, child_ptr, child_idx, indptr, dst[order], et[order], w[order],
-                [rel[i] for i in order])
-        g.__dict__["index"] = index
-        return g
+        relation = edges["relation"].to_arrow().take(pa.array(keep[srt]))
+        return cls(nodes["node_id"].to_arrow(), kind, parent, child_ptr, child_idx, indptr,
+                   dst[srt], et[srt], w[srt], relation)
 
     def children(self, i: int) -> np.ndarray:
         return self.child_idx[self.child_ptr[i]:self.child_ptr[i + 1]]
@@ -177,11 +198,52 @@ def graph_nodes(nodes, entities):
     return pl.concat([nodes, entities.select(nodes.columns)], how="vertical_relaxed")
 
 
-def compute(folder: Path, dim: int, nodes=None, edges=None) -> QueryArrays:
+class _VectorRows:
+    """The (nodes, dim) float32 matrix of unit rows, filled a batch of rows at a
+    time: in memory, or, given ``path``, straight into a ``.npy`` file (the header
+    np.save writes, the body sparse zeros) with one positioned write per run of
+    consecutive rows. A publish writes into the file, so it never holds the matrix
+    whose size grows with the corpus."""
+
+    def __init__(self, rows: int, dim: int, path: Path | None):
+        self.path, self.shape = path, (rows, dim)
+        if path is None:
+            self.matrix = np.zeros(self.shape, dtype=np.float32)
+            return
+        with open(path, "wb") as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": np.dtype(np.float32).str, "fortran_order": False, "shape": self.shape})
+            self.offset = f.tell()
+            f.truncate(self.offset + rows * dim * 4)
+        self.fd = os.open(path, os.O_WRONLY)
+
+    def put(self, rows: np.ndarray, vecs: np.ndarray) -> None:
+        if self.path is None:
+            self.matrix[rows] = vecs
+            return
+        order = np.argsort(rows, kind="stable")
+        rows, vecs = rows[order], np.ascontiguousarray(vecs[order], dtype=np.float32)
+        width = self.shape[1] * 4
+        starts = np.concatenate([[0], np.nonzero(np.diff(rows) != 1)[0] + 1, [len(rows)]])
+        for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
+            os.pwrite(self.fd, vecs[a:b].tobytes(), self.offset + int(rows[a]) * width)
+
+    def close(self) -> np.ndarray:
+        """The matrix: in memory, or the file memory-mapped read-only."""
+        if self.path is None:
+            return self.matrix
+        os.close(self.fd)
+        return _npy(self.path)
+
+
+def compute(folder: Path, dim: int, nodes=None, edges=None,
+            vectors_file: Path | None = None) -> QueryArrays:
     """The arrays of the version (or build) in ``folder``, from its Parquet
     tables and Lance vector tables; ``nodes`` (:func:`graph_nodes`) and
-    ``edges`` when the caller has read them already. Raises what the readers
-    raise; callers that answer users turn that into one line naming the file."""
+    ``edges`` when the caller has read them already. With ``vectors_file`` the
+    node vectors go straight into that ``.npy`` file and come back mapped from it.
+    Raises what the readers raise; callers that answer users turn that into one
+    line naming the file."""
     import polars as pl
     import pyarrow as pa
 
@@ -194,48 +256,51 @@ def compute(folder: Path, dim: int, nodes=None, edges=None) -> QueryArrays:
     if edges is None:
         edges = pl.read_parquet(folder / TABLE_FILES["edges"])
     graph = Graph.build(nodes, edges)
+    lookup = row_lookup(nodes["node_id"])
     table = nodes.select(NODE_FIELDS).to_arrow()
 
     # The vector tables are read a batch at a time, ids and vectors only (texts only
-    # for the probe rows): what this holds beyond the arrays it returns is one batch.
-    vectors = np.zeros((len(graph), dim), dtype=np.float32)
-    fact_ids: list[str] = []
+    # for the probe rows), and each batch's rows are made unit and put in place: what
+    # this holds beyond the arrays it returns is one batch.
+    rows_out = _VectorRows(len(graph), dim, vectors_file)
+    has = np.zeros(len(graph), dtype=bool)
+    fact_ids: list = []
     fact_blocks: list[np.ndarray] = []
     probe_texts: list[str] = []
     probe_vecs: list[np.ndarray] = []
     lance_dir = folder / LANCE_DIR
     db = connect(lance_dir) if lance_dir.exists() else None
     names = set(table_names(db)) if db is not None else set()
-    for kind in VECTOR_KINDS:
-        name = vector_table_name(kind)
-        if name not in names:
-            continue
-        t = db.open_table(name)
-        if kind in EMBEDDED_KINDS:
-            head = t.search().select(["text", "vector"]).limit(PROBE_PER_TABLE).to_arrow()
-            probe_texts += head.column("text").to_pylist()
-            probe_vecs.append(vector_matrix(head.column("vector")).reshape(head.num_rows, dim))
-        index = graph.index
-        for batch in scan(t, ["node_id", "vector"]):
-            if not batch.num_rows:
+    try:
+        for kind in VECTOR_KINDS:
+            name = vector_table_name(kind)
+            if name not in names:
                 continue
-            ids = batch.column("node_id").to_pylist()
-            vecs = vector_matrix(batch.column("vector"))
-            if kind == FACT:
-                fact_ids += ids
-                fact_blocks.append(_unit(vecs))
-                continue
-            rows = np.fromiter((index.get(nid, -1) for nid in ids), np.int64, len(ids))
-            found = rows >= 0
-            vectors[rows[found]] = vecs[found]
+            t = db.open_table(name)
+            if kind in EMBEDDED_KINDS:
+                head = t.search().select(["text", "vector"]).limit(PROBE_PER_TABLE).to_arrow()
+                probe_texts += head.column("text").to_pylist()
+                probe_vecs.append(vector_matrix(head.column("vector")).reshape(head.num_rows, dim))
+            for batch in scan(t, ["node_id", "vector"]):
+                if not batch.num_rows:
+                    continue
+                ids = batch.column("node_id")
+                vecs = _unit(vector_matrix(batch.column("vector")))
+                if kind == FACT:
+                    fact_ids.append(ids.cast(pa.string()))
+                    fact_blocks.append(vecs)
+                    continue
+                rows = rows_of(lookup, ids)
+                found = rows >= 0
+                rows_out.put(rows[found], vecs[found])
+                has[rows[found]] = np.linalg.norm(vecs[found], axis=1) > 0
+    finally:
+        vectors = rows_out.close()
     fact_vecs = np.concatenate(fact_blocks) if fact_blocks else np.zeros((0, dim), np.float32)
-    norms = np.linalg.norm(vectors, axis=1)
-    has = norms > 0
-    vectors /= np.where(has, norms, 1.0)[:, None]
     probe = np.concatenate(probe_vecs) if probe_vecs else np.zeros((0, dim), np.float32)
     return QueryArrays(graph=graph, nodes=table, vectors=vectors, has_vector=has,
-                       fact_ids=pa.array(fact_ids, pa.string()), fact_vectors=fact_vecs,
-                       probe_texts=probe_texts, probe_vectors=probe)
+                       fact_ids=pa.concat_arrays(fact_ids) if fact_ids else pa.array([], pa.string()),
+                       fact_vectors=fact_vecs, probe_texts=probe_texts, probe_vectors=probe)
 
 
 # --------------------------------------------------------------------------- save, open
@@ -254,17 +319,25 @@ def _read_arrow(path: Path):
         return pa.ipc.open_file(source).read_all()  # zero-copy: the table maps the file
 
 
-def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None) -> Path:
-    """Write ``arrays`` into ``folder/query`` (a temporary folder renamed into
-    place, so a reader never sees half of it), with an approximate index
-    (:mod:`strata.core.ann`) when they hold at least ``ann_min_vectors`` vectors
-    (default ``STRATA_ANN_MIN_VECTORS``). Returns the folder."""
-    import pyarrow as pa
-
-    target = folder / QUERY_DIR
+def _staging(folder: Path) -> Path:
+    """An empty temporary folder beside ``folder/query`` to write the arrays into."""
     tmp = folder / f".{QUERY_DIR}.{os.getpid()}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "graph").mkdir(parents=True)
+    return tmp
+
+
+def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None,
+         staged: Path | None = None) -> Path:
+    """Write ``arrays`` into ``folder/query`` (a temporary folder renamed into
+    place, so a reader never sees half of it), with an approximate index
+    (:mod:`strata.core.ann`) when they hold at least ``ann_min_vectors`` vectors
+    (default ``STRATA_ANN_MIN_VECTORS``). ``staged``: the temporary folder when
+    :func:`compute` already wrote the vectors into it. Returns the folder."""
+    import pyarrow as pa
+
+    target = folder / QUERY_DIR
+    tmp = staged if staged is not None else _staging(folder)
     g = arrays.graph
     nodes = arrays.nodes
     # large_string: a million nodes' text can pass the 2 GiB a plain string column holds
@@ -273,9 +346,12 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None) 
     _write_arrow(nodes, tmp / "nodes.arrow")
     for name in GRAPH_ARRAYS:
         np.save(tmp / "graph" / f"{name}.npy", np.ascontiguousarray(getattr(g, name)))
-    _write_arrow(pa.table({"relation": pa.array(g.relation, pa.large_string())}),
-                 tmp / "relations.arrow")
-    np.save(tmp / "vectors.npy", np.ascontiguousarray(arrays.vectors, dtype=np.float32))
+    relation = g._relation
+    relation = pa.array(relation, pa.large_string()) if isinstance(relation, list) \
+        else relation.cast(pa.large_string())
+    _write_arrow(pa.table({"relation": relation}), tmp / "relations.arrow")
+    if not (tmp / "vectors.npy").exists():  # compute wrote them there already
+        np.save(tmp / "vectors.npy", np.ascontiguousarray(arrays.vectors, dtype=np.float32))
     np.save(tmp / "has_vector.npy", np.asarray(arrays.has_vector, dtype=bool))
     np.save(tmp / "fact_vectors.npy", np.ascontiguousarray(arrays.fact_vectors, np.float32))
     _write_arrow(pa.table({"node_id": arrays.fact_ids.cast(pa.large_string())}),
@@ -310,7 +386,13 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None) 
 def write(folder: Path, dim: int, nodes=None, edges=None) -> Path:
     """Compute the arrays of ``folder`` (a build or a version) and save them there
     (``nodes`` and ``edges`` as for :func:`compute`)."""
-    return save(compute(folder, dim, nodes, edges), folder)
+    staged = _staging(folder)
+    try:
+        arrays = compute(folder, dim, nodes, edges, vectors_file=staged / "vectors.npy")
+        return save(arrays, folder, staged=staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
 
 
 def present(folder: Path) -> bool:

@@ -18,7 +18,7 @@ from strata.core import query_runtime
 from strata.core.embedding import EncoderSpec
 from strata.core.layout import IndexLayout
 from strata.pipelines.cli import main
-from strata.core.query_arrays import compute, open_arrays, present, save
+from strata.core.query_arrays import Graph, compute, open_arrays, present, save, write
 from strata.retrieval import Index
 from tests.conftest import REPO
 
@@ -70,7 +70,8 @@ def test_the_published_arrays_are_what_the_tables_give(sample_index):
         assert np.array_equal(getattr(mapped.graph, name), getattr(fresh.graph, name)), name
     assert mapped.graph.relation == fresh.graph.relation
     assert np.array_equal(mapped.has_vector, fresh.has_vector)
-    assert np.allclose(mapped.vectors, fresh.vectors, atol=1e-7)
+    # the publish writes the vectors straight into the file, a run of rows at a time
+    assert np.array_equal(mapped.vectors, fresh.vectors)
     assert np.abs(np.linalg.norm(mapped.vectors[mapped.has_vector], axis=1) - 1).max() < 1e-5
     assert mapped.nodes.column("text").to_pylist() == fresh.nodes.column("text").to_pylist()
     assert mapped.probe_texts == fresh.probe_texts
@@ -209,3 +210,53 @@ def test_a_large_index_searches_an_approximate_index_and_scores_exactly(sample_i
         assert [round(r.score, 5) for r in a] == [round(r.score, 5) for r in e]
     code_only = approx.search("read_csv", mode="flat", k=3, kinds=["code"])
     assert [r.kind for r in code_only] == ["code"] * 3
+
+
+def test_the_ann_index_of_the_streamed_vectors_is_the_in_memory_one(sample_index, tmp_path,
+                                                                    monkeypatch):
+    """A publish writes the vectors into the file first and builds the approximate
+    index from that file (positioned reads, none of it resident): the index is the
+    one built from the same vectors held in memory, byte for byte."""
+    copies = []
+    for name in ("streamed", "in_memory"):
+        shutil.copytree(sample_index, tmp_path / name)
+        copies.append(IndexLayout(tmp_path / name).resolve())
+    monkeypatch.setenv("STRATA_ANN_MIN_VECTORS", "1")
+    write(copies[0], 384)
+    save(compute(copies[1], 384), copies[1])
+    files = sorted(p.relative_to(copies[0] / "query") for p in (copies[0] / "query").rglob("*")
+                   if p.is_file())
+    assert "ann.faiss" in {f.name for f in files}
+    for f in files:
+        assert (copies[0] / "query" / f).read_bytes() == (copies[1] / "query" / f).read_bytes(), f
+
+
+def test_the_graph_keeps_what_a_dict_of_ids_would():
+    """Dense rows come from joins, with what a dict built in order gives: an id
+    given twice maps to its last row, a parent or edge end that is not a node
+    (or null) is no parent and no edge, an unknown edge type gets the spare code."""
+    import polars as pl
+
+    from strata.core.query_arrays import EDGE_CODE, KIND_CODE
+
+    nodes = pl.DataFrame({"node_id": ["f", "s1", "s2", "s1", "x"],
+                          "kind": ["file", "section", "section", "chunk", "no-such-kind"],
+                          "parent_id": [None, "f", "f", "s2", "gone"],
+                          "ordinal": [0, 2, 1, 0, None]})
+    edges = pl.DataFrame({"src": ["f", "s1", "s2", "nowhere", "x"],
+                          "dst": ["s2", "f", "s1", "f", None],
+                          "type": ["structural", "structural", "made-up", "jump", "jump"],
+                          "weight": [1.0, 0.5, 2.0, 1.0, 1.0],
+                          "relation": ["contains", "part_of", "r", "j", "k"]})
+    g = Graph.build(nodes, edges)
+    assert g.ids == ["f", "s1", "s2", "s1", "x"]
+    assert g.kind.tolist() == [KIND_CODE["file"], KIND_CODE["section"], KIND_CODE["section"],
+                               KIND_CODE["chunk"], -1]
+    assert g.parent.tolist() == [-1, 0, 0, 2, -1]
+    assert g.children(0).tolist() == [2, 1]  # by ordinal
+    # "s1" is row 3 (its last row): the edge from s1 leaves row 3 and the edge to s1 ends there
+    assert [(i, g.indices[g.indptr[i]:g.indptr[i + 1]].tolist()) for i in range(len(g))] == \
+        [(0, [2]), (1, []), (2, [3]), (3, [0]), (4, [])]
+    assert g.etype.tolist() == [EDGE_CODE["structural"], len(EDGE_CODE), EDGE_CODE["structural"]]
+    assert g.weight.tolist() == [1.0, 2.0, 0.5]
+    assert g.relation == ["contains", "r", "part_of"]
