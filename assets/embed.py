@@ -44,7 +44,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     import polars as pl
 
     from strata.assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
-    from strata.stages.embed import FINGERPRINT_SUFFIX, build_vectors
+    from strata.stages.embed import build_vectors
+    from strata.stages.vector_contents import read_contents, stamp_path
     from strata.stages.stored_vectors import read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
     from strata.core.embedding import canonical_model, encoder_threads
@@ -83,13 +84,18 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
                  computed_in_shards=in_shards, dim=result.dim,
                  tables_rewritten=not result.unchanged, lexical_docs=lexical.docs)
 
-    ids, bad_dim = _written_ids(layout.build_lance, result.by_kind, result.dim)
+    # tables written now are read back; tables left as they were are known by their
+    # contents file, trusted only while it agrees with their fingerprint stamp
+    contents = read_contents(layout.build_lance) if result.unchanged else None
+    if contents is not None:
+        ids, bad_dim = contents.rows.column("node_id").to_pylist(), int(contents.dim != result.dim)
+    else:
+        ids, bad_dim = _written_ids(layout.build_lance, result.by_kind, result.dim)
     expected = set(nodes.filter(pl.col("embedded"))["node_id"].to_list())
     ok = len(ids) == len(set(ids)) == len(expected) and set(ids) == expected and bad_dim == 0
-    lance = layout.build_lance
     return dg.MaterializeResult(
         # the Lance tables' row digest (text hashes stand for the vectors) and the encoder
-        data_version=output_version(lance.with_name(lance.name + FINGERPRINT_SUFFIX), encoder_json,
+        data_version=output_version(stamp_path(layout.build_lance), encoder_json,
                                     layout.build_lexical / FINGERPRINT_FILE),
         metadata={
             "dagster/row_count": len(ids),
@@ -109,6 +115,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         check_results=[dg.AssetCheckResult(
             check_name="one_vector_per_embedded_node", passed=ok,
             metadata={"vectors": len(ids), "embedded_nodes": len(expected),
+                      "ids_read_from": "contents file" if contents is not None else "tables",
                       "wrong_dimension_tables": bad_dim})],
     )
 

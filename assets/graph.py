@@ -51,6 +51,35 @@ def _entity_vectors(layout):
     return ids, np.ascontiguousarray(vecs, dtype=np.float32)
 
 
+def _entity_rows(layout):
+    """(entity ids in table order, their vectors or a function reading them, a key
+    standing for the vectors or None). When the vector tables' contents file is
+    trusted, the ids and the key (their text hashes) come from it and the vectors
+    are read only if the synonymy cache misses; else ids and vectors are read now."""
+    import hashlib
+
+    from strata.core.schema import ENTITY
+    from strata.stages.vector_contents import read_contents, unstamp
+
+    contents = read_contents(layout.build_lance)
+    if contents is None:
+        ids, vectors = _entity_vectors(layout)
+        return ids, vectors, None
+    rows = contents.of_kind(ENTITY)
+    key = hashlib.sha256(f"{contents.dim}:".encode())
+    key.update("\x00".join(rows.column("text_hash").to_pylist()).encode())
+
+    def read():
+        ids, vectors = _entity_vectors(layout)
+        if ids != rows.column("node_id").to_pylist():  # changed by hand since they were written
+            unstamp(layout.build_lance)  # not trusted again: the next attempt reads the tables
+            raise RuntimeError(f"{layout.build_lance}: the entity table does not hold the rows "
+                               "its contents file lists; the next attempt reads the tables")
+        return vectors
+
+    return rows.column("node_id").to_pylist(), read, key.hexdigest()
+
+
 def _node_ids(layout, nodes: pl.DataFrame) -> pl.Series:
     """Every node id of the build: the hierarchy's and the entities' (only the
     entities table's id column is read)."""
@@ -95,11 +124,11 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     parts = [result.edges]
     if (layout.build / SEMANTIC_EDGES).exists():
         parts.append(pl.read_parquet(layout.build / SEMANTIC_EDGES).to_arrow().cast(result.edges.schema))
-    entity_ids, vectors = _entity_vectors(layout)
+    entity_ids, vectors, key = _entity_rows(layout)
     if len(entity_ids):
         synonymy, _ = synonymy_edges_cached(entity_ids, vectors, layout.cache,
                                             threshold=config.synonymy_threshold,
-                                            k=config.synonymy_k)
+                                            k=config.synonymy_k, vectors_key=key)
         parts.append(synonymy.cast(result.edges.schema))
     all_edges = pa.concat_tables(parts)
     images = read_build_table(layout, "images", required=False)

@@ -27,6 +27,8 @@ from strata.core.memory import release_freed_memory
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
                                           stage_vectors)
+from strata.stages.vector_contents import (fingerprint, read_contents, read_stamp, stamp,
+                                           unstamp)
 from strata.core.layout import replace_dir
 from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
@@ -135,7 +137,7 @@ def _forget_tables(lance_dir: Path, why: str) -> None:
 
     logging.getLogger(__name__).warning("vector cache %s: %s; its vectors are encoded again",
                                         lance_dir, why)
-    lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX).unlink(missing_ok=True)
+    unstamp(lance_dir)
 
 
 def _texts(nodes: pl.DataFrame, spec: EncoderSpec) -> tuple[pl.DataFrame, list[str], list[str]]:
@@ -200,7 +202,10 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
     shard ends or is stopped, so at most that many are held in memory."""
     t0 = time.perf_counter()
     _, texts, hashes = _texts(nodes, spec)
-    previous = _previous_vectors(lance_dir, vectors=False)  # which texts have one: no vectors read
+    # which texts have a vector: from the tables' contents file, else their hash column
+    known_contents = read_contents(lance_dir)
+    previous = known_contents.hashes() if known_contents is not None \
+        else _previous_vectors(lance_dir, vectors=False)
     mine = {h: t for h, t in zip(hashes, texts)
             if h not in previous and h not in known and shard_of(h, shards) == shard}
     if not mine:
@@ -252,6 +257,15 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     todo, texts, hashes = _texts(nodes, spec)
     rows = _rows_table(todo, hashes, texts)
     del todo
+    kinds = rows.column("kind").to_pylist()
+    by_kind = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
+    if not precomputed and dim:
+        # the contents file says the tables hold exactly these rows: nothing to encode,
+        # read or write, and the tables are not opened at all
+        known = read_contents(lance_dir)
+        if known is not None and known.dim == dim and known.fingerprint == fingerprint(rows, dim):
+            return EmbedResult(dim=dim, computed=0, reused=len(hashes), by_kind=by_kind,
+                               unchanged=True, seconds=time.perf_counter() - t0)
     sources = [StoredVectors.of(precomputed)] if precomputed else []
     sources.append(_previous_vectors(lance_dir))
     if precomputed and not dim:
@@ -271,18 +285,17 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
                       emit)
     del texts
 
-    kinds = rows.column("kind").to_pylist()
-    by_kind = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
-    stamp = lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX)
-    fingerprint = _fingerprint(rows, dim)
-    if not missing and lance_dir.exists() and stamp.exists() \
-            and stamp.read_text().strip() == fingerprint:
+    digest = fingerprint(rows, dim)
+    if not missing and lance_dir.exists() and read_stamp(lance_dir) == digest:
         # The tables on disk hold exactly these rows: rewriting them would be
-        # most of an unchanged rebuild's time.
+        # most of an unchanged rebuild's time. (Their contents file, missing in
+        # a build from before it existed, is written for the next rebuild.)
+        if read_contents(lance_dir) is None:
+            stamp(lance_dir, rows, dim, digest)
         return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=0,
                            reused=len(hashes), by_kind=by_kind, unchanged=True,
                            seconds=time.perf_counter() - t0)
-    stamp.unlink(missing_ok=True)  # never left claiming tables that are being replaced
+    unstamp(lance_dir)  # never left claiming tables that are being replaced
     tmp = lance_dir.with_name(lance_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     own = dict(zip(missing, range(len(missing))))  # table row → row of ``encoded``
@@ -293,7 +306,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     finally:
         staged.close()
     replace_dir(tmp, lance_dir)
-    stamp.write_text(fingerprint + "\n")
+    stamp(lance_dir, rows, dim, digest)
     return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=len(missing),
                        reused=len(hashes) - len(missing), by_kind=by_kind,
                        seconds=time.perf_counter() - t0)
@@ -349,39 +362,6 @@ def _kind_batches(rows: pa.Table, at: list[int], schema: pa.Schema,
             columns = [pa.FixedSizeListArray.from_arrays(flat, dim) if f.name == "vector"
                        else part.column(f.name).combine_chunks() for f in schema]
             yield pa.record_batch(columns, schema=schema)
-
-
-FINGERPRINT_SUFFIX = ".fingerprint"  # beside the Lance folder: what its tables hold
-
-
-def _fingerprint(rows: pa.Table, dim: int) -> str:
-    """A digest of the rows without their vectors (whose text hashes stand for
-    them) and of the dimension: the Arrow IPC stream of ``rows``, hashed as it is
-    written rather than held as one more copy of every text."""
-    import hashlib
-
-    digest = _Digest(hashlib.sha256(f"{dim}:".encode()))
-    with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), rows.schema) as writer:
-        writer.write_table(rows)
-    return digest.hash.hexdigest()
-
-
-class _Digest:
-    """A write-only file that hashes what is written to it."""
-
-    def __init__(self, digest):
-        self.hash = digest
-        self.closed = False
-
-    def write(self, data) -> int:
-        self.hash.update(data)
-        return len(data)
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def embedding_items(nodes: pl.DataFrame, summaries: pl.DataFrame | None = None,

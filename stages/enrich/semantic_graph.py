@@ -194,26 +194,40 @@ def _knn_faiss(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return index.search(vectors, k)
 
 
-def synonymy_edges_cached(entity_ids: list[str], vectors: np.ndarray, cache_dir: Path,
-                          threshold: float = 0.8, k: int = 10) -> tuple[pa.Table, bool]:
+def synonymy_edges_cached(entity_ids: list[str], vectors, cache_dir: Path,
+                          threshold: float = 0.8, k: int = 10,
+                          vectors_key: str | None = None) -> tuple[pa.Table, bool]:
     """:func:`synonymy_edges`, kept as Parquet in ``cache_dir`` under a key of
-    the entity ids, their vectors and the parameters: the all-pairs kNN is the
-    largest cost of an unchanged rebuild's graph stage (1.1 s of 1.3 s on
-    MuSiQue's 17.6k entities). Returns (edges, from_cache)."""
+    the entity ids, their vectors and the parameters: the all-pairs kNN is most
+    of an unchanged rebuild's graph stage. Returns (edges, from_cache).
+
+    ``vectors``: the matrix, or a function that reads it. ``vectors_key``: a
+    digest that stands for the vectors (the text hashes they were encoded from),
+    so a cache hit needs no vector read at all; without it the key hashes the
+    vectors' own bytes."""
     import hashlib
 
     import pyarrow.parquet as pq
 
-    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+    def load() -> np.ndarray:
+        return np.ascontiguousarray(vectors() if callable(vectors) else vectors, dtype=np.float32)
+
     h = hashlib.sha256(f"{threshold}:{k}:{len(entity_ids)}:".encode())
     h.update("\x00".join(entity_ids).encode())
-    h.update(memoryview(vecs))  # the array's own bytes: no copy of every vector
+    vecs = None
+    if vectors_key is None:
+        vecs = load()
+        h.update(memoryview(vecs))  # the array's own bytes: no copy of every vector
+    else:
+        h.update(f"\x01{vectors_key}".encode())
     path = Path(cache_dir) / f"synonymy-{h.hexdigest()[:32]}.parquet"
     if path.exists():
         try:
             return pq.read_table(path), True
         except (OSError, ValueError):
             pass  # a damaged entry is recomputed
+    if vecs is None:
+        vecs = load()
     table = synonymy_edges(entity_ids, vecs, threshold=threshold, k=k)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     for old in Path(cache_dir).glob("synonymy-*.parquet"):  # one entry: the latest

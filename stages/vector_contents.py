@@ -1,0 +1,141 @@
+"""What the build's vector tables hold, known without opening them.
+
+The embeddings step writes one Lance table per kind, then two small files beside
+the Lance folder:
+
+* ``lance.rows.parquet``, the contents: each row's node id, kind and text hash,
+  in table order, with the vectors' dimension and the fingerprint below;
+* ``lance.fingerprint``, a digest of every row but its vector (the text hash,
+  which names the model and the text, stands for it) and of the dimension,
+  written last, once the tables and their contents are whole.
+
+Both are removed before the tables are replaced. A rebuild reads them instead of
+the tables: which texts already have a vector (the embedding shards), whether the
+tables already hold the rows it would write (the embeddings step), and which
+entity vectors the synonymy edges were computed from (the graph step). Why:
+opening a Lance table costs the lancedb import and a scan, most of what an
+unchanged rebuild spent in those steps, to learn what these files say. They are
+trusted only together: the contents must carry the fingerprint the stamp holds
+and the digest of their own rows, every table they name must be there, and no
+data file may lack its Lance footer;
+otherwise :func:`read_contents` gives None and the caller reads the tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from strata.core.layout import damaged_lance_file, write_parquet_atomic
+from strata.core.schema import vector_table_name
+
+FINGERPRINT_SUFFIX = ".fingerprint"
+CONTENTS_SUFFIX = ".rows.parquet"
+CONTENTS_COLUMNS = ["node_id", "kind", "text_hash"]
+
+
+@dataclass(frozen=True)
+class VectorContents:
+    """The rows of the vector tables (``CONTENTS_COLUMNS``, in table order), the
+    vectors' dimension and the fingerprint of the tables."""
+
+    rows: pa.Table
+    dim: int
+    fingerprint: str
+
+    def hashes(self) -> set[str]:
+        return set(self.rows.column("text_hash").to_pylist())
+
+    def of_kind(self, kind: str) -> pa.Table:
+        """The rows of one kind's table, in its order."""
+        import pyarrow.compute as pc
+
+        return self.rows.filter(pc.equal(self.rows.column("kind"), kind))
+
+
+def fingerprint(rows: pa.Table, dim: int) -> str:
+    """A digest of ``rows`` (the vector tables' rows without their vectors) and of
+    the dimension: the Arrow IPC stream of ``rows``, hashed as it is written rather
+    than held as one more copy of every text."""
+    digest = _Digest(hashlib.sha256(f"{dim}:".encode()))
+    with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), rows.schema) as writer:
+        writer.write_table(rows)
+    return digest.hash.hexdigest()
+
+
+def stamp_path(lance_dir: Path) -> Path:
+    return lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX)
+
+
+def contents_path(lance_dir: Path) -> Path:
+    return lance_dir.with_name(lance_dir.name + CONTENTS_SUFFIX)
+
+
+def read_stamp(lance_dir: Path) -> str | None:
+    try:
+        return stamp_path(lance_dir).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def stamp(lance_dir: Path, rows: pa.Table, dim: int, digest: str) -> None:
+    """Record that the tables in ``lance_dir`` hold ``rows`` of ``dim``-long vectors
+    (``digest``: their :func:`fingerprint`): the contents first, the stamp last."""
+    contents = rows.select(CONTENTS_COLUMNS)
+    contents = contents.replace_schema_metadata(
+        {"dim": str(dim), "fingerprint": digest, "rows": fingerprint(contents, dim)})
+    write_parquet_atomic(contents, contents_path(lance_dir))
+    stamp_path(lance_dir).write_text(digest + "\n")
+
+
+def unstamp(lance_dir: Path) -> None:
+    """Claim nothing about the tables (they are being replaced, or did not read)."""
+    stamp_path(lance_dir).unlink(missing_ok=True)
+    contents_path(lance_dir).unlink(missing_ok=True)
+
+
+def read_contents(lance_dir: Path) -> VectorContents | None:
+    """What the tables in ``lance_dir`` hold, read from the files beside them; None
+    when those are missing, disagree, or a table they name is missing or damaged."""
+    import pyarrow.parquet as pq
+
+    digest = read_stamp(lance_dir)
+    if digest is None or not lance_dir.is_dir():
+        return None
+    try:
+        table = pq.read_table(contents_path(lance_dir))
+        meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        dim = int(meta["dim"])
+    except (OSError, ValueError, KeyError, pa.ArrowException):
+        return None
+    if meta.get("fingerprint") != digest or table.column_names != CONTENTS_COLUMNS:
+        return None
+    table = table.replace_schema_metadata(None)
+    if meta.get("rows") != fingerprint(table, dim):  # the file itself changed since
+        return None
+    for kind in set(table.column("kind").to_pylist()):
+        folder = lance_dir / f"{vector_table_name(kind)}.lance"
+        if not folder.is_dir() or damaged_lance_file(folder) is not None:
+            return None
+    return VectorContents(table, dim, digest)
+
+
+class _Digest:
+    """A write-only file that hashes what is written to it."""
+
+    def __init__(self, digest):
+        self.hash = digest
+        self.closed = False
+
+    def write(self, data) -> int:
+        self.hash.update(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True

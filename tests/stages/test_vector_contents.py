@@ -1,0 +1,123 @@
+"""The vector tables' contents file: an unchanged rebuild learns what the Lance
+tables hold without opening them, and falls back to reading them whenever the
+file cannot be trusted. The real packaged model and real Lance tables."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import polars as pl
+import pytest
+
+import strata.stages.embed as embed
+from strata.core.embedding import EncoderSpec, load_encoder
+from strata.core.lance_scan import connect, scan, table_names
+from strata.stages.embed import build_vectors, encode_shard
+from strata.stages.enrich.semantic_graph import synonymy_edges_cached
+from strata.stages.vector_contents import contents_path, read_contents
+
+WORDS = "harbour tide gauge survey buoy swell datum station anemometer drift".split()
+
+
+def _items(n: int, seed: int = 5) -> pl.DataFrame:
+    rng = random.Random(seed)
+    kinds = ["section", "entity", "fact"]
+    return pl.DataFrame({
+        "node_id": [f"n{i:04d}" for i in range(n)], "kind": [kinds[i % 3] for i in range(n)],
+        "subkind": [""] * n, "path": ["a.md"] * n, "language": [None] * n, "depth": [1] * n,
+        "title": [""] * n, "breadcrumb": ["a"] * n,
+        "text": [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 12))) for _ in range(n)],
+        "attrs": ["{}"] * n, "embedded": [True] * n, "summary": [None] * n},
+        schema_overrides={"language": pl.Utf8, "depth": pl.Int32, "summary": pl.Utf8})
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return load_encoder(EncoderSpec())
+
+
+@pytest.fixture
+def built(encoder, tmp_path):
+    items, lance = _items(30), tmp_path / "lance"
+    first = build_vectors(items, EncoderSpec(), lambda: encoder, lance)
+    assert first.computed == 30
+    return items, lance
+
+
+def _no_tables(monkeypatch):
+    """Make any opening of the Lance tables fail the test."""
+    def refuse(*_a, **_k):
+        raise AssertionError("the Lance tables were opened")
+    monkeypatch.setattr(embed, "connect", refuse)
+
+
+def test_the_contents_file_lists_the_tables_rows_in_their_order(built):
+    _, lance = built
+    contents = read_contents(lance)
+    assert contents is not None and contents.dim == 384
+    db = connect(lance)
+    for name in table_names(db):
+        got = [(r["node_id"], r["text_hash"]) for b in scan(db.open_table(name),
+                                                             ["node_id", "text_hash"])
+               for r in b.to_pylist()]
+        kind = name.removesuffix("_vectors")
+        listed = contents.of_kind(kind)
+        assert got == list(zip(listed.column("node_id").to_pylist(),
+                               listed.column("text_hash").to_pylist()))
+
+
+def test_an_unchanged_build_and_shard_never_open_the_tables(built, encoder, monkeypatch):
+    items, lance = built
+    _no_tables(monkeypatch)
+    again = build_vectors(items, EncoderSpec(), lambda: pytest.fail("model loaded"), lance,
+                          dim=384)
+    assert again.unchanged and again.computed == 0 and again.reused == 30
+    shard = encode_shard(items, EncoderSpec(), lambda: pytest.fail("model loaded"), lance, 0, 1,
+                         sink=lambda h, v: pytest.fail("nothing to encode"))
+    assert shard.computed == 0
+
+
+def test_a_contents_file_that_changed_is_not_trusted_and_is_written_again(built, encoder):
+    items, lance = built
+    path = contents_path(lance)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(table.slice(1), path)  # one row short, the metadata kept as it was
+    assert read_contents(lance) is None
+    path.write_bytes(b"not parquet")
+    assert read_contents(lance) is None
+    again = build_vectors(items, EncoderSpec(), lambda: pytest.fail("model loaded"), lance,
+                          dim=384)
+    assert again.unchanged and read_contents(lance) is not None  # written for the next one
+    assert read_contents(lance).rows.num_rows == 30
+
+
+def test_a_damaged_table_makes_the_contents_unknown_and_its_vectors_are_encoded(built, encoder):
+    items, lance = built
+    data = sorted((lance / "fact_vectors.lance" / "data").glob("*.lance"))[0]
+    with open(data, "r+b") as f:
+        f.truncate(f.seek(0, 2) - 8)  # the Lance footer gone
+    assert read_contents(lance) is None
+    again = build_vectors(items, EncoderSpec(), lambda: encoder, lance, dim=384)
+    assert again.computed == 10 and not again.unchanged  # the fact table's rows, encoded again
+    assert read_contents(lance) is not None
+
+
+def test_synonymy_keyed_by_text_hashes_reads_no_vector_on_a_hit(tmp_path):
+    rng = np.random.default_rng(1)
+    vecs = rng.normal(size=(8, 16)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ids = [f"e{i}" for i in range(8)]
+    reads = []
+
+    def read():
+        reads.append(1)
+        return vecs
+
+    first, hit1 = synonymy_edges_cached(ids, read, tmp_path, vectors_key="hashes-1")
+    again, hit2 = synonymy_edges_cached(ids, read, tmp_path, vectors_key="hashes-1")
+    assert (hit1, hit2, len(reads)) == (False, True, 1) and again.equals(first)
+    _, hit3 = synonymy_edges_cached(ids, read, tmp_path, vectors_key="hashes-2")
+    assert hit3 is False and len(reads) == 2
