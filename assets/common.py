@@ -79,7 +79,9 @@ def _push_to_store() -> None:
     pulled = _WORKSPACE.get()
     if pulled is not None:
         workspace, log = pulled
-        log.info(f"build on {clean_uri(workspace.uri)}: {workspace.push().line('pushed')}")
+        with _store_failure():  # like the pull: one line, no retries on top of obstore's
+            stats = workspace.push()
+        log.info(f"build on {clean_uri(workspace.uri)}: {stats.line('pushed')}")
 
 
 def take_build_lock(context, layout: IndexLayout, mirror: str | None = None) -> None:

@@ -232,3 +232,35 @@ def test_a_store_nobody_answers_fails_the_build_in_one_line(tmp_path):
     assert "Traceback" not in proc.stderr and "Debug source" not in proc.stderr
     assert "endpoint_override" not in proc.stderr  # the URI's options stay out of the log
     assert not (tmp_path / "index" / "build" / "nodes.parquet").exists()
+
+
+def test_a_push_the_store_refuses_fails_the_step_once_in_one_line(store, tmp_path, monkeypatch):
+    """A step whose push fails (the store went away after the pull) fails as the pull
+    would: one line naming the store, and no retries of the step on top of obstore's
+    own (a retry would redo the step's work only to meet the same store)."""
+    import dagster as dg
+
+    from strata.core.object_store import StoreError
+
+    location = uri(store, "builds/docs")
+    cfg = write_corpora(tmp_path / "corpora.yaml", {"docs": {
+        "root": str(SAMPLE), "out": str(tmp_path / "index"), "mirror": location,
+        "shared": "store"}})
+    pushes = []
+
+    def refuse(self):
+        pushes.append(1)
+        raise StoreError(f"push to {location.split('?')[0]} failed: connection reset")
+
+    monkeypatch.setattr(StoreWorkspace, "push", refuse)
+    with dg.instance_for_test() as instance:
+        result = Builder(instance, cfg).build("docs", raise_on_error=False,
+                                              selection=["parsed_shards"])
+    assert not result.success
+    failed = [e for e in result.all_events if e.is_step_failure]
+    steps = [e.step_key for e in failed]
+    assert steps and len(set(steps)) == len(steps) == len(pushes)  # each step once: no retry
+    for event in failed:
+        message = event.step_failure_data.error.message
+        assert "push to s3://builds/docs failed: connection reset" in message
+    assert not [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
