@@ -74,3 +74,36 @@ def test_a_collection_of_stop_words_only_builds_saves_and_answers_nothing(tmp_pa
     assert back.node_ids == ["a", "b"]
     assert back.search("x", 5) == []
     assert not back.scores("the x").any()
+
+
+def test_the_saved_index_is_the_same_bytes_whatever_the_string_hashing(tmp_path):
+    """Two processes with different string hashing save byte-identical indexes (an
+    incremental build and a fresh one of the same corpus write the same files),
+    and score as an index over the same tokens numbered another way does."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    texts = ["Harbour gauges drift with the tide", "The tide table of the harbour",
+             "Buoys report swell and wind", "def read_csv(path): return rows"]
+    code = ("import sys; from strata.core.lexical import LexicalIndex; "
+            f"LexicalIndex.build(['a', 'b', 'c', 'd'], ['section'] * 4, {texts!r})"
+            ".save(sys.argv[1])")
+    for seed in ("1", "2"):
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / seed)], cwd=REPO, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}, timeout=120)
+    files = sorted(p.relative_to(tmp_path / "1") for p in (tmp_path / "1").rglob("*")
+                   if p.is_file())
+    assert files
+    for f in files:
+        assert (tmp_path / "1" / f).read_bytes() == (tmp_path / "2" / f).read_bytes(), f
+    import bm25s
+
+    plain = bm25s.BM25()
+    plain.index([tokenize(t) for t in texts], show_progress=False)
+    ours = LexicalIndex.load(tmp_path / "1")
+    for q in ("harbour tide", "swell", "read_csv rows"):
+        toks = ours.query_tokens(q)
+        assert np.allclose(ours.scores(q), plain.get_scores(toks))
