@@ -54,10 +54,8 @@ def _entity_vectors(layout):
 def _entity_rows(layout):
     """(entity ids in table order, their vectors or a function reading them, a key
     standing for the vectors or None). When the vector tables' contents file is
-    trusted, the ids and the key (their text hashes) come from it and the vectors
-    are read only if the synonymy cache misses; else ids and vectors are read now."""
-    import hashlib
-
+    trusted, the ids and the key come from it and the vectors are read only if the
+    synonymy cache misses; else ids and vectors are read now."""
     from strata.core.schema import ENTITY
     from strata.stages.vector_contents import read_contents, unstamp
 
@@ -65,19 +63,17 @@ def _entity_rows(layout):
     if contents is None:
         ids, vectors = _entity_vectors(layout)
         return ids, vectors, None
-    rows = contents.of_kind(ENTITY)
-    key = hashlib.sha256(f"{contents.dim}:".encode())
-    key.update("\x00".join(rows.column("text_hash").to_pylist()).encode())
+    listed = contents.of_kind(ENTITY).column("node_id").to_pylist()
 
     def read():
         ids, vectors = _entity_vectors(layout)
-        if ids != rows.column("node_id").to_pylist():  # changed by hand since they were written
+        if ids != listed:  # changed by hand since they were written
             unstamp(layout.build_lance)  # not trusted again: the next attempt reads the tables
             raise RuntimeError(f"{layout.build_lance}: the entity table does not hold the rows "
                                "its contents file lists; the next attempt reads the tables")
         return vectors
 
-    return rows.column("node_id").to_pylist(), read, key.hexdigest()
+    return listed, read, contents.vectors_key(ENTITY)
 
 
 def _node_ids(layout, nodes: pl.DataFrame) -> pl.Series:

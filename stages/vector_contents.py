@@ -55,6 +55,14 @@ class VectorContents:
 
         return self.rows.filter(pc.equal(self.rows.column("kind"), kind))
 
+    def vectors_key(self, kind: str) -> str:
+        """A digest that stands for one kind's vectors, in table order: their text
+        hashes (which name the model and the text) and the dimension, so a cache
+        of what was computed from those vectors is found without reading them."""
+        digest = hashlib.sha256(f"{self.dim}:".encode())
+        digest.update("\x00".join(self.of_kind(kind).column("text_hash").to_pylist()).encode())
+        return digest.hexdigest()
+
 
 def fingerprint(rows: pa.Table, dim: int) -> str:
     """A digest of ``rows`` (the vector tables' rows without their vectors) and of
