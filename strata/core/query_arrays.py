@@ -221,12 +221,17 @@ class _VectorRows:
         if self.path is None:
             self.matrix[rows] = vecs
             return
-        order = np.argsort(rows, kind="stable")
+        if not len(rows):
+            return
+        order = np.argsort(rows, kind="stable")  # a row given twice: the later wins
         rows, vecs = rows[order], np.ascontiguousarray(vecs[order], dtype=np.float32)
         width = self.shape[1] * 4
         starts = np.concatenate([[0], np.nonzero(np.diff(rows) != 1)[0] + 1, [len(rows)]])
         for a, b in zip(starts[:-1].tolist(), starts[1:].tolist()):
-            os.pwrite(self.fd, vecs[a:b].tobytes(), self.offset + int(rows[a]) * width)
+            data, at = memoryview(vecs[a:b].tobytes()), self.offset + int(rows[a]) * width
+            while data:  # a positioned write may write less than it was given
+                done = os.pwrite(self.fd, data, at)
+                data, at = data[done:], at + done
 
     def close(self) -> np.ndarray:
         """The matrix: in memory, or the file memory-mapped read-only."""

@@ -260,3 +260,21 @@ def test_the_graph_keeps_what_a_dict_of_ids_would():
     assert g.etype.tolist() == [EDGE_CODE["structural"], len(EDGE_CODE), EDGE_CODE["structural"]]
     assert g.weight.tolist() == [1.0, 2.0, 0.5]
     assert g.relation == ["contains", "r", "part_of"]
+
+
+def test_vectors_written_a_run_at_a_time_equal_the_matrix_in_memory(tmp_path):
+    """Batches in any row order, a row given twice (the later wins), an empty batch
+    and rows never given (zeros): the file equals the matrix filled in memory, and
+    reads back as np.load reads it."""
+    from strata.core.query_arrays import _VectorRows
+
+    batches = [(np.array([], np.int64), np.zeros((0, 3), np.float32)),
+               (np.array([4, 1, 2, 4]), np.arange(12, dtype=np.float32).reshape(4, 3)),
+               (np.array([0]), np.ones((1, 3), np.float32))]
+    streamed, held = _VectorRows(6, 3, tmp_path / "v.npy"), _VectorRows(6, 3, None)
+    for rows, vecs in batches:
+        streamed.put(rows, vecs)
+        held.put(rows, vecs)
+    mapped, matrix = streamed.close(), held.close()
+    assert np.array_equal(mapped, matrix) and np.array_equal(np.load(tmp_path / "v.npy"), matrix)
+    assert matrix[4].tolist() == [9.0, 10.0, 11.0] and not matrix[[3, 5]].any()
