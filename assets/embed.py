@@ -45,7 +45,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
 
     from strata.assets.run_tags import EMBEDDING_TAG, embedding_label, fill_run_tags
     from strata.stages.embed import build_vectors
-    from strata.stages.vector_contents import read_contents, stamp_path
+    from strata.stages.vector_contents import stamp_path
     from strata.stages.stored_vectors import read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
     from strata.core.embedding import canonical_model, encoder_threads
@@ -86,7 +86,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
 
     # tables written now are read back; tables left as they were are known by their
     # contents file, trusted only while it agrees with their fingerprint stamp
-    contents = read_contents(layout.build_lance) if result.unchanged else None
+    contents = result.contents
     if contents is not None:
         ids, bad_dim = contents.rows.column("node_id").to_pylist(), int(contents.dim != result.dim)
     else:

@@ -27,8 +27,8 @@ from strata.core.memory import release_freed_memory
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
                                           stage_vectors)
-from strata.stages.vector_contents import (fingerprint, read_contents, read_stamp, stamp,
-                                           unstamp)
+from strata.stages.vector_contents import (VectorContents, fingerprint, read_contents,
+                                           read_stamp, stamp, unstamp)
 from strata.core.layout import replace_dir
 from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
@@ -62,6 +62,7 @@ class EmbedResult:
     by_kind: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     unchanged: bool = False  # the tables on disk already held exactly these rows: not rewritten
+    contents: VectorContents | None = None  # when unchanged: the tables' trusted contents file
 
 
 def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str | None,
@@ -265,7 +266,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         known = read_contents(lance_dir)
         if known is not None and known.dim == dim and known.fingerprint == fingerprint(rows, dim):
             return EmbedResult(dim=dim, computed=0, reused=len(hashes), by_kind=by_kind,
-                               unchanged=True, seconds=time.perf_counter() - t0)
+                               unchanged=True, contents=known, seconds=time.perf_counter() - t0)
     sources = [StoredVectors.of(precomputed)] if precomputed else []
     sources.append(_previous_vectors(lance_dir))
     if precomputed and not dim:
@@ -290,10 +291,12 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         # The tables on disk hold exactly these rows: rewriting them would be
         # most of an unchanged rebuild's time. (Their contents file, missing in
         # a build from before it existed, is written for the next rebuild.)
-        if read_contents(lance_dir) is None:
+        known = read_contents(lance_dir)
+        if known is None:
             stamp(lance_dir, rows, dim, digest)
+            known = read_contents(lance_dir)
         return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=0,
-                           reused=len(hashes), by_kind=by_kind, unchanged=True,
+                           reused=len(hashes), by_kind=by_kind, unchanged=True, contents=known,
                            seconds=time.perf_counter() - t0)
     unstamp(lance_dir)  # never left claiming tables that are being replaced
     tmp = lance_dir.with_name(lance_dir.name + ".tmp")

@@ -113,8 +113,9 @@ class Graph:
         return r if isinstance(r, list) else r.to_pylist()
 
     @classmethod
-    def build(cls, nodes, edges) -> Graph:
-        """From the nodes (hierarchy and entities) and edges tables (polars).
+    def build(cls, nodes, edges, lookup=None) -> Graph:
+        """From the nodes (hierarchy and entities) and edges tables (polars);
+        ``lookup``: their :func:`row_lookup`, when the caller made it already.
 
         Ids become dense rows through polars joins, not Python dicts and lists:
         at a hundred thousand nodes and a few hundred thousand edges those
@@ -122,7 +123,8 @@ class Graph:
         import polars as pl
         import pyarrow as pa
 
-        lookup = row_lookup(nodes["node_id"])
+        if lookup is None:
+            lookup = row_lookup(nodes["node_id"])
         n = nodes.height
         kind = nodes["kind"].replace_strict(KIND_CODE, default=-1, return_dtype=pl.Int8).to_numpy()
         parent = rows_of(lookup, nodes["parent_id"]).astype(np.int32)
@@ -260,8 +262,8 @@ def compute(folder: Path, dim: int, nodes=None, edges=None,
                             pl.read_parquet(ent_path) if ent_path.exists() else None)
     if edges is None:
         edges = pl.read_parquet(folder / TABLE_FILES["edges"])
-    graph = Graph.build(nodes, edges)
-    lookup = row_lookup(nodes["node_id"])
+    lookup = row_lookup(nodes["node_id"])  # the graph's rows, and where each vector goes
+    graph = Graph.build(nodes, edges, lookup)
     table = nodes.select(NODE_FIELDS).to_arrow()
 
     # The vector tables are read a batch at a time, ids and vectors only (texts only

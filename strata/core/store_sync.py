@@ -234,14 +234,15 @@ class StoreWorkspace:
             return 0
         if not _VERSION_RE.match(name):
             return 0
-        rels = list(self._listed(f"{VERSIONS}/{name}"))
+        fetched: list[str] = []
 
-        def fill(folder: Path) -> None:
-            self._map(lambda r: self._download(f"{VERSIONS}/{name}/{r}", folder / r), rels)
+        def fill(folder: Path) -> None:  # only for a version not here yet: no listing else
+            fetched.extend(self._listed(f"{VERSIONS}/{name}"))
+            self._map(lambda r: self._download(f"{VERSIONS}/{name}/{r}", folder / r), fetched)
 
-        fetched = len(rels) if fetch_version(self.root / VERSIONS, name, fill) else 0
+        fetch_version(self.root / VERSIONS, name, fill)
         write_bytes_atomic(self.root / CURRENT, (name + "\n").encode())
-        return fetched
+        return len(fetched)
 
     # -- push --------------------------------------------------------------------------
     def push(self) -> SyncStats:

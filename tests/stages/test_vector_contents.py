@@ -73,6 +73,7 @@ def test_an_unchanged_build_and_shard_never_open_the_tables(built, encoder, monk
     again = build_vectors(items, EncoderSpec(), lambda: pytest.fail("model loaded"), lance,
                           dim=384)
     assert again.unchanged and again.computed == 0 and again.reused == 30
+    assert again.contents is not None and again.contents.rows.num_rows == 30  # for the check
     shard = encode_shard(items, EncoderSpec(), lambda: pytest.fail("model loaded"), lance, 0, 1,
                          sink=lambda h, v: pytest.fail("nothing to encode"))
     assert shard.computed == 0
