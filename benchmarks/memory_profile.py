@@ -66,7 +66,7 @@ def model_cache_without_checks(work: Path) -> Path:
     vectors and records the result under the probe's key; building the same corpus
     again would find it recorded and skip encoding the probe, so a build measured
     after another would look lighter than a first build of a new corpus."""
-    from strata.core.onnx_runtime import model_cache
+    from strata.core.model_cache import model_cache
 
     cache = work / "model_cache"
     shutil.rmtree(cache, ignore_errors=True)

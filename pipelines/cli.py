@@ -400,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "ONNX Runtime on a graph exported here from the same weights (onnx, "
                          "onnx-int8; needs the onnx extra); default: what the corpus was built "
                          "with, else $STRATA_EMBED_RUNTIME (auto: torch-bf16 on a CPU with "
-                         "native bfloat16, else torch)")
+                         "native bfloat16, else onnx where the model exports, else torch)")
     CHUNK_FLAGS.add_to(ix)
     ix.add_argument("--openie-import", default=None,
                     help="HippoRAG openie_results JSON to use instead of LLM OpenIE calls")

@@ -47,7 +47,7 @@ class EmbedderResource(settings_base(EmbedSettings, dg.ConfigurableResource,
         setting = corpus_spec.runtime if corpus_spec is not None and corpus_spec.runtime != AUTO \
             else self.runtime
         before = previous.runtime if previous is not None and previous.same_model(spec) else None
-        return replace(spec, runtime=resolve_runtime(setting, before))
+        return replace(spec, runtime=resolve_runtime(setting, before, spec.model))
 
     def load(self, spec: EncoderSpec) -> Encoder:
         from strata.core.embedding import load_encoder

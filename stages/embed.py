@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from strata.stages.parse.finalize import stable_hash
 from strata.core import stopping
-from strata.core.embedding import Encoder, EncoderSpec, canonical_model
+from strata.core.embedding import TORCH_RUNTIMES, Encoder, EncoderSpec, canonical_model
+from strata.core.onnx_runtime import ENCODING_VERSION as ONNX_ENCODING
 from strata.core.memory import release_freed_memory
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
@@ -146,6 +147,8 @@ def _texts(nodes: pl.DataFrame, spec: EncoderSpec) -> tuple[pl.DataFrame, list[s
     model_key = f"{spec.backend}:{canonical_model(spec.model)}"
     if spec.runtime != "torch":  # another runtime's vectors are its own (torch's keys unchanged)
         model_key += f":{spec.runtime}"
+    if spec.runtime not in TORCH_RUNTIMES:
+        model_key += f":{ONNX_ENCODING}"
     todo = nodes.filter(pl.col("embedded")).sort("node_id")  # a deterministic table order
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))

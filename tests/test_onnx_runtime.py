@@ -17,6 +17,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from strata.retrieval import EmbeddingModelMismatch, Index
+from strata.core import embedding
 from strata.core.embedding import (EncoderSpec, SentenceTransformerEncoder,
                               disagreement, load_encoder, packaged_model_path)
 from strata.core.layout import IndexLayout
@@ -32,6 +33,8 @@ def model_cache(tmp_path_factory):
     folder = tmp_path_factory.mktemp("models")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("STRATA_MODEL_CACHE", str(folder))
+        # encoders loaded earlier in this process read their graphs from another cache
+        mp.setattr(embedding, "_CACHE", {})
         yield folder
 
 

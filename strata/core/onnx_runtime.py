@@ -16,40 +16,27 @@ it and quantises it (``onnxruntime.quantization``, which needs ``onnx``), and
 the model's own ``tokenizer.json`` tokenizes (``tokenizers``).
 
 Nothing is downloaded: the graph is exported once from the local model folder
-(the packaged all-MiniLM-L6-v2 by default) into ``STRATA_MODEL_CACHE``
-(default ``~/.cache/strata/models``), written to a temporary name and renamed,
-so processes exporting at the same time never read half a file.
+(the packaged all-MiniLM-L6-v2 by default) into the model cache
+(:mod:`strata.core.model_cache`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import numpy as np
 
+from strata.core.model_cache import derived_folder
+
 EXPORT_VERSION = "2"  # bump when the export changes: graphs are exported again
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-
-
-def model_cache() -> Path:
-    from strata.core.settings import EmbedSettings, load
-
-    raw = (load(EmbedSettings).model_cache or "").strip()  # $STRATA_MODEL_CACHE
-    return Path(raw).expanduser() if raw else Path.home() / ".cache" / "strata" / "models"
-
-
-def _weights_key(location: Path) -> str:
-    """Changes when the model's files do: their names, sizes and times."""
-    h = hashlib.sha256(f"{EXPORT_VERSION}:{location.resolve()}".encode())
-    for f in sorted(location.rglob("*")):
-        if f.is_file():
-            st = f.stat()
-            h.update(f"{f.relative_to(location)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
+# how a text becomes a vector here (OnnxSentenceModel.encode: one text per session run);
+# a build's cached vectors are keyed by it, so vectors computed another way are never
+# mixed with these: bump it when encode changes what a text's vector is
+ENCODING_VERSION = "2"
 
 
 def exported_graph(location: str, int8: bool) -> Path:
@@ -59,7 +46,7 @@ def exported_graph(location: str, int8: bool) -> Path:
     if not (src / "config.json").is_file():
         raise RuntimeError(f"the onnx runtimes need a local model folder; {location!r} is not "
                            "one (give the folder of a sentence-transformers model)")
-    folder = model_cache() / f"{src.name}-{_weights_key(src)}"
+    folder = derived_folder(src, EXPORT_VERSION)
     fp32 = folder / "model.onnx"
     if not fp32.exists():
         _export(src, fp32)
@@ -172,8 +159,7 @@ class OnnxSentenceModel:
         max_len = json.loads(cfg.read_text()).get("max_seq_length", 256) if cfg.exists() else 256
         self.tokenizer = Tokenizer.from_file(str(src / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_len)
-        pad = self.tokenizer.token_to_id("[PAD]") or 0
-        self.tokenizer.enable_padding(pad_id=pad, pad_token="[PAD]")
+        self.tokenizer.no_padding()  # one text per run (encode): never padded
         so = ort.SessionOptions()
         so.intra_op_num_threads = max(1, threads)
         so.inter_op_num_threads = 1
@@ -182,27 +168,36 @@ class OnnxSentenceModel:
         self.session = ort.InferenceSession(str(graph), so, providers=["CPUExecutionProvider"])
         self.graph = graph
         self.dim = int(self.session.get_outputs()[0].shape[1] or
-                       len(self._run(["dimension"])[0]))
+                       len(self._vector(self.tokenizer.encode("dimension"))))
 
     def get_sentence_embedding_dimension(self) -> int:
         return self.dim
 
-    def _run(self, texts: list[str]) -> np.ndarray:
-        enc = self.tokenizer.encode_batch(texts)
-        feed = {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
-        return self.session.run(["embedding"], feed)[0]
+    def _vector(self, encoding) -> np.ndarray:
+        ids = np.array([encoding.ids], dtype=np.int64)
+        return self.session.run(["embedding"], {
+            "input_ids": ids, "attention_mask": np.ones_like(ids),
+            "token_type_ids": np.array([encoding.type_ids], dtype=np.int64)})[0][0]
 
     def encode(self, texts: list[str], batch_size: int = 32, normalize_embeddings: bool = True,
                convert_to_numpy: bool = True, show_progress_bar: bool = False) -> np.ndarray:
+        """Each text's vector, normalised inside the graph, from one session run per
+        text at the text's own length (``batch_size`` is taken for sentence-transformers'
+        signature and not used).
+
+        Why one text per run: ONNX Runtime's kernels depend on the shape of the call,
+        so a text encoded with others (padded to the longest, in a batch of another
+        size) comes out different in its last bits, and int8's dynamic quantisation
+        scales activations per call. A text alone gets the vector that depends on
+        the text only, which is what lets an incremental build, encoding other
+        batches than a fresh one, equal it exactly. On a CPU it costs nothing: a
+        text's tokens already make the matrix products' rows, and no padding is
+        computed."""
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), max(1, batch_size)):
-            idx = order[start:start + batch_size]
-            out[idx] = self._run([texts[i] for i in idx])
-        return out  # normalised inside the graph
+        for i, encoding in enumerate(self.tokenizer.encode_batch(texts)):
+            out[i] = self._vector(encoding)
+        return out
 
 
 def load_onnx(location: str, int8: bool, threads: int) -> OnnxSentenceModel:

@@ -1,6 +1,8 @@
 """Which runtime embeds a query, and whether it may: decided once, then remembered.
 
-A build encodes with torch (float32, or bfloat16 where the CPU has it). A
+A build encodes on ONNX Runtime in float32 where the model exports, with
+torch-bf16 where the CPU computes bfloat16 natively, or with the torch runtime an
+older index was built with. A
 query is one short text, and a querying process is often a fresh one (a
 shell command, an agent's tool call): importing torch, transformers and
 sentence-transformers cost it seconds before the first answer. So a query
@@ -23,7 +25,6 @@ ahead of the first query.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -32,26 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.core.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement, load_encoder,
-                              model_location)
+from strata.core.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement,
+                                   load_encoder, onnx_ready)
 
 log = logging.getLogger(__name__)
 QUERY_RUNTIME = "onnx"  # float32: agrees with torch float32 to a cosine of 1.0000
-
-
-def onnx_ready(model: str) -> bool:
-    """Whether queries of ``model`` can run on ONNX Runtime here: the runtime and
-    ``tokenizers`` installed, and the model a local mean-pooled folder the
-    exporter handles. Imports nothing heavy."""
-    from strata.core.onnx_runtime import exportable
-
-    if importlib.util.find_spec("onnxruntime") is None or \
-            importlib.util.find_spec("tokenizers") is None:
-        return False
-    try:
-        return exportable(Path(model_location(model)))
-    except RuntimeError:  # the default model's package is missing: torch says so later
-        return False
 
 
 def query_spec(built: EncoderSpec, asked: str = AUTO) -> EncoderSpec:
@@ -77,7 +63,7 @@ def query_spec(built: EncoderSpec, asked: str = AUTO) -> EncoderSpec:
 
 
 def _agreements_dir() -> Path:
-    from strata.core.onnx_runtime import model_cache
+    from strata.core.model_cache import model_cache
 
     return model_cache() / "agreements"
 

@@ -193,7 +193,8 @@ class EmbedSettings(_Group):
         "How a local model runs: `torch` (float32), `torch-bf16` (bfloat16 matmuls), or ONNX "
         "Runtime on a graph exported locally from the same weights (`onnx`, `onnx-int8`; the "
         "`onnx` extra). `auto`: `torch-bf16` where the CPU computes bfloat16 natively "
-        "(AVX512-BF16 or AMX), else `torch`; a corpus keeps what it was built with")
+        "(AVX512-BF16 or AMX), else `onnx` where the model exports, else `torch`; a corpus "
+        "keeps what it was built with")
     model_cache: str | None = _env(
         "STRATA_MODEL_CACHE", None,
         "Where ONNX graphs exported from a local model are kept (default `~/.cache/strata/models`)")

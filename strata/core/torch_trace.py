@@ -1,0 +1,200 @@
+"""A sentence-transformers model on torch, traced once into TorchScript and then
+loaded with torch alone.
+
+Why: importing sentence-transformers, and transformers with it, costs a process
+several seconds before it encodes anything: more than a rebuild that encodes a
+handful of changed texts spends on them, and paid again by every process that
+encodes (each embedding shard of a multi-process build). The traced module is
+the model's own forward (transformer, pooling, normalisation, in the runtime's
+dtype) recorded by ``torch.jit.trace`` from the loaded sentence-transformers
+model; ``torch.jit.load`` reads it back with only torch imported, and
+``tokenizers`` tokenizes with the very tokenizer sentence-transformers set up
+(saved in the module file). Its vectors are the eager model's,
+bit for bit (``tests/test_runtimes.py`` checks it).
+
+A trace records one path through the model's Python: the one a padded batch
+takes (attention masked). Every input is padded by at least one token
+(:func:`padded_length`), so that is the only path ever run; lengths and batch
+sizes are recorded as sizes, so any of them runs.
+
+Made once per machine into the model cache (:mod:`strata.core.model_cache`) under
+a name that changes with the weights, the runtime and the versions of torch,
+transformers and sentence-transformers, whose code the trace records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+
+from strata.core.model_cache import derived_folder
+
+TRACE_VERSION = "1"  # bump when the trace changes: modules are traced again
+PAD_STEP = 16  # the sequence tile of the CPU kernels: lengths in one step share a padding
+_META = "strata.json"  # what the loader needs, stored inside the module file
+_TOKENIZER = "tokenizer.json"  # the tokenizer as sentence-transformers set it up
+
+
+def padded_length(tokens: int) -> int:
+    """The length a text of ``tokens`` tokens is padded to: the next multiple of
+    ``PAD_STEP`` strictly above it (at least one pad, so attention always runs masked)."""
+    return PAD_STEP * (tokens // PAD_STEP + 1)
+
+
+def shape_groups(counts: list[int], cap: int) -> dict[int, list[int]]:
+    """The positions of texts of ``counts`` tokens, grouped by the padded length
+    each is computed at (never above ``cap``, the model's longest input).
+
+    Why: the kernels a transformer runs on CPU depend on the shape of the batch. A
+    batch with no padding takes the attention path without a mask, and the padded
+    length decides how the sequence is tiled; either changes the rounding of a
+    text's vector in bfloat16 (and its last bits in float32). Batch size and a
+    text's place in the batch do not. So a text is batched only with texts of its
+    own padded length, and its vector is the same whatever else is encoded with it:
+    an incremental build, which encodes other batches than a fresh one, gives every
+    text the vector a fresh build gives it."""
+    groups: dict[int, list[int]] = {}
+    for i, n in enumerate(counts):
+        groups.setdefault(min(padded_length(n), cap), []).append(i)
+    return groups
+
+
+def traceable(location: str) -> bool:
+    """Whether the model is a local sentence-transformers folder (its files are
+    what names the traced module in the cache)."""
+    src = Path(location)
+    return all((src / name).is_file() for name in ("config.json", "modules.json"))
+
+
+def _versions() -> str:
+    found = []
+    for name in ("torch", "transformers", "sentence-transformers"):
+        try:
+            found.append(f"{name}={version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name}=none")
+    return ",".join(found)
+
+
+def traced_module(location: str, runtime: str) -> Path:
+    """The TorchScript module of the model in ``location`` on ``runtime``
+    (``torch`` or ``torch-bf16``), traced on first use."""
+    src = Path(location)
+    target = derived_folder(src, f"trace{TRACE_VERSION}:{_versions()}") / f"{runtime}.pt"
+    if not target.exists():
+        _trace(src, runtime, target)
+    return target
+
+
+def _trace(src: Path, runtime: str, target: Path) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    kwargs = {"model_kwargs": {"torch_dtype": torch.bfloat16}} if runtime == "torch-bf16" else {}
+    with warnings.catch_warnings():  # the libraries' deprecation notes, to their users not ours
+        warnings.simplefilter("ignore")
+        model = SentenceTransformer(str(src), device="cpu", **kwargs).eval()
+    tokenizer = model.tokenizer
+    types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+
+    class SentenceVector(torch.nn.Module):
+        """The model's modules, fed as sentence-transformers feeds them."""
+
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            features = {"input_ids": input_ids, "attention_mask": attention_mask}
+            if types:
+                features["token_type_ids"] = token_type_ids
+            return self.inner(features)["sentence_embedding"]
+
+    ids = torch.ones((2, 2 * PAD_STEP), dtype=torch.long)
+    mask = torch.ones_like(ids)
+    mask[:, -1] = 0  # padded, as every input will be
+    with warnings.catch_warnings(), torch.no_grad():
+        # the trace warns that shape checks become constants: the padded path is the one kept
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(SentenceVector(model).eval(), (ids, mask, torch.zeros_like(ids)),
+                                 check_trace=False)
+        dim = int(traced(ids, mask, torch.zeros_like(ids)).shape[1])
+    meta = {"dim": dim, "max_seq_length": int(model.max_seq_length),
+            "max_positions": max_positions(model), "pad_id": int(tokenizer.pad_token_id or 0)}
+    backend = tokenizer.backend_tokenizer.to_str()  # a fast tokenizer (else: not traceable)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        torch.jit.save(traced, str(tmp), _extra_files={_META: json.dumps(meta),
+                                                       _TOKENIZER: backend})
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def max_positions(model) -> int:
+    """How long a padded input the model takes (its position embeddings), or no cap."""
+    try:
+        return int(model[0].auto_model.config.max_position_embeddings)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
+        return 1 << 30
+
+
+class TracedSentenceModel:
+    """``encode`` as sentence-transformers' model has it (the arguments the
+    encoder and the benchmarks use), on the traced module."""
+
+    def __init__(self, path: Path):
+        import torch
+        from tokenizers import Tokenizer
+
+        extra = {_META: "", _TOKENIZER: ""}
+        self.module = torch.jit.load(str(path), map_location="cpu", _extra_files=extra).eval()
+        meta = json.loads(extra[_META])
+        tokenizer = extra[_TOKENIZER]
+        self.graph = path
+        self.dim = int(meta["dim"])
+        self.cap = int(meta["max_positions"])
+        self.pad_id = int(meta["pad_id"])
+        self.tokenizer = Tokenizer.from_str(
+            tokenizer.decode() if isinstance(tokenizer, bytes) else tokenizer)
+        self.tokenizer.enable_truncation(int(meta["max_seq_length"]))
+        self.tokenizer.no_padding()
+
+    def get_sentence_embedding_dimension(self) -> int:
+        return self.dim
+
+    def encode(self, texts: list[str], batch_size: int = 16, normalize_embeddings: bool = True,
+               convert_to_numpy: bool = True, show_progress_bar: bool = False) -> np.ndarray:
+        """The model's output for each text (normalised in the model's dtype),
+        computed at :func:`padded_length` of its own token count in batches of
+        texts of that length only (:func:`shape_groups`)."""
+        import torch
+
+        encodings = self.tokenizer.encode_batch(list(texts))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        groups = shape_groups([len(e.ids) for e in encodings], self.cap)
+        for length, members in sorted(groups.items()):
+            for start in range(0, len(members), max(1, batch_size)):
+                part = members[start:start + batch_size]
+                ids = np.full((len(part), length), self.pad_id, dtype=np.int64)
+                mask = np.zeros_like(ids)
+                types = np.zeros_like(ids)
+                for row, i in enumerate(part):
+                    e = encodings[i]
+                    n = min(len(e.ids), length)
+                    ids[row, :n], mask[row, :n], types[row, :n] = e.ids[:n], 1, e.type_ids[:n]
+                with torch.inference_mode():
+                    got = self.module(torch.from_numpy(ids), torch.from_numpy(mask),
+                                      torch.from_numpy(types))
+                out[part] = got.float().numpy()
+        return out
+
+
+def load_traced(location: str, runtime: str) -> TracedSentenceModel:
+    return TracedSentenceModel(traced_module(location, runtime))
