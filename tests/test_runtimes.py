@@ -119,19 +119,49 @@ def test_a_texts_vector_does_not_depend_on_its_batch(runtime):
 
 
 @pytest.mark.parametrize("runtime", ["torch", "torch-bf16"])
-def test_the_traced_model_is_the_eager_one_bit_for_bit(runtime, monkeypatch):
+def test_the_traced_model_is_the_eager_one_bit_for_bit(runtime, monkeypatch, tmp_path):
     """The torch runtimes encode through a TorchScript trace of the model (no
     sentence-transformers import); its vectors are the ones sentence-transformers'
     own model gives, so an index keeps its vectors whichever of the two made them."""
     from strata.core.torch_trace import TracedSentenceModel
 
+    from strata.core.torch_trace import load_traced
+
     texts = [*TEXTS, "word " * 600, "  leading and trailing  ", "Ünïcödé ÀÉ mixed CASE", ""]
-    traced = load_encoder(EncoderSpec(runtime=runtime))
-    assert isinstance(traced.model, TracedSentenceModel)
+    monkeypatch.setenv("STRATA_MODEL_CACHE", str(tmp_path))
+    location = embedding.model_location(embedding.DEFAULT_MODEL)
+    just_traced = load_traced(location, runtime)  # traced in this process, kept in the cache
+    assert just_traced.graph.is_file()
+    read_back = load_traced(location, runtime)  # what every later process gets
+    assert isinstance(read_back, TracedSentenceModel)
     monkeypatch.setattr(embedding, "traceable", lambda location: False)
     eager = embedding.SentenceTransformerEncoder(EncoderSpec(runtime=runtime), batch_size=3)
     assert type(eager.model).__name__ == "SentenceTransformer"
-    assert np.array_equal(traced.encode(texts), eager.encode(texts))
+    expected = eager.encode(texts)
+    for model in (just_traced, read_back):
+        got = model.encode(texts, batch_size=3)
+        got /= np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
+        assert np.array_equal(got, expected)
+
+
+def test_a_damaged_or_unwritable_trace_is_traced_again(tmp_path, monkeypatch, caplog):
+    from strata.core.torch_trace import load_traced, module_path
+
+    monkeypatch.setenv("STRATA_MODEL_CACHE", str(tmp_path / "cache"))
+    location = embedding.model_location(embedding.DEFAULT_MODEL)
+    first = load_traced(location, "torch").encode(TEXTS)
+    path = module_path(location, "torch")
+    path.write_bytes(b"not a module")
+    with caplog.at_level("WARNING"):
+        again = load_traced(location, "torch").encode(TEXTS)
+    assert "cannot be read" in caplog.text and np.array_equal(first, again)
+    assert path.stat().st_size > 1000  # traced and kept again
+    (tmp_path / "ro").write_text("a file where the cache folder would be")
+    monkeypatch.setenv("STRATA_MODEL_CACHE", str(tmp_path / "ro"))
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        unkept = load_traced(location, "torch").encode(TEXTS)
+    assert "could not keep the traced model" in caplog.text and np.array_equal(first, unkept)
 
 
 def test_a_torch_encoder_loads_without_sentence_transformers(tmp_path):

@@ -24,7 +24,9 @@ transformers and sentence-transformers, whose code the trace records.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import warnings
 from importlib.metadata import PackageNotFoundError, version
@@ -38,6 +40,7 @@ TRACE_VERSION = "1"  # bump when the trace changes: modules are traced again
 PAD_STEP = 16  # the sequence tile of the CPU kernels: lengths in one step share a padding
 _META = "strata.json"  # what the loader needs, stored inside the module file
 _TOKENIZER = "tokenizer.json"  # the tokenizer as sentence-transformers set it up
+log = logging.getLogger(__name__)
 
 
 def padded_length(tokens: int) -> int:
@@ -81,17 +84,15 @@ def _versions() -> str:
     return ",".join(found)
 
 
-def traced_module(location: str, runtime: str) -> Path:
-    """The TorchScript module of the model in ``location`` on ``runtime``
-    (``torch`` or ``torch-bf16``), traced on first use."""
-    src = Path(location)
-    target = derived_folder(src, f"trace{TRACE_VERSION}:{_versions()}") / f"{runtime}.pt"
-    if not target.exists():
-        _trace(src, runtime, target)
-    return target
+def module_path(location: str, runtime: str) -> Path:
+    """Where the TorchScript module of the model in ``location`` on ``runtime``
+    (``torch`` or ``torch-bf16``) is kept in the model cache."""
+    return derived_folder(Path(location), f"trace{TRACE_VERSION}:{_versions()}") / f"{runtime}.pt"
 
 
-def _trace(src: Path, runtime: str, target: Path) -> None:
+def _trace(src: Path, runtime: str, target: Path) -> TracedSentenceModel:
+    """Trace the model, keep it in the cache when the cache can be written, and
+    return it (from memory: it is used whether or not it could be kept)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -126,15 +127,20 @@ def _trace(src: Path, runtime: str, target: Path) -> None:
         dim = int(traced(ids, mask, torch.zeros_like(ids)).shape[1])
     meta = {"dim": dim, "max_seq_length": int(model.max_seq_length),
             "max_positions": max_positions(model), "pad_id": int(tokenizer.pad_token_id or 0)}
-    backend = tokenizer.backend_tokenizer.to_str()  # a fast tokenizer (else: not traceable)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    backend = tokenizer.backend_tokenizer.to_str()  # transformers 5 tokenizers are all fast ones
+    extra = {_META: json.dumps(meta), _TOKENIZER: backend}
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        torch.jit.save(traced, str(tmp), _extra_files={_META: json.dumps(meta),
-                                                       _TOKENIZER: backend})
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.jit.save(traced, str(tmp), _extra_files=extra)
         os.replace(tmp, target)
+    except (OSError, RuntimeError) as e:  # a read-only or full cache: traced again next time
+        log.warning("could not keep the traced model in %s (%s); the next process traces it "
+                    "again", target.parent, e)
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    return TracedSentenceModel(traced, extra, target)
 
 
 def max_positions(model) -> int:
@@ -149,12 +155,10 @@ class TracedSentenceModel:
     """``encode`` as sentence-transformers' model has it (the arguments the
     encoder and the benchmarks use), on the traced module."""
 
-    def __init__(self, path: Path):
-        import torch
+    def __init__(self, module, extra: dict, path: Path):
         from tokenizers import Tokenizer
 
-        extra = {_META: "", _TOKENIZER: ""}
-        self.module = torch.jit.load(str(path), map_location="cpu", _extra_files=extra).eval()
+        self.module = module
         meta = json.loads(extra[_META])
         tokenizer = extra[_TOKENIZER]
         self.graph = path
@@ -197,4 +201,17 @@ class TracedSentenceModel:
 
 
 def load_traced(location: str, runtime: str) -> TracedSentenceModel:
-    return TracedSentenceModel(traced_module(location, runtime))
+    """The model in ``location`` on ``runtime``, from the cache, traced first
+    when the cache does not hold it (or holds a file that cannot be read)."""
+    import torch
+
+    path = module_path(location, runtime)
+    if path.exists():
+        extra = {_META: "", _TOKENIZER: ""}
+        try:
+            module = torch.jit.load(str(path), map_location="cpu", _extra_files=extra).eval()
+            return TracedSentenceModel(module, extra, path)
+        except (OSError, RuntimeError, ValueError, KeyError) as e:
+            log.warning("the traced model %s cannot be read (%s); tracing it again", path,
+                        str(e).splitlines()[0] if str(e) else type(e).__name__)
+    return _trace(Path(location), runtime, path)
