@@ -155,14 +155,14 @@ class LexicalIndex:
         import bm25s
 
         model = None
-        tokens = [tokenize(t) for t in texts]
-        if any(tokens):  # a collection whose every word is a stop word has no vocabulary
-            # The vocabulary numbered in order of first use: given the tokens, bm25s
-            # numbers a set of them, whose order (and so the saved index's bytes)
-            # changes with each process's string hashing. Scores do not depend on it.
-            vocab: dict[str, int] = {}
-            ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
-            del tokens
+        # Each text's tokens become vocabulary ids as it is tokenized, so the tokens of
+        # one text are held at a time, never a string per token of the whole corpus.
+        # The vocabulary is numbered in order of first use: given the tokens, bm25s
+        # numbers a set of them, whose order (and so the saved index's bytes) changes
+        # with each process's string hashing. Scores do not depend on it.
+        vocab: dict[str, int] = {}
+        ids = [[vocab.setdefault(t, len(vocab)) for t in tokenize(text)] for text in texts]
+        if vocab:  # a collection whose every word is a stop word has no vocabulary
             model = bm25s.BM25()
             model.index((ids, vocab), show_progress=False)
         return cls(model, list(node_ids), list(kinds))
