@@ -134,7 +134,8 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     df = pl.from_arrow(all_edges)
     del parts, all_edges, vectors
     ids = _node_ids(layout, nodes)
-    dangling = df.filter(~pl.col("src").is_in(ids) | ~pl.col("dst").is_in(ids)).height
+    known = ids.implode()  # a Series as one list: is_in on a bare Series is deprecated
+    dangling = df.filter(~pl.col("src").is_in(known) | ~pl.col("dst").is_in(known)).height
     seconds = time.perf_counter() - t0
     record_stage(layout, "graph", seconds=seconds, edges=df.height)
     return dg.MaterializeResult(

@@ -74,7 +74,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
     seconds = time.perf_counter() - t0
     groups = df.filter(pl.col("status") == "ok").group_by("group_id").len().filter(pl.col("len") > 1)
     record_stage(layout, "dedup", seconds=seconds, images=df.height, duplicate_groups=groups.height)
-    dup_rows = df.filter(pl.col("group_id").is_in(groups["group_id"])).select(
+    dup_rows = df.filter(pl.col("group_id").is_in(groups["group_id"].implode())).select(
         "group_id", "path", "width", "height", "is_representative").sort("group_id")
     problems = df.filter(pl.col("status") != "ok").select("path", "status").to_dicts()
     return dg.MaterializeResult(data_version=output_version(layout.build_table("images")), metadata={

@@ -63,7 +63,7 @@ def overlay(previous: PreviousBuild | None, parts: list[PreviousBuild]) -> Previ
         pl.concat([p.references for p in parts], how="vertical_relaxed"))
     if previous is None:
         return merged
-    keep = lambda df: df.filter(~pl.col("path").is_in(fresh))  # noqa: E731
+    keep = lambda df: df.filter(~pl.col("path").is_in(fresh.implode()))  # noqa: E731
     return PreviousBuild(
         pl.concat([merged.documents, keep(previous.documents)], how="vertical_relaxed"),
         pl.concat([merged.nodes, keep(previous.nodes)], how="vertical_relaxed"),
@@ -237,7 +237,7 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
     nodes = node_rows.table()
     refs_t = ref_rows.table()
     if reused and previous is not None:
-        keep = pl.Series(reused)
+        keep = pl.Series(reused).implode()
         old_nodes = previous.nodes.filter(pl.col("path").is_in(keep)).to_arrow()
         old_refs = previous.references.filter(pl.col("path").is_in(keep)).to_arrow()
         nodes = pa.concat_tables([nodes, conform(old_nodes, NODES)])
