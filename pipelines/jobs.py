@@ -2,17 +2,15 @@
 
 import dagster as dg
 
-from strata.assets import corpora_partitions
-
 JOB_NAME = "index_corpus"
 
 # The one definition of the job: the code location, the change sensor, the nightly
 # schedule and `strata index --workers` (pipelines.definitions) all run it. It
-# selects every asset of the Definitions it is given, whatever their shard count.
+# selects every asset of the Definitions it is given, whatever their shard count; its
+# partitions (one per corpus) are the assets' own.
 index_corpus_job = dg.define_asset_job(
     name=JOB_NAME,
     selection=dg.AssetSelection.all(),
-    partitions_def=corpora_partitions,
     description="Build (or incrementally rebuild) the full index of one corpus partition: "
                 "ingest → enrich → index. Every step runs in the run's process unless the "
                 "launch (run config execution.config.workers) or the corpus (workers: N) asks "

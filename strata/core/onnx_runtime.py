@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +95,10 @@ def _export(src: Path, target: Path) -> None:
     try:
         ids = torch.ones((2, 8), dtype=torch.long)
         axes = {0: "batch", 1: "tokens"}
-        with torch.no_grad():
+        with torch.no_grad(), warnings.catch_warnings():
+            # the TorchScript exporter, on purpose (dynamo=False): the dynamo one needs
+            # onnxscript, which is not installed; torch says it is the legacy one
+            warnings.simplefilter("ignore", DeprecationWarning)
             torch.onnx.export(model, (ids, ids, torch.zeros_like(ids)), str(work / "exported.onnx"),
                               input_names=list(INPUTS), output_names=["embedding"],
                               dynamic_axes={**dict.fromkeys(INPUTS, axes),
