@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from strata.core.settings import RUNTIME_CHOICES, RUNTIMES, EmbedSettings, default, load
-from strata.core.torch_trace import TracedSentenceModel, max_positions, shape_groups, traceable
+from strata.core.torch_trace import TracedSentenceModel, max_positions, shape_batches, traceable
 
 log = logging.getLogger(__name__)
 
@@ -319,7 +319,7 @@ class SentenceTransformerEncoder:
         """A model sentence-transformers loads itself (not a local folder, so not
         traced), encoded as the traced ones are: each text at the padded length of
         its own token count, batched only with texts of that length
-        (:func:`strata.core.torch_trace.shape_groups` says why)."""
+        (:func:`strata.core.torch_trace.shape_batches` says why)."""
         import torch
         from sentence_transformers.util import batch_to_device
 
@@ -329,19 +329,17 @@ class SentenceTransformerEncoder:
         pad_id = m.tokenizer.pad_token_id or 0
         tokenize = getattr(m, "preprocess", None) or m.tokenize  # renamed in sentence-transformers 5
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for length, members in sorted(shape_groups(counts, max_positions(m)).items()):
-            for start in range(0, len(members), self.batch_size):
-                part = members[start:start + self.batch_size]
-                features = tokenize([texts[i] for i in part])
-                for key, value in features.items():
-                    if torch.is_tensor(value) and value.dim() == 2 and value.shape[1] < length:
-                        fill = pad_id if key == "input_ids" else 0
-                        pad = torch.full((value.shape[0], length - value.shape[1]), fill,
-                                         dtype=value.dtype)
-                        features[key] = torch.cat([value, pad], dim=1)
-                with torch.inference_mode():
-                    emb = m.forward(batch_to_device(features, m.device))["sentence_embedding"]
-                out[part] = emb.float().cpu().numpy()
+        for length, part in shape_batches(counts, max_positions(m), self.batch_size):
+            features = tokenize([texts[i] for i in part])
+            for key, value in features.items():
+                if torch.is_tensor(value) and value.dim() == 2 and value.shape[1] < length:
+                    fill = pad_id if key == "input_ids" else 0
+                    pad = torch.full((value.shape[0], length - value.shape[1]), fill,
+                                     dtype=value.dtype)
+                    features[key] = torch.cat([value, pad], dim=1)
+            with torch.inference_mode():
+                emb = m.forward(batch_to_device(features, m.device))["sentence_embedding"]
+            out[part] = emb.float().cpu().numpy()
         return out
 
 

@@ -30,6 +30,7 @@ import logging
 import os
 import warnings
 from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -49,9 +50,11 @@ def padded_length(tokens: int) -> int:
     return PAD_STEP * (tokens // PAD_STEP + 1)
 
 
-def shape_groups(counts: list[int], cap: int) -> dict[int, list[int]]:
-    """The positions of texts of ``counts`` tokens, grouped by the padded length
-    each is computed at (never above ``cap``, the model's longest input).
+def shape_batches(counts: list[int], cap: int,
+                  batch_size: int) -> Iterator[tuple[int, list[int]]]:
+    """(padded length, positions) for each batch of texts of ``counts`` tokens:
+    texts grouped by the padded length each is computed at (never above ``cap``,
+    the model's longest input), shortest first, ``batch_size`` at most per batch.
 
     Why: the kernels a transformer runs on CPU depend on the shape of the batch. A
     batch with no padding takes the attention path without a mask, and the padded
@@ -64,7 +67,10 @@ def shape_groups(counts: list[int], cap: int) -> dict[int, list[int]]:
     groups: dict[int, list[int]] = {}
     for i, n in enumerate(counts):
         groups.setdefault(min(padded_length(n), cap), []).append(i)
-    return groups
+    step = max(1, batch_size)
+    for length, members in sorted(groups.items()):
+        for start in range(0, len(members), step):
+            yield length, members[start:start + step]
 
 
 def traceable(location: str) -> bool:
@@ -177,26 +183,23 @@ class TracedSentenceModel:
                convert_to_numpy: bool = True, show_progress_bar: bool = False) -> np.ndarray:
         """The model's output for each text (normalised in the model's dtype),
         computed at :func:`padded_length` of its own token count in batches of
-        texts of that length only (:func:`shape_groups`)."""
+        texts of that length only (:func:`shape_batches`)."""
         import torch
 
         encodings = self.tokenizer.encode_batch(list(texts))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        groups = shape_groups([len(e.ids) for e in encodings], self.cap)
-        for length, members in sorted(groups.items()):
-            for start in range(0, len(members), max(1, batch_size)):
-                part = members[start:start + batch_size]
-                ids = np.full((len(part), length), self.pad_id, dtype=np.int64)
-                mask = np.zeros_like(ids)
-                types = np.zeros_like(ids)
-                for row, i in enumerate(part):
-                    e = encodings[i]
-                    n = min(len(e.ids), length)
-                    ids[row, :n], mask[row, :n], types[row, :n] = e.ids[:n], 1, e.type_ids[:n]
-                with torch.inference_mode():
-                    got = self.module(torch.from_numpy(ids), torch.from_numpy(mask),
-                                      torch.from_numpy(types))
-                out[part] = got.float().numpy()
+        for length, part in shape_batches([len(e.ids) for e in encodings], self.cap, batch_size):
+            ids = np.full((len(part), length), self.pad_id, dtype=np.int64)
+            mask = np.zeros_like(ids)
+            types = np.zeros_like(ids)
+            for row, i in enumerate(part):
+                e = encodings[i]
+                n = min(len(e.ids), length)
+                ids[row, :n], mask[row, :n], types[row, :n] = e.ids[:n], 1, e.type_ids[:n]
+            with torch.inference_mode():
+                got = self.module(torch.from_numpy(ids), torch.from_numpy(mask),
+                                  torch.from_numpy(types))
+            out[part] = got.float().numpy()
         return out
 
 
