@@ -43,12 +43,8 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
           llm: LLMResource) -> dg.MaterializeResult:
     import json
 
-    import pyarrow as pa
-
     from strata.stages.enrich.openie import match_import_cached, openie_units, run_openie
-
-    from strata.stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
-    from strata.core.layout import write_parquet_atomic
+    from strata.stages.enrich.semantic_tables import write_semantic_tables
 
     spec, layout = corpus_and_layout(context, corpora)
     units = openie_units(read_build_table(layout, "nodes", columns=UNIT_COLUMNS))
@@ -74,14 +70,8 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
     if result.offline_cache != offline_cache:
         offline_path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(offline_path, json.dumps(result.offline_cache, separators=(",", ":")))
-    entities, fact_table = build_entities(spec.name, result.per_unit)
-    write_parquet_atomic(entities, layout.build_table("entities"))
-    write_parquet_atomic(fact_table, layout.build_table("facts"))
-    # chunk↔entity and entity↔entity edges need the per-chunk extractions, which
-    # only this stage holds; the graph stage merges them in.
-    semantic = pa.concat_tables([passage_edges(result.per_unit, entities),
-                                 semantic_edges(fact_table)])
-    write_parquet_atomic(semantic, layout.build / SEMANTIC_EDGES)
+    tables = write_semantic_tables(spec.name, result.per_unit, layout.build_table("entities"),
+                                   layout.build_table("facts"), layout.build / SEMANTIC_EDGES)
     write_failures(layout, "openie", result.failures)
     sources: dict[str, int] = {}
     for s in result.source.values():
@@ -92,15 +82,16 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
                  cache_hits=result.stats.cache_hits, failures=len(result.failures),
                  retries=result.stats.retries, prompt_tokens=result.stats.prompt_tokens,
                  completion_tokens=result.stats.completion_tokens,
-                 entities=entities.num_rows, facts=fact_table.num_rows,
+                 entities=tables.entities, facts=tables.facts, tables_reused=tables.reused,
                  imported_unmatched=len(unmatched), units_by_source=sources)
     return dg.MaterializeResult(data_version=output_version(
         layout.build_table("entities"), layout.build_table("facts"), layout.build / SEMANTIC_EDGES),
         metadata={
-        "dagster/row_count": fact_table.num_rows,
+        "dagster/row_count": tables.facts,
         "units": units.height,
-        "entities": entities.num_rows,
-        "facts": fact_table.num_rows,
+        "entities": tables.entities,
+        "facts": tables.facts,
+        "tables_reused": tables.reused,
         "dropped_triples": result.dropped_triples,
         "dropped_entities": result.dropped_entities,
         "units_by_source": md(sources, ("source", "units")),

@@ -261,13 +261,13 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
     from strata.pipelines.scaleout import PRELOAD
     from strata.core.buildlock import RUN_TAG
 
+    instance = dg.DagsterInstance.get()
     try:
-        resources = resolved_resources()  # what the run will get, for its tags
+        resources = resolved_resources(instance)  # what the run will get, for its tags
     except ValueError as e:  # a setting from the environment that cannot be used
         say(f"error: {e}", err=True)
         return EXIT_USAGE
 
-    instance = dg.DagsterInstance.get()
     if not instance.has_dynamic_partition(corpora_partitions.name, name):
         instance.add_dynamic_partitions(corpora_partitions.name, [name])
     parse_config = {"config": {"chunk_tokens": args.chunk_tokens}}

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from typing import NoReturn
 
 from strata.pipelines.build_command import cmd_index
 from strata.pipelines.console import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE
@@ -542,14 +543,41 @@ def main(argv: list[str] | None = None) -> int:
     if rc in (EXIT_SIGINT, EXIT_SIGTERM) and argv is None:
         # a stopped build may leave worker threads blocked on a dead server: they
         # must not hold the exit (everything they could write is committed already)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(rc)
+        _exit_now(rc)
     return rc
 
 
+def _exit_now(rc: int) -> NoReturn:
+    """End the process now, with what was printed flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(rc)
+
+
+def run() -> NoReturn:
+    """The ``strata`` command: :func:`main`, then out without tearing the
+    interpreter down.
+
+    When main returns, the command's work is done: what it wrote is written and
+    closed. What Python does after that (wait for threads, run the exit handlers,
+    then free every module and object one by one, and the native libraries'
+    destructors) took more than a second after a build that had loaded the
+    encoder and LanceDB, and most of a second after an unchanged one: time the
+    user waits at the prompt for nothing. So the first two happen as they
+    would (a worker thread finishes, logging flushes, temporary folders go,
+    child processes are reaped) and the process ends there. :func:`main` itself
+    returns as usual, for callers that embed it."""
+    import atexit
+    import threading
+
+    rc = main()
+    threading._shutdown()  # type: ignore[attr-defined] - what interpreter exit does first
+    atexit._run_exitfuncs()
+    _exit_now(rc)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -70,11 +70,17 @@ def make_resources() -> dict:
     return resources
 
 
-def resolved_resources() -> dict:
+def resolved_resources(instance: dg.DagsterInstance | None = None) -> dict:
     """The resources as a run started now would get them (the environment read
     now): for what `strata index` says before its run, the run's tags and the dry
-    run's estimate."""
-    return {name: r.process_config_and_initialize() for name, r in make_resources().items()}
+    run's estimate.
+
+    All of them are initialised in one ``build_resources`` on the given instance:
+    each resource's own ``process_config_and_initialize`` would make an ephemeral
+    instance of its own, a fixed cost every build paid before doing anything."""
+    resources = make_resources()
+    with dg.build_resources(resources, instance=instance) as built:
+        return {name: getattr(built, name) for name in resources}
 
 
 defs = dg.Definitions(

@@ -189,3 +189,25 @@ def test_a_missing_image_is_reported_as_the_files_problem_not_the_llms(tmp_path)
     out = proc.stdout + proc.stderr
     assert "not sent to the LLM (1;" in out and "images/wiring.png" in out, out[-3000:]
     assert "LLM failure" not in out, out[-3000:]
+
+
+def test_the_command_ends_without_teardown_but_after_threads_and_exit_handlers(tmp_path):
+    """``strata`` (:func:`run`) skips the interpreter's teardown, not what comes
+    before it: a worker thread still finishes, the exit handlers still run, and
+    everything printed reaches the pipe, with the command's exit code."""
+    done = tmp_path / "thread-finished"
+    code = (
+        "import atexit, sys, threading, time\n"
+        f"def work():\n    time.sleep(0.5)\n    open({str(done)!r}, 'w').write('yes')\n"
+        "threading.Thread(target=work).start()\n"
+        "atexit.register(lambda: print('exit handler ran', flush=True))\n"
+        f"sys.argv = ['strata', 'map', '--index', {str(tmp_path / 'no-index')!r}]\n"
+        "from strata.pipelines.cli import run\n"
+        "run()\n"
+        "print('not reached')\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr  # no index there: bad usage
+    assert proc.stderr.startswith("error: ") and "no-index" in proc.stderr
+    assert proc.stdout.splitlines() == ["exit handler ran"]
+    assert done.read_text() == "yes"

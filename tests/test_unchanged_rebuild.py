@@ -74,18 +74,32 @@ def _publish_meta(result) -> dict:
     return {k: v.value for k, v in mat.metadata.items()}
 
 
+def _facts_meta(result) -> dict:
+    (mat,) = result.asset_materializations_for_node("facts")
+    return {k: v.value for k, v in mat.metadata.items()}
+
+
 def test_an_unchanged_rebuild_keeps_the_version_and_an_edit_publishes(builder, sample_copy,
                                                                       tmp_path):
     out = tmp_path / "index"
     write_corpora(builder.config_path, {"sample": {"root": str(sample_copy), "out": str(out)}})
-    first = _publish_meta(builder.build("sample"))
+    built = builder.build("sample")
+    first = _publish_meta(built)
     assert first["version"] == 1 and first["unchanged"] is False
+    assert _facts_meta(built)["tables_reused"] is False
     layout = IndexLayout(out)
     manifest = (layout.version_dir(1) / "manifest.json").read_text()
     pinned = Index.open(out)  # a reader holding version 1 across the rebuilds
 
-    second = _publish_meta(builder.build("sample"))
+    built = builder.build("sample")
+    second = _publish_meta(built)
     assert second["unchanged"] is True and second["version"] == 1
+    # the facts step left its tables as they were: the build's files are still
+    # the ones version 1 froze (hard links), not rewritten copies
+    assert _facts_meta(built)["tables_reused"] is True
+    for table in ("entities", "facts"):
+        assert os.path.samefile(layout.build_table(table),
+                                layout.version_dir(1) / layout.build_table(table).name)
     assert layout.versions() == [1] and (out / "CURRENT").read_text().strip() == "v000001"
     # the kept version is untouched: same manifest (its build time included)
     assert (layout.version_dir(1) / "manifest.json").read_text() == manifest

@@ -545,7 +545,10 @@ def run_openie(units: pl.DataFrame, llm, imported: dict[str, OpenIEOut] | None =
         else:
             raw = offline_openie(text, title)
             clean, dropped = validate(raw, unit_context(text, row["title"]))
-        res.offline_cache[key] = [clean.entities, clean.triples, dropped]
+            # as JSON reads it back (lists), so an unchanged cache compares equal
+            # to the one read and is not written again
+            hit = [[list(e) for e in clean.entities], [list(t) for t in clean.triples], dropped]
+        res.offline_cache[key] = hit
         res.per_unit[row["node_id"]] = clean
         res.source[row["node_id"]] = source
         res.dropped_triples += dropped

@@ -21,8 +21,9 @@ import json
 import math
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
-from collections.abc import Mapping
 
 import numpy as np
 import polars as pl
@@ -44,8 +45,11 @@ def entity_id(corpus: str, name: str) -> str:
     return "entity-" + stable_hash(corpus, normalize(name))
 
 
-def fact_id(head: str, relation: str, tail: str) -> str:
-    return "fact-" + stable_hash(normalize(head), normalize(relation), normalize(tail))
+def fact_id(head: str, relation: str, tail: str,
+            norm: Callable[[str], str] = normalize) -> str:
+    """``norm``: :func:`normalize`, or a memoized copy of it for a caller that
+    sees the same names over and over."""
+    return "fact-" + stable_hash(norm(head), norm(relation), norm(tail))
 
 
 def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.Table, pa.Table]:
@@ -57,6 +61,7 @@ def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.T
     broken alphabetically, so ids and arrival order do not matter), ``attrs`` ``{"mentions": units mentioning it,
     "aliases": other surface forms}``. Facts keep one row per (triple, unit),
     so ``fact_id`` repeats when several units state the same fact."""
+    norm = lru_cache(maxsize=None)(normalize)  # names recur across units and facts
     forms: dict[str, Counter[str]] = defaultdict(Counter)
     desc: dict[str, Counter[str]] = defaultdict(Counter)
     mentions: Counter[str] = Counter()
@@ -66,7 +71,7 @@ def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.T
         seen_here: set[str] = set()
 
         def see(name: str, description: str = "") -> str:
-            key = normalize(name)
+            key = norm(name)
             if not key:
                 return ""
             surface = " ".join(name.split())
@@ -86,7 +91,7 @@ def build_entities(corpus: str, per_unit: Mapping[str, OpenIEOut]) -> tuple[pa.T
                 continue
             h, r, t = (" ".join(x.split()) for x in (h, r, t))
             facts.append({
-                "fact_id": fact_id(h, r, t), "head": h, "relation": r, "tail": t,
+                "fact_id": fact_id(h, r, t, norm), "head": h, "relation": r, "tail": t,
                 "head_id": "entity-" + stable_hash(corpus, kh),
                 "tail_id": "entity-" + stable_hash(corpus, kt),
                 "chunk_id": unit_id, "text": f"({h}, {r}, {t})",
