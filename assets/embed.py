@@ -76,7 +76,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
                                precomputed=read_vector_cache(cache))
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
     release_freed_memory()  # the Lance writer's buffers, before the lexical index's tokens
-    lexical = build_lexical(nodes, layout.build_lexical)
+    lexical = build_lexical(nodes, layout.build_lexical, layout.cache / "lexical_tokens")
     computed, reused = result.computed + in_shards, result.reused - in_shards
     write_json_atomic(encoder_json, {**enc_spec.to_manifest(result.dim),
                                      "model": canonical_model(enc_spec.model)})

@@ -21,7 +21,8 @@ from pathlib import Path
 import polars as pl
 
 from strata.core.layout import replace_dir
-from strata.core.lexical import FORMAT, LexicalIndex
+from strata.core.lexical import FORMAT, LexicalIndex, tokenize
+from strata.stages.lexical_tokens import cached_tokens
 from strata.core.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
 
 MAX_LEXICAL_CHARS = 20_000
@@ -55,9 +56,13 @@ def _readable(folder: Path) -> bool:
     return True
 
 
-def build_lexical(items: pl.DataFrame, folder: Path) -> LexicalResult:
+def build_lexical(items: pl.DataFrame, folder: Path,
+                  tokens_cache: Path | None = None) -> LexicalResult:
     """Index every embedded item of ``items`` (:func:`stages.embed.embedding_items`)
     into ``folder``, replaced atomically; an unchanged input leaves it as it is.
+    ``tokens_cache``: a folder where each collection's tokens are kept for the
+    next build (:mod:`stages.lexical_tokens`), so that only texts that changed
+    are tokenized again.
 
     Two collections: ``units`` (files, sections, chunks, code, tables, images:
     what the modes rank) and ``graph`` (entities and facts). Kept apart so the
@@ -87,9 +92,11 @@ def build_lexical(items: pl.DataFrame, folder: Path) -> LexicalResult:
     unit = [k in EMBEDDED_KINDS for k in kinds]
     for name, keep in ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, [not u for u in unit])):
         at = [i for i, ok in enumerate(keep) if ok]
-        # LexicalIndex.build tokenizes the texts as it iterates them
-        LexicalIndex.build([ids[i] for i in at], [kinds[i] for i in at],
-                           _texts(rows, keep)).save(tmp / name)  # type: ignore[arg-type]
+        kept = [ids[i] for i in at]
+        # the texts are made and tokenized as the index consumes them
+        tokens = (cached_tokens(tokens_cache / f"{name}.parquet", kept, _texts(rows, keep))
+                  if tokens_cache is not None else map(tokenize, _texts(rows, keep)))
+        LexicalIndex.from_tokens(kept, [kinds[i] for i in at], tokens).save(tmp / name)
     (tmp / FINGERPRINT_FILE).write_text(fingerprint + "\n")
     replace_dir(tmp, folder)
     return LexicalResult(docs=len(ids), unchanged=False, by_kind=by_kind)

@@ -22,6 +22,7 @@ queries, so both sides always agree.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
 # Words, identifiers (with _ and digits) and dotted paths of them; numbers on their own.
@@ -151,17 +152,25 @@ class LexicalIndex:
         return len(self._node_ids)
 
     @classmethod
-    def build(cls, node_ids: list[str], kinds: list[str], texts: list[str]) -> LexicalIndex:
+    def build(cls, node_ids: list[str], kinds: list[str], texts: Iterable[str]) -> LexicalIndex:
+        """The index of ``texts``, tokenized as they are iterated."""
+        return cls.from_tokens(node_ids, kinds, (tokenize(text) for text in texts))
+
+    @classmethod
+    def from_tokens(cls, node_ids: list[str], kinds: list[str],
+                    tokens: Iterable[list[str]]) -> LexicalIndex:
+        """The index of documents given as their :func:`tokenize` tokens (a build
+        that kept the tokens of unchanged texts need not make them again)."""
         import bm25s
 
         model = None
-        # Each text's tokens become vocabulary ids as it is tokenized, so the tokens of
+        # Each text's tokens become vocabulary ids as they come, so the tokens of
         # one text are held at a time, never a string per token of the whole corpus.
         # The vocabulary is numbered in order of first use: given the tokens, bm25s
         # numbers a set of them, whose order (and so the saved index's bytes) changes
         # with each process's string hashing. Scores do not depend on it.
         vocab: dict[str, int] = {}
-        ids = [[vocab.setdefault(t, len(vocab)) for t in tokenize(text)] for text in texts]
+        ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
         if vocab:  # a collection whose every word is a stop word has no vocabulary
             model = bm25s.BM25()
             model.index((ids, vocab), show_progress=False)

@@ -1,0 +1,110 @@
+"""A lexical rebuild tokenizes only the texts that changed, and its index is the
+one a build from nothing makes, byte for byte."""
+
+from __future__ import annotations
+
+import filecmp
+
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+from strata.stages import lexical_tokens
+from strata.stages.lexical import build_lexical
+from strata.core.schema import LEXICAL_GRAPH, LEXICAL_UNITS
+
+
+def _items(texts: dict[str, str]) -> pl.DataFrame:
+    """Items as :func:`embedding_items` gives them: chunks, plus an entity and a fact."""
+    rows = [{"node_id": nid, "kind": "chunk", "text": text} for nid, text in texts.items()]
+    rows += [{"node_id": "entity-1", "kind": "entity", "text": "Honolulu: a city in Hawaii"},
+             {"node_id": "fact-1", "kind": "fact", "text": "(Obama, born in, Honolulu)"}]
+    return pl.DataFrame(rows).with_columns(
+        title=pl.lit("A title"), breadcrumb=pl.lit("Guide > Part"), attrs=pl.lit("{}"),
+        summary=pl.lit(None, pl.Utf8), embedded=pl.lit(True))
+
+
+TEXTS = {f"chunk-{i:03d}": f"Paragraph {i} reads chunked bodies with read_chunked and "
+                            f"HTTPResponse number {i}." for i in range(40)}
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How many texts the build tokenizes itself."""
+    calls = []
+    real = lexical_tokens.tokenize
+
+    def tokenize(text):
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(lexical_tokens, "tokenize", tokenize)
+    return calls
+
+
+def _same_index(a, b) -> bool:
+    for name in (LEXICAL_UNITS, LEXICAL_GRAPH):
+        files = sorted(p.name for p in (a / name).iterdir())
+        assert files == sorted(p.name for p in (b / name).iterdir())
+        if not all(filecmp.cmp(a / name / f, b / name / f, shallow=False) for f in files):
+            return False
+    return True
+
+
+def test_an_edit_tokenizes_only_what_changed_and_gives_a_fresh_builds_index(tmp_path, counted):
+    cache = tmp_path / "cache"
+    build_lexical(_items(TEXTS), tmp_path / "kept", cache)
+    assert len(counted) == len(TEXTS) + 2  # the first build tokenizes everything
+    edited = dict(TEXTS)
+    edited["chunk-007"] += " One more sentence about gzip."
+    del edited["chunk-020"]
+    edited["chunk-100"] = "A new paragraph on trailers."
+    counted.clear()
+    build_lexical(_items(edited), tmp_path / "kept", cache)
+    assert len(counted) == 2 and all("gzip" in t or "trailers" in t for t in counted)
+    build_lexical(_items(edited), tmp_path / "fresh")  # no cache at all
+    assert _same_index(tmp_path / "kept", tmp_path / "fresh")
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "another tokenizer"])
+def test_a_cache_that_cannot_be_trusted_is_not_used(tmp_path, counted, damage):
+    cache = tmp_path / "cache"
+    build_lexical(_items(TEXTS), tmp_path / "first", cache)
+    units = cache / f"{LEXICAL_UNITS}.parquet"
+    if damage == "garbage":
+        units.write_bytes(b"not parquet at all")
+    elif damage == "truncated":
+        units.write_bytes(units.read_bytes()[:200])
+    else:  # the same rows, written by a tokenizer of another format
+        table = pq.read_table(units)
+        pq.write_table(table.replace_schema_metadata({"format": "strata-lexical/0"}), units)
+    edited = {**TEXTS, "chunk-001": "Changed so that the index is built again."}
+    counted.clear()
+    build_lexical(_items(edited), tmp_path / "kept", cache)
+    assert len(counted) == len(TEXTS)  # every unit tokenized again, the graph's reused
+    build_lexical(_items(edited), tmp_path / "fresh")
+    assert _same_index(tmp_path / "kept", tmp_path / "fresh")
+    assert pq.read_metadata(units).num_rows == len(TEXTS)  # whole again for the next build
+
+
+def test_a_tokenizing_that_stops_early_leaves_the_old_cache(tmp_path):
+    path = tmp_path / "units.parquet"
+    ids = sorted(TEXTS)
+    list(lexical_tokens.cached_tokens(path, ids, [TEXTS[i] for i in ids]))
+    before = path.read_bytes()
+    tokens = lexical_tokens.cached_tokens(path, ids, ["changed"] * len(ids))
+    next(tokens)
+    tokens.close()  # the consumer stopped (a failed build)
+    assert path.read_bytes() == before
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_no_token_holds_whitespace_so_joining_by_spaces_is_lossless():
+    from strata.core.lexical import tokenize
+
+    text = ("@State and read_chunked !! utf8 V2 no\u00a0break thin\u2009space tab\tbed "
+            "line\u2028sep ideographic\u3000space json.decoder.scan => $$x")
+    tokens = tokenize(text)
+    assert tokens and not any(c.isspace() for t in tokens for c in t)
+    joined = " ".join(tokens)
+    assert joined.split(" ") == tokens
