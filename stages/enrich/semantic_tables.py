@@ -72,8 +72,8 @@ def write_semantic_tables(corpus: str, per_unit: Mapping[str, OpenIEOut], entiti
     """Write the entities, facts and semantic-edge tables of ``per_unit``, or leave
     them as they are when the stamp beside ``facts`` says they already hold it.
 
-    The stamp goes first when the tables are rewritten and comes back last, so an
-    interrupted write is never mistaken for a whole one."""
+    The stamp is removed before the tables are rewritten and written again after
+    the last of them, so an interrupted write is never mistaken for a whole one."""
     from strata.stages.enrich.semantic_graph import build_entities, passage_edges, semantic_edges
 
     stamp = facts.with_name(facts.name + STAMP_SUFFIX)
