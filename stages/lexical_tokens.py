@@ -60,12 +60,19 @@ def cached_tokens(path: Path, node_ids: Iterable[str],
     the old file as it was."""
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        writer = pq.ParquetWriter(tmp, SCHEMA, compression="zstd")
+    except OSError as e:  # a cache that cannot be written only costs the tokenizing
+        import logging
+
+        logging.getLogger(__name__).warning("lexical tokens are not kept in %s: %s", path, e)
+        yield from map(tokenize, texts)
+        return
     old = _stored(path)
     current = next(old, None)
     rows: tuple[list, list, list] = ([], [], [])
-    writer = pq.ParquetWriter(tmp, SCHEMA, compression="zstd")
     try:
         for node_id, text in zip(node_ids, texts):
             digest = text_digest(text)

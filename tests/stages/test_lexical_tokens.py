@@ -87,6 +87,15 @@ def test_a_cache_that_cannot_be_trusted_is_not_used(tmp_path, counted, damage):
     assert pq.read_metadata(units).num_rows == len(TEXTS)  # whole again for the next build
 
 
+def test_a_cache_that_cannot_be_written_only_costs_the_tokenizing(tmp_path, caplog):
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder would be")
+    build_lexical(_items(TEXTS), tmp_path / "kept", blocked)
+    build_lexical(_items(TEXTS), tmp_path / "fresh")
+    assert _same_index(tmp_path / "kept", tmp_path / "fresh")
+    assert "lexical tokens are not kept" in caplog.text
+
+
 def test_a_tokenizing_that_stops_early_leaves_the_old_cache(tmp_path):
     path = tmp_path / "units.parquet"
     ids = sorted(TEXTS)
