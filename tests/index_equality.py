@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from strata.core.schema import LANCE_DIR, TABLE_FILES
+from strata.core.schema import LANCE_DIR, LEXICAL_DIR, TABLE_FILES
 
 # Columns that legitimately differ between an incremental and a fresh build:
 # timings, run bookkeeping and the stage that produced a row's attempts.
@@ -97,10 +97,26 @@ def vector_differences(a: Path, b: Path, atol: float | None = None) -> list[str]
     return out
 
 
+def lexical_differences(a: Path, b: Path) -> list[str]:
+    """The BM25 index, file by file: its bytes follow from the documents and their
+    tokens alone (the vocabulary is numbered in order of first use), so tokens
+    kept from an earlier build must give the very files a fresh build writes."""
+    import filecmp
+
+    files_a = {p.relative_to(a).as_posix() for p in (a / LEXICAL_DIR).rglob("*") if p.is_file()}
+    files_b = {p.relative_to(b).as_posix() for p in (b / LEXICAL_DIR).rglob("*") if p.is_file()}
+    if files_a != files_b:
+        return [f"lexical files differ: only incremental {sorted(files_a - files_b)}, "
+                f"only fresh {sorted(files_b - files_a)}"]
+    return [f"{name}: bytes differ" for name in sorted(files_a)
+            if not filecmp.cmp(a / name, b / name, shallow=False)]
+
+
 def index_differences(a: Path, b: Path) -> list[str]:
-    """Every table except failures (bookkeeping), plus all vector tables."""
+    """Every table except failures (bookkeeping), all vector tables and the
+    lexical index."""
     diffs: list[str] = []
     for name in TABLE_FILES:
         if name != "failures":
             diffs += table_differences(a, b, name)
-    return diffs + vector_differences(a, b)
+    return diffs + vector_differences(a, b) + lexical_differences(a, b)
