@@ -55,16 +55,17 @@ def _rows(path: Path) -> int:
     return pq.read_metadata(path).num_rows
 
 
-def _reusable(stamp: Path, digest: str, entities: Path, facts: Path, semantic: Path) -> bool:
-    """The stamp names this digest and every table reads as Parquet (its footer)."""
+def _reusable(stamp: Path, digest: str, entities: Path, facts: Path,
+              semantic: Path) -> tuple[int, int] | None:
+    """The rows of the entities and facts tables when the stamp names this digest
+    and every table reads as Parquet (its footer), else None."""
     try:
         if stamp.read_text().strip() != digest:
-            return False
-        for path in (entities, facts, semantic):
-            _rows(path)
+            return None
+        rows = [_rows(path) for path in (entities, facts, semantic)]
     except (OSError, ValueError, pa.ArrowException):
-        return False
-    return True
+        return None
+    return rows[0], rows[1]
 
 
 def write_semantic_tables(corpus: str, per_unit: Mapping[str, OpenIEOut], entities: Path,
@@ -78,8 +79,9 @@ def write_semantic_tables(corpus: str, per_unit: Mapping[str, OpenIEOut], entiti
 
     stamp = facts.with_name(facts.name + STAMP_SUFFIX)
     digest = output_digest(corpus, per_unit)
-    if _reusable(stamp, digest, entities, facts, semantic):
-        return SemanticTables(entities=_rows(entities), facts=_rows(facts), reused=True)
+    kept = _reusable(stamp, digest, entities, facts, semantic)
+    if kept is not None:
+        return SemanticTables(entities=kept[0], facts=kept[1], reused=True)
     stamp.unlink(missing_ok=True)
     entity_table, fact_table = build_entities(corpus, per_unit)
     write_parquet_atomic(entity_table, entities)

@@ -3,15 +3,14 @@ one a build from nothing makes, byte for byte."""
 
 from __future__ import annotations
 
-import filecmp
-
 import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
 from strata.stages import lexical_tokens
 from strata.stages.lexical import build_lexical
-from strata.core.schema import LEXICAL_GRAPH, LEXICAL_UNITS
+from strata.core.schema import LEXICAL_DIR, LEXICAL_UNITS
+from tests.index_equality import lexical_differences
 
 
 def _items(texts: dict[str, str]) -> pl.DataFrame:
@@ -42,34 +41,30 @@ def counted(monkeypatch):
     return calls
 
 
-def _same_index(a, b) -> bool:
-    for name in (LEXICAL_UNITS, LEXICAL_GRAPH):
-        files = sorted(p.name for p in (a / name).iterdir())
-        assert files == sorted(p.name for p in (b / name).iterdir())
-        if not all(filecmp.cmp(a / name / f, b / name / f, shallow=False) for f in files):
-            return False
-    return True
+def _build(items: pl.DataFrame, root, cache=None) -> None:
+    """The lexical index of ``items`` where a version folder ``root`` keeps it."""
+    build_lexical(items, root / LEXICAL_DIR, cache)
 
 
 def test_an_edit_tokenizes_only_what_changed_and_gives_a_fresh_builds_index(tmp_path, counted):
     cache = tmp_path / "cache"
-    build_lexical(_items(TEXTS), tmp_path / "kept", cache)
+    _build(_items(TEXTS), tmp_path / "kept", cache)
     assert len(counted) == len(TEXTS) + 2  # the first build tokenizes everything
     edited = dict(TEXTS)
     edited["chunk-007"] += " One more sentence about gzip."
     del edited["chunk-020"]
     edited["chunk-100"] = "A new paragraph on trailers."
     counted.clear()
-    build_lexical(_items(edited), tmp_path / "kept", cache)
+    _build(_items(edited), tmp_path / "kept", cache)
     assert len(counted) == 2 and all("gzip" in t or "trailers" in t for t in counted)
-    build_lexical(_items(edited), tmp_path / "fresh")  # no cache at all
-    assert _same_index(tmp_path / "kept", tmp_path / "fresh")
+    _build(_items(edited), tmp_path / "fresh")  # no cache at all
+    assert lexical_differences(tmp_path / "kept", tmp_path / "fresh") == []
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "another tokenizer"])
 def test_a_cache_that_cannot_be_trusted_is_not_used(tmp_path, counted, damage):
     cache = tmp_path / "cache"
-    build_lexical(_items(TEXTS), tmp_path / "first", cache)
+    _build(_items(TEXTS), tmp_path / "first", cache)
     units = cache / f"{LEXICAL_UNITS}.parquet"
     if damage == "garbage":
         units.write_bytes(b"not parquet at all")
@@ -80,19 +75,19 @@ def test_a_cache_that_cannot_be_trusted_is_not_used(tmp_path, counted, damage):
         pq.write_table(table.replace_schema_metadata({"format": "strata-lexical/0"}), units)
     edited = {**TEXTS, "chunk-001": "Changed so that the index is built again."}
     counted.clear()
-    build_lexical(_items(edited), tmp_path / "kept", cache)
+    _build(_items(edited), tmp_path / "kept", cache)
     assert len(counted) == len(TEXTS)  # every unit tokenized again, the graph's reused
-    build_lexical(_items(edited), tmp_path / "fresh")
-    assert _same_index(tmp_path / "kept", tmp_path / "fresh")
+    _build(_items(edited), tmp_path / "fresh")
+    assert lexical_differences(tmp_path / "kept", tmp_path / "fresh") == []
     assert pq.read_metadata(units).num_rows == len(TEXTS)  # whole again for the next build
 
 
 def test_a_cache_that_cannot_be_written_only_costs_the_tokenizing(tmp_path, caplog):
     blocked = tmp_path / "cache"
     blocked.write_text("a file where the cache folder would be")
-    build_lexical(_items(TEXTS), tmp_path / "kept", blocked)
-    build_lexical(_items(TEXTS), tmp_path / "fresh")
-    assert _same_index(tmp_path / "kept", tmp_path / "fresh")
+    _build(_items(TEXTS), tmp_path / "kept", blocked)
+    _build(_items(TEXTS), tmp_path / "fresh")
+    assert lexical_differences(tmp_path / "kept", tmp_path / "fresh") == []
     assert "lexical tokens are not kept" in caplog.text
 
 
