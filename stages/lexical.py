@@ -22,11 +22,17 @@ import polars as pl
 
 from strata.core.layout import replace_dir
 from strata.core.lexical import FORMAT, LexicalIndex, tokenize
-from strata.stages.lexical_tokens import cached_tokens
+from strata.stages.lexical_tokens import cached_tokens, source_digest
 from strata.core.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
 
 MAX_LEXICAL_CHARS = 20_000
 FINGERPRINT_FILE = "fingerprint"
+# what a unit's lexical text is made from: :func:`lexical_text`'s arguments, in order
+TEXT_FIELDS = ("kind", "title", "breadcrumb", "text", "attrs", "summary")
+# how a text is made from those fields: bumped with any change to :func:`lexical_text`
+# or :data:`TEXT_FIELDS`, so that neither the index nor the tokens kept from a build
+# that made its texts another way are taken as up to date
+TEXTS_KEY = f"fields/1:{MAX_LEXICAL_CHARS}"
 
 
 @dataclass
@@ -69,41 +75,48 @@ def build_lexical(items: pl.DataFrame, folder: Path,
     thousands of short fact triples do not flatten the IDF of the names they
     repeat (MuSiQue: 15,487 facts beside 3,780 text units).
 
-    The texts are made as they are consumed (:func:`_texts`), once for the
-    fingerprint and once per collection for its tokens, never held all at once:
-    a unit's lexical text is its whole text, so holding them would mean holding
-    the corpus's text once more beside its tokens."""
+    A unit's lexical text is its whole text, so the texts are never held all at
+    once, and the text of a document whose fields did not change is never made:
+    the fingerprint (is there anything to do at all?) and the token cache's key
+    are digests of each row's fields (:func:`source_digest`), and a text is made
+    only to be tokenized."""
     todo = items.filter(pl.col("embedded")).sort("node_id")
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
     ids, kinds = todo["node_id"].to_list(), todo["kind"].to_list()
-    rows = todo.select("kind", "title", "breadcrumb", "text", "attrs", "summary")
+    rows = todo.select(*TEXT_FIELDS)
     del todo
     by_kind = {k: kinds.count(k) for k in sorted(set(kinds))}
-    digest = hashlib.sha256(FORMAT.encode())
-    for nid, kind, text in zip(ids, kinds, _texts(rows)):
-        digest.update(f"{nid}\0{kind}\0{text}\0".encode("utf-8", "surrogatepass"))
-    fingerprint = digest.hexdigest()
+    digests = [source_digest(row) for row in rows.iter_rows()]
+    fingerprint = hashlib.sha256(f"{FORMAT}\0{TEXTS_KEY}\0".encode())
+    for nid, kind, digest in zip(ids, kinds, digests):
+        fingerprint.update(f"{nid}\0{kind}\0".encode("utf-8", "surrogatepass") + digest)
     stamp = folder / FINGERPRINT_FILE
-    if stamp.is_file() and stamp.read_text().strip() == fingerprint and _readable(folder):
+    if stamp.is_file() and stamp.read_text().strip() == fingerprint.hexdigest() \
+            and _readable(folder):
         return LexicalResult(docs=len(ids), unchanged=True, by_kind=by_kind)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     unit = [k in EMBEDDED_KINDS for k in kinds]
     for name, keep in ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, [not u for u in unit])):
         at = [i for i, ok in enumerate(keep) if ok]
-        kept = [ids[i] for i in at]
-        # the texts are made and tokenized as the index consumes them
-        tokens = (cached_tokens(tokens_cache / f"{name}.parquet", kept, _texts(rows, keep))
-                  if tokens_cache is not None else map(tokenize, _texts(rows, keep)))
-        LexicalIndex.from_tokens(kept, [kinds[i] for i in at], tokens).save(tmp / name)
-    (tmp / FINGERPRINT_FILE).write_text(fingerprint + "\n")
+        docs = ((ids[i], digests[i], row) for i, row in _kept(rows, keep))
+        # the texts are made (where they must be) and tokenized as the index consumes them
+        tokens = (cached_tokens(tokens_cache / f"{name}.parquet", docs, _text, TEXTS_KEY)
+                  if tokens_cache is not None else (tokenize(_text(row)) for _, _, row in docs))
+        LexicalIndex.from_tokens([ids[i] for i in at], [kinds[i] for i in at], tokens) \
+            .save(tmp / name)
+    (tmp / FINGERPRINT_FILE).write_text(fingerprint.hexdigest() + "\n")
     replace_dir(tmp, folder)
     return LexicalResult(docs=len(ids), unchanged=False, by_kind=by_kind)
 
 
-def _texts(rows: pl.DataFrame, keep: list[bool] | None = None) -> Iterator[str]:
-    """The :func:`lexical_text` of each row (of those ``keep`` marks), one at a time."""
+def _text(row: tuple) -> str:
+    return lexical_text(*row)
+
+
+def _kept(rows: pl.DataFrame, keep: list[bool]) -> Iterator[tuple[int, tuple]]:
+    """(position, fields) of each row ``keep`` marks, one at a time."""
     for i, row in enumerate(rows.iter_rows()):
-        if keep is None or keep[i]:
-            yield lexical_text(*row)
+        if keep[i]:
+            yield i, row

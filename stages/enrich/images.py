@@ -394,11 +394,16 @@ def near_duplicate_pairs(hashes: Sequence[int],
 
 
 def _components(n: int, pairs: Iterable[tuple[int, int]]) -> np.ndarray:
-    """Connected-component label of each of ``n`` items joined by ``pairs``."""
+    """Connected-component label of each of ``n`` items joined by ``pairs``
+    (no pairs: each item its own, without importing scipy, which a corpus of
+    distinct images or none would otherwise pay for on every build)."""
+    edges = np.asarray(list(pairs), dtype=np.int64).reshape(-1, 2)
+    edges = edges[edges[:, 0] != edges[:, 1]]  # an item joined to itself joins nothing
+    if not len(edges):
+        return np.arange(n, dtype=np.int32)
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    edges = np.asarray(list(pairs), dtype=np.int64).reshape(-1, 2)
     graph = coo_matrix((np.ones(len(edges), np.int8), (edges[:, 0], edges[:, 1])), shape=(n, n))
     return connected_components(graph, directed=False)[1]
 

@@ -61,7 +61,7 @@ def test_an_edit_tokenizes_only_what_changed_and_gives_a_fresh_builds_index(tmp_
     assert lexical_differences(tmp_path / "kept", tmp_path / "fresh") == []
 
 
-@pytest.mark.parametrize("damage", ["garbage", "truncated", "another tokenizer"])
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "another tokenizer", "another key"])
 def test_a_cache_that_cannot_be_trusted_is_not_used(tmp_path, counted, damage):
     cache = tmp_path / "cache"
     _build(_items(TEXTS), tmp_path / "first", cache)
@@ -72,7 +72,12 @@ def test_a_cache_that_cannot_be_trusted_is_not_used(tmp_path, counted, damage):
         units.write_bytes(units.read_bytes()[:200])
     else:  # the same rows, written by a tokenizer of another format
         table = pq.read_table(units)
-        pq.write_table(table.replace_schema_metadata({"format": "strata-lexical/0"}), units)
+        meta = {**table.schema.metadata, b"format": b"strata-lexical/0"}
+        pq.write_table(table.replace_schema_metadata(meta), units)
+    if damage == "another key":  # digests made from other fields, or texts made another way
+        table = pq.read_table(units)
+        pq.write_table(table.replace_schema_metadata({**table.schema.metadata,
+                                                      b"key": b"fields/0"}), units)
     edited = {**TEXTS, "chunk-001": "Changed so that the index is built again."}
     counted.clear()
     _build(_items(edited), tmp_path / "kept", cache)
@@ -91,12 +96,36 @@ def test_a_cache_that_cannot_be_written_only_costs_the_tokenizing(tmp_path, capl
     assert "lexical tokens are not kept" in caplog.text
 
 
+def _docs(texts: dict[str, str]):
+    """(node id, digest, source) in id order, a text standing for its own source."""
+    return [(i, lexical_tokens.source_digest([texts[i]]), texts[i]) for i in sorted(texts)]
+
+
+def test_only_a_changed_source_has_its_text_made(tmp_path):
+    path = tmp_path / "units.parquet"
+    made = []
+
+    def text(source: str) -> str:
+        made.append(source)
+        return source
+
+    first = list(lexical_tokens.cached_tokens(path, _docs(TEXTS), text, "k"))
+    assert len(made) == len(TEXTS)
+    made.clear()
+    edited = {**TEXTS, "chunk-003": "Changed: trailers and gzip."}
+    again = list(lexical_tokens.cached_tokens(path, _docs(edited), text, "k"))
+    assert made == ["Changed: trailers and gzip."]
+    assert again[3] != first[3] and again[:3] == first[:3] and again[4:] == first[4:]
+    made.clear()
+    list(lexical_tokens.cached_tokens(path, _docs(edited), text, "another key"))
+    assert len(made) == len(TEXTS)  # tokens kept under another key are never taken
+
+
 def test_a_tokenizing_that_stops_early_leaves_the_old_cache(tmp_path):
     path = tmp_path / "units.parquet"
-    ids = sorted(TEXTS)
-    list(lexical_tokens.cached_tokens(path, ids, [TEXTS[i] for i in ids]))
+    list(lexical_tokens.cached_tokens(path, _docs(TEXTS), str, "k"))
     before = path.read_bytes()
-    tokens = lexical_tokens.cached_tokens(path, ids, ["changed"] * len(ids))
+    tokens = lexical_tokens.cached_tokens(path, _docs(dict.fromkeys(TEXTS, "changed")), str, "k")
     next(tokens)
     tokens.close()  # the consumer stopped (a failed build)
     assert path.read_bytes() == before
