@@ -51,6 +51,26 @@ def test_the_onnx_graphs_are_exported_locally_and_agree_with_torch(model_cache):
     assert graphs == ["model.onnx", "model_int8.onnx"]  # exported once, into the cache
 
 
+def test_quantizing_prints_nothing_on_the_terminal(model_cache):
+    """onnxruntime's quantizer logs advice for the graph's author on the root
+    logger; a user whose first build exports the int8 graph must not see it (a
+    process of its own: pytest's log capture would hide what a terminal shows)."""
+    import os
+
+    from strata.core.onnx_runtime import exported_graph
+
+    exported_graph(str(packaged_model_path()), False)  # the float32 graph it quantizes
+    for old in model_cache.rglob("model_int8.onnx"):
+        old.unlink()
+    code = ("from strata.core.embedding import packaged_model_path as p\n"
+            "from strata.core.onnx_runtime import exported_graph as g\n"
+            "print(g(str(p()), True).name)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "STRATA_MODEL_CACHE": str(model_cache)}, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "model_int8.onnx", proc.stderr
+    assert proc.stderr == "", proc.stderr
+
+
 def test_disagreement_names_the_figures():
     assert disagreement(np.array([0.999, 0.995])) is None
     why = disagreement(np.array([0.999, 0.90]))

@@ -23,6 +23,7 @@ Nothing is downloaded: the graph is exported once from the local model folder
 from __future__ import annotations
 
 import json
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -58,10 +59,28 @@ def exported_graph(location: str, int8: bool) -> Path:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         tmp = q.with_name(f".{q.name}.{os.getpid()}.tmp")
-        quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8,
-                         per_channel=True)  # per-tensor scales: cosine 0.96 to torch; per channel: 0.99
+        # The quantizer logs advice for whoever wrote the graph (run its pre-processing)
+        # on the root logger, which reaches the user's terminal; it is not theirs to act on.
+        advice = _DropMessage("pre-processing before quantization")
+        logging.getLogger().addFilter(advice)
+        try:
+            quantize_dynamic(str(fp32), str(tmp), weight_type=QuantType.QInt8,
+                             per_channel=True)  # per-tensor scales: cosine 0.96 to torch; per channel: 0.99
+        finally:
+            logging.getLogger().removeFilter(advice)
         os.replace(tmp, q)
     return q
+
+
+class _DropMessage(logging.Filter):
+    """Drops the records whose message holds ``text``."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.text not in record.getMessage()
 
 
 def _export(src: Path, target: Path) -> None:
