@@ -20,7 +20,7 @@ from strata.core.layout import IndexLayout
 from strata.pipelines.cli import main
 from strata.core.query_arrays import Graph, compute, open_arrays, present, save, write
 from strata.retrieval import Index
-from tests.conftest import REPO
+from tests.conftest import REPO, SAMPLE, Builder, write_corpora
 
 HEAVY = ("torch", "transformers", "sentence_transformers", "lancedb", "dagster")
 QUESTIONS = ("how do I correct pressure readings for barometric drift?", "spike filter window",
@@ -154,16 +154,31 @@ class _Counting:
         return self.inner.encode(texts)
 
 
-def test_a_runtime_agreement_is_measured_once_and_then_read(sample_index, tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def torch_index(tmp_path_factory):
+    """The sample built with the torch runtime, whatever this CPU's default (``auto``
+    builds with ONNX where there is no native bfloat16): its queries then run on
+    another runtime than the build's, whose agreement must be measured."""
+    import dagster as dg
+
+    base = tmp_path_factory.mktemp("torch_sample")
+    cfg = write_corpora(base / "corpora.yaml", {"sample": {
+        "root": str(SAMPLE), "out": str(base / "index"), "embedding": {"runtime": "torch"}}})
+    with dg.instance_for_test() as instance:
+        Builder(instance, cfg).build("sample")
+    return base / "index"
+
+
+def test_a_runtime_agreement_is_measured_once_and_then_read(torch_index, tmp_path, monkeypatch):
     from strata.core.embedding import load_encoder
 
     monkeypatch.setattr(query_runtime, "_agreements_dir", lambda: tmp_path / "agreements")
-    manifest = json.loads((IndexLayout(sample_index).resolve() / "manifest.json").read_text())
+    manifest = json.loads((IndexLayout(torch_index).resolve() / "manifest.json").read_text())
     built = EncoderSpec.from_manifest(manifest["embedding"])
     spec = query_runtime.query_spec(built)
     assert spec.runtime == "onnx"
     encoder = _Counting(load_encoder(spec))
-    texts, stored = Index.open(sample_index)._probe()
+    texts, stored = Index.open(torch_index)._probe()
     first = query_runtime.agreement(built, encoder, texts, stored)
     assert encoder.texts == len(texts) > 0
     assert first[0] is not None and first[0] >= 0.999 and first[1] is None
@@ -176,19 +191,19 @@ def test_a_runtime_agreement_is_measured_once_and_then_read(sample_index, tmp_pa
     assert encoder.texts == 2 * len(texts) - 1
 
 
-def test_a_recorded_disagreement_sends_queries_to_the_built_runtime(sample_index, tmp_path,
+def test_a_recorded_disagreement_sends_queries_to_the_built_runtime(torch_index, tmp_path,
                                                                      monkeypatch):
     """The record is what decides: one saying the ONNX graph disagrees makes the
     index query with the runtime that built it (and say so), never with
     vectors that do not match."""
     monkeypatch.setattr(query_runtime, "_agreements_dir", lambda: tmp_path / "agreements")
-    idx = Index.open(sample_index)
+    idx = Index.open(torch_index)
     assert idx.encoder.spec.runtime == "onnx"
     (record,) = (tmp_path / "agreements").glob("*.json")
     rec = json.loads(record.read_text())
     rec.update(mean=None, why="its vectors agree to a mean cosine of 0.5")
     record.write_text(json.dumps(rec))
-    again = Index.open(sample_index)
+    again = Index.open(torch_index)
     built = again.manifest["embedding"]["runtime"]
     assert again.encoder.spec.runtime == built
     assert again.search("barometric drift", mode="flat", k=3)
