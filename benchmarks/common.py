@@ -213,7 +213,21 @@ def write_result(name: str, report: dict, table: str, results: Path = RESULTS) -
 
 
 def machine() -> dict:
+    """What a figure was measured on: cores, Python, date, the CPU's model and
+    whether it computes bfloat16 natively (which decides the default embedding
+    runtime, and so how long a first build takes against a rebuild)."""
     import platform
 
+    model, flags = "", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:  # not Linux: the model and flags are left out
+        pass
     return {"cpus": os.cpu_count(), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d")}
+            "date": time.strftime("%Y-%m-%d"), "cpu": model or platform.processor(),
+            "native_bf16": bool(flags & {"avx512_bf16", "amx_bf16"})}

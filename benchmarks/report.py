@@ -170,7 +170,9 @@ def block() -> str:
             continue
         meta = json.loads(js.read_text()) if js.exists() else {}
         m = meta.get("machine", {})
-        when = f" — {m.get('date')}, {m.get('cpus')} CPUs" if m else ""
+        cpu = f" ({m['cpu']}{', native bfloat16' if m.get('native_bf16') else ''})" \
+            if m.get("cpu") else ""
+        when = f" — {m.get('date')}, {m.get('cpus')} CPUs{cpu}" if m else ""
         parts += ["", f"#### {title}{when}", "", about, "", md.read_text().strip()]
     parts += ["", END]
     return "\n".join(parts)
