@@ -31,14 +31,14 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
               llm: LLMResource) -> dg.MaterializeResult:
     import polars as pl
 
-    from strata.stages.enrich.summarize import run_summaries
+    from strata.stages.enrich.summarize import COLUMNS, run_summaries
     from strata.core.layout import write_parquet_atomic
 
     from strata.assets.run_tags import LLM_TAG, fill_run_tags
 
     spec, layout = corpus_and_layout(context, corpora)
     fill_run_tags(context, {LLM_TAG: llm.label(spec.llm)})
-    nodes = read_build_table(layout, "nodes")
+    nodes = read_build_table(layout, "nodes", columns=list(COLUMNS))
     client = llm_client(llm, spec, layout)
     try:
         with stop_on_dead_endpoint():

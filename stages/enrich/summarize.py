@@ -146,12 +146,22 @@ def planned_file_requests(nodes: pl.DataFrame,
             for f in nodes.filter(pl.col("kind") == "file").to_dicts()]
 
 
+# what the stage reads of the nodes table (the asset reads only these)
+COLUMNS = ("node_id", "kind", "path", "title", "breadcrumb", "text", "attrs", "parent_id")
+FILE_LEAD_PARTS = 3  # an offline file summary: its intro, then its first parts' summaries
+SLICE = 4096  # rows made into Python objects at a time by the offline stand-in
+
+
 def run_summaries(nodes: pl.DataFrame, llm, progress=None) -> SummaryResult:
-    """Summaries for every section, code, table and file node."""
+    """Summaries for every section, code, table and file node (``nodes``: at
+    least the :data:`COLUMNS`)."""
+    parts_df = nodes.filter(pl.col("kind").is_in(list(SUMMARY_KINDS))).select(COLUMNS)
+    files_df = nodes.filter(pl.col("kind") == "file").select(COLUMNS)
+    if llm.offline:
+        rows = _offline(parts_df, files_df)
+        return SummaryResult(table=_table(rows))
     rows: dict[str, tuple[str, str, str]] = {}
     failures: list[dict] = []
-    cols = ("node_id", "kind", "path", "title", "breadcrumb", "text", "attrs", "parent_id")
-    parts_df = nodes.filter(pl.col("kind").is_in(list(SUMMARY_KINDS))).select(cols)
     parts = parts_df.to_dicts()
     attrs_of = {p["node_id"]: json.loads(p["attrs"] or "{}") for p in parts}
 
@@ -166,40 +176,54 @@ def run_summaries(nodes: pl.DataFrame, llm, progress=None) -> SummaryResult:
                     n["kind"], n["title"], n["text"], attrs_of.get(n["node_id"], {})),
                     "offline-fallback")
 
-    if llm.offline:
-        for p in parts:
-            rows[p["node_id"]] = (p["kind"], offline_summary(
-                p["kind"], p["title"], p["text"], attrs_of[p["node_id"]]), "offline")
-    else:
-        results = llm.run([_request(p, attrs_of[p["node_id"]]) for p in parts],
-                          stage="summarize", parse=_parse, progress=progress)
-        record(parts, results)
+    results = llm.run([_request(p, attrs_of[p["node_id"]]) for p in parts],
+                      stage="summarize", parse=_parse, progress=progress)
+    record(parts, results)
 
     # Files: built from their top-level parts' summaries (depth 1 children),
     # plus the file's own intro text.
-    files = nodes.filter(pl.col("kind") == "file").select(cols).to_dicts()
+    files = files_df.to_dicts()
     children: dict[str, list[str]] = {}
     for p in parts:
         children.setdefault(p["parent_id"], []).append(rows[p["node_id"]][1])
-    if llm.offline:
-        for f in files:
-            lead = _first_sentences(f["text"], 200)
-            tops = children.get(f["node_id"], [])[:3]
-            summary = " ".join([f"{f['title']}:", lead, *tops]).strip()[:600]
-            rows[f["node_id"]] = ("file", summary or f["title"], "offline")
-    else:
-        results = llm.run([_file_request(f, children.get(f["node_id"], [])) for f in files],
-                          stage="summarize", parse=_parse, progress=progress)
-        for f, r in zip(files, results):
-            if r.ok:
-                rows[f["node_id"]] = ("file", r.value, "cache" if r.cached else "llm")
-            else:
-                failures.append({"stage": "summarize", "node_id": f["node_id"],
-                                 "error": r.error or "", "attempts": r.attempts})
-                rows[f["node_id"]] = ("file", f"{f['title']}: {_first_sentences(f['text'], 300)}",
-                                      "offline-fallback")
-    stats = llm.stats("summarize") if not llm.offline else StageStats()
-    table = pa.Table.from_pylist(
-        [{"node_id": k, "kind": v[0], "summary": v[1], "source": v[2]} for k, v in sorted(rows.items())],
-        schema=SUMMARIES)
-    return SummaryResult(table=table, failures=failures, stats=stats)
+    results = llm.run([_file_request(f, children.get(f["node_id"], [])) for f in files],
+                      stage="summarize", parse=_parse, progress=progress)
+    for f, r in zip(files, results):
+        if r.ok:
+            rows[f["node_id"]] = ("file", r.value, "cache" if r.cached else "llm")
+        else:
+            failures.append({"stage": "summarize", "node_id": f["node_id"],
+                             "error": r.error or "", "attempts": r.attempts})
+            rows[f["node_id"]] = ("file", f"{f['title']}: {_first_sentences(f['text'], 300)}",
+                                  "offline-fallback")
+    return SummaryResult(table=_table(rows), failures=failures, stats=llm.stats("summarize"))
+
+
+def _offline(parts: pl.DataFrame, files: pl.DataFrame) -> dict[str, tuple[str, str, str]]:
+    """The extractive stand-in's (kind, summary, source) by node id. Rows become
+    Python objects a slice at a time: what it holds is the summaries (short) and
+    each file's first parts' summaries, not the corpus's texts once more."""
+    rows: dict[str, tuple[str, str, str]] = {}
+    lead: dict[str, list[str]] = {}  # parent id -> its first parts' summaries
+    for batch in parts.iter_slices(SLICE):
+        for p in batch.iter_rows(named=True):
+            summary = offline_summary(p["kind"], p["title"], p["text"],
+                                      json.loads(p["attrs"] or "{}"))
+            rows[p["node_id"]] = (p["kind"], summary, "offline")
+            tops = lead.setdefault(p["parent_id"], [])
+            if len(tops) < FILE_LEAD_PARTS:
+                tops.append(summary)
+    for batch in files.iter_slices(SLICE):
+        for f in batch.iter_rows(named=True):
+            intro = _first_sentences(f["text"], 200)
+            summary = " ".join([f"{f['title']}:", intro, *lead.get(f["node_id"], [])]).strip()
+            rows[f["node_id"]] = ("file", summary[:600] or f["title"], "offline")
+    return rows
+
+
+def _table(rows: dict[str, tuple[str, str, str]]) -> pa.Table:
+    """The :data:`SUMMARIES` table of ``rows``, in node-id order."""
+    ids = sorted(rows)
+    return pa.table([pa.array(ids, pa.string()),
+                     *(pa.array([rows[i][c] for i in ids], pa.string()) for c in range(3))],
+                    schema=SUMMARIES)
