@@ -26,6 +26,8 @@ from strata.stages.parse.registry import CODE, parser_for
 from strata.core.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES, conform
 
 Progress = Callable[[int, int], None]
+# the nodes table's row order (ascending, stable, nulls last)
+NODE_ORDER = ("path", "start_line", "depth", "node_path")
 
 
 @dataclass
@@ -234,17 +236,19 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
     if progress:
         progress(len(sources), len(sources))
 
-    nodes = node_rows.table()
     refs_t = ref_rows.table()
+    # A stable row order makes builds byte-comparable whatever was reused. The nodes
+    # (the corpus's texts) are merged and sorted in polars and made Arrow once: in
+    # Arrow each of the filter, the concatenation and the sort made a copy of them.
+    nodes = pl.from_arrow(node_rows.table())
     if reused and previous is not None:
         keep = pl.Series(reused).implode()
-        old_nodes = previous.nodes.filter(pl.col("path").is_in(keep)).to_arrow()
+        nodes = pl.concat([nodes, previous.nodes.filter(pl.col("path").is_in(keep))],
+                          how="vertical_relaxed")
         old_refs = previous.references.filter(pl.col("path").is_in(keep)).to_arrow()
-        nodes = pa.concat_tables([nodes, conform(old_nodes, NODES)])
         refs_t = pa.concat_tables([refs_t, conform(old_refs, REFERENCES)])
-    # A stable row order makes builds byte-comparable whatever was reused.
-    nodes = nodes.sort_by([("path", "ascending"), ("start_line", "ascending"),
-                           ("depth", "ascending"), ("node_path", "ascending")])
+    nodes = conform(nodes.sort(list(NODE_ORDER), nulls_last=True, maintain_order=True)
+                    .to_arrow(), NODES)
     refs_t = refs_t.sort_by([("path", "ascending"), ("src", "ascending"), ("target", "ascending")])
     return NodesResult(
         nodes=nodes, references=refs_t,
