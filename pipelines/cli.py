@@ -477,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "or deleted)"), _add_llm_args)
 
     mc = sub.add_parser("mcp", help="serve indexes as MCP tools for agents (stdio; --http)")
-    from strata.service.mcp_server import add_arguments as add_mcp_arguments
+    from strata.service.mcp_args import add_arguments as add_mcp_arguments
 
     add_mcp_arguments(mc)
     _add_llm_args(mc.add_argument_group(

@@ -31,9 +31,9 @@ from strata.retrieval import navigate
 from strata.core.tokens import estimate_tokens
 from strata.retrieval.modes import DEFAULT_MODE, MODES
 from strata.retrieval.results import markdown_block, source_url
+from strata.service.mcp_args import DEFAULT_BUDGET_TOKENS
 from strata.service.models import Fact, NodeRef, OutlineEntry  # the HTTP API's shapes, shared
 
-DEFAULT_BUDGET_TOKENS = 2000  # what one search costs an agent unless it asks for more
 MAX_BUDGET_TOKENS = 16000
 MAX_NODE_CHARS = 6000  # a node's own text in the `node` tool
 MAX_K = 50

@@ -104,7 +104,7 @@ def test_the_mcp_configurations_start_strata_mcp():
     import json
 
     from strata.pipelines.cli import build_parser, cmd_mcp
-    from strata.service.mcp_server import DEFAULT_PORT
+    from strata.service.mcp_args import DEFAULT_PORT
 
     page = _page("guides/agents.md")
     configs = [json.loads(b)["mcpServers"]["strata"] for b in _blocks(page, "json")]

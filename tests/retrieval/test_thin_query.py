@@ -27,9 +27,9 @@ QUESTIONS = ("how do I correct pressure readings for barometric drift?", "spike 
              "read_csv", "which sensors are supported")
 
 
-def _modules_after(code: str) -> dict:
-    """Run ``code`` in a fresh interpreter, then report the heavy modules loaded."""
-    probe = code + (f"\nimport json, sys\nprint(json.dumps(sorted(m for m in {HEAVY!r} "
+def _modules_after(code: str, watched: tuple[str, ...] = HEAVY) -> dict:
+    """Run ``code`` in a fresh interpreter, then report which ``watched`` modules it loaded."""
+    probe = code + (f"\nimport json, sys\nprint(json.dumps(sorted(m for m in {watched!r} "
                     "if m in sys.modules)))")
     proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
@@ -55,6 +55,8 @@ def test_the_cli_search_imports_no_torch_lancedb_or_dagster(sample_index):
             f"    rc = main(['search', '--index', {str(sample_index)!r}, '-k', '3', 'tide'])\n"
             "assert rc == 0 and '1. [' in out.getvalue(), out.getvalue()\n")
     assert _modules_after(code) == []
+    # nor the MCP server's tools and their pydantic models (the parser only needs mcp's arguments)
+    assert _modules_after(code, ("strata.service.mcp_tools", "strata.service.models")) == []
 
 
 def test_the_published_arrays_are_what_the_tables_give(sample_index):
