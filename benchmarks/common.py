@@ -218,16 +218,15 @@ def machine() -> dict:
     runtime, and so how long a first build takes against a rebuild)."""
     import platform
 
-    model, flags = "", set()
+    from strata.core.embedding import native_bf16
+
+    model = ""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and not model:
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
-    except OSError:  # not Linux: the model and flags are left out
+        model = next((line.partition(":")[2].strip()
+                      for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.partition(":")[0].strip() == "model name"), "")
+    except OSError:  # not Linux: the platform's own name for the processor
         pass
     return {"cpus": os.cpu_count(), "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d"), "cpu": model or platform.processor(),
-            "native_bf16": bool(flags & {"avx512_bf16", "amx_bf16"})}
+            "native_bf16": native_bf16()}

@@ -78,12 +78,10 @@ def edit(docs: Path, share: float) -> list[str]:
 
 def runtime_of(index: Path) -> str | None:
     """The embedding runtime the index at ``index`` was built with (its manifest)."""
-    import json
-
-    from strata.core.layout import IndexLayout
+    from strata.core.layout import IndexLayout, read_manifest
 
     try:
-        manifest = json.loads((IndexLayout(index).resolve() / "manifest.json").read_text())
+        manifest = read_manifest(IndexLayout(index).resolve())
     except (OSError, ValueError):
         return None
     return manifest.get("embedding", {}).get("runtime")
