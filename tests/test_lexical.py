@@ -107,3 +107,39 @@ def test_the_saved_index_is_the_same_bytes_whatever_the_string_hashing(tmp_path)
     for q in ("harbour tide", "swell", "read_csv rows"):
         toks = ours.query_tokens(q)
         assert np.allclose(ours.scores(q), plain.get_scores(toks))
+
+
+def test_the_flat_build_is_the_matrix_bm25s_builds_itself(sample_index):
+    """The lexical build hands bm25s every token as one array (memory and time that
+    do not grow with a Python list per text); the matrix it saves must be, array for
+    array and bit for bit, the one bm25s's own index makes of the same tokens. Real
+    texts: the sample index's nodes, cut in pieces over several blocks of documents,
+    with empty, stop-word-only and repeated-token documents among them."""
+    import bm25s
+
+    from strata.core import bm25_matrix
+    from strata.core.layout import IndexLayout
+    from strata.core.schema import TABLE_FILES
+
+    nodes = pl.read_parquet(IndexLayout(sample_index).resolve() / TABLE_FILES["nodes"])
+    texts = [t[i:i + 300] for t in nodes["text"].drop_nulls().to_list()
+             for i in range(0, len(t), 300)]
+    texts[5:5] = ["", "the of and", "tide " * 40 + "gauge"]
+    tokens = [tokenize(t) for t in texts]
+    assert len(tokens) > 2 * 16 and sum(map(len, tokens)) > 5000
+    old_block = bm25_matrix.BLOCK_DOCS
+    bm25_matrix.BLOCK_DOCS = 16  # several blocks, one of them short, over this small corpus
+    try:
+        ours = LexicalIndex.from_tokens([str(i) for i in range(len(tokens))],
+                                        ["chunk"] * len(tokens), iter(tokens))._bm25
+    finally:
+        bm25_matrix.BLOCK_DOCS = old_block
+    vocab: dict[str, int] = {}
+    ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
+    stock = bm25s.BM25()
+    stock.index((ids, vocab), show_progress=False)
+    for name in ("data", "indices", "indptr"):
+        assert ours.scores[name].dtype == stock.scores[name].dtype, name
+        assert np.array_equal(ours.scores[name], stock.scores[name]), name
+    assert ours.scores["num_docs"] == stock.scores["num_docs"] == len(tokens)
+    assert ours.vocab_dict == stock.vocab_dict

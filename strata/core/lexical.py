@@ -161,19 +161,28 @@ class LexicalIndex:
                     tokens: Iterable[list[str]]) -> LexicalIndex:
         """The index of documents given as their :func:`tokenize` tokens (a build
         that kept the tokens of unchanged texts need not make them again)."""
-        import bm25s
+        from array import array
+
+        import numpy as np
+
+        from strata.core.bm25_matrix import FlatBM25, FlatCorpus, FlatTokens
 
         model = None
-        # Each text's tokens become vocabulary ids as they come, so the tokens of
-        # one text are held at a time, never a string per token of the whole corpus.
+        # Each text's tokens become vocabulary ids as they come, end to end in one
+        # int32 array: the tokens of one text are held as strings at a time, and
+        # the whole corpus as four bytes a token, never a Python list per text.
         # The vocabulary is numbered in order of first use: given the tokens, bm25s
         # numbers a set of them, whose order (and so the saved index's bytes) changes
         # with each process's string hashing. Scores do not depend on it.
         vocab: dict[str, int] = {}
-        ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
+        ids, lengths = array("i"), array("q")
+        for doc in tokens:
+            ids.extend([vocab.setdefault(t, len(vocab)) for t in doc])
+            lengths.append(len(doc))
         if vocab:  # a collection whose every word is a stop word has no vocabulary
-            model = bm25s.BM25()
-            model.index((ids, vocab), show_progress=False)
+            model = FlatBM25()
+            flat = FlatTokens(np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, np.int64))
+            model.index(FlatCorpus(flat, vocab), show_progress=False)
         return cls(model, list(node_ids), list(kinds))
 
     def save(self, folder) -> None:
