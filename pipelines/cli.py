@@ -514,10 +514,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        if args.func is cmd_index:  # a build: idle OpenMP threads sleep (before torch loads)
-            from strata.core.embedding import passive_waits
+        if args.func is cmd_index:  # a build: idle OpenMP threads sleep (before torch loads),
+            from strata.core.embedding import passive_waits  # threads share few arenas
+            from strata.core.memory import few_malloc_arenas
 
             passive_waits()
+            few_malloc_arenas()
         rc = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT

@@ -44,3 +44,56 @@ def test_a_freed_frame_is_handed_back():
 def test_the_users_own_allocator_setting_is_kept():
     got = probe({**os.environ, "_RJEM_MALLOC_CONF": "narenas:2"})
     assert got["conf"].endswith(",narenas:2") and "dirty_decay_ms:0" not in got["conf"], got
+
+
+ARENAS = """
+import ctypes, os, sys, threading
+if sys.argv[1] == "capped":
+    from strata.core.memory import few_malloc_arenas
+    few_malloc_arenas()
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+ready, done = threading.Barrier(9), threading.Event()
+
+def worker():  # a native allocation in each of eight threads alive at once
+    libc.malloc(64 * 1024)
+    ready.wait()
+    done.wait()
+
+threads = [threading.Thread(target=worker) for _ in range(8)]
+for t in threads:
+    t.start()
+ready.wait()
+sys.stderr.flush()
+libc.malloc_stats()  # one "Arena N:" paragraph per arena, on stderr
+done.set()
+for t in threads:
+    t.join()
+print(os.environ.get("MALLOC_ARENA_MAX"))
+"""
+
+
+def arenas(mode: str, env: dict) -> tuple[int, str]:
+    """The glibc arenas of a process whose eight threads each allocated, and the
+    MALLOC_ARENA_MAX its children would inherit."""
+    run = subprocess.run([sys.executable, "-c", ARENAS, mode], env=env, capture_output=True,
+                         text=True, check=True)
+    return run.stderr.count("Arena "), run.stdout.strip()
+
+
+def test_a_building_process_keeps_its_threads_to_few_malloc_arenas():
+    """Freed memory scattered over one arena per thread stays resident under the next
+    step; the build caps the arenas, for itself and the processes it starts."""
+    from strata.core.memory import BUILD_ARENAS
+
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    plain, _ = arenas("plain", env)
+    assert plain > BUILD_ARENAS + 2, plain  # glibc's default: an arena per new thread here
+    capped, inherited = arenas("capped", env)
+    assert capped <= BUILD_ARENAS and inherited == str(BUILD_ARENAS), (capped, inherited)
+
+
+def test_the_users_own_arena_limit_is_kept():
+    got, inherited = arenas("capped", {**os.environ, "MALLOC_ARENA_MAX": "5"})
+    assert inherited == "5" and 2 < got <= 5, got
