@@ -75,7 +75,9 @@ class FlatBM25(bm25s.BM25):
         doc_idx = np.concatenate(docs) if docs else np.zeros(0, np.int32)
         voc_idx = np.concatenate(terms) if terms else np.zeros(0, np.int32)
         del docs, terms
-        doc_frequencies = dict(enumerate(np.bincount(voc_idx, minlength=n_vocab).tolist()))
+        # a term's document frequency is its column's length in the matrix: counted once
+        doc_frequency = np.bincount(voc_idx, minlength=n_vocab)
+        doc_frequencies = dict(enumerate(doc_frequency.tolist()))
         idf = scoring._build_idf_array(doc_frequencies, n_docs,
                                        scoring._select_idf_scorer(self.idf_method), self.dtype)
         tfc_of = scoring._select_tfc_scorer(self.method)
@@ -92,6 +94,6 @@ class FlatBM25(bm25s.BM25):
         # column-major: a stable sort by term keeps each column's documents ascending
         order = np.argsort(voc_idx, kind="stable")
         indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-        np.cumsum(np.bincount(voc_idx, minlength=n_vocab), out=indptr[1:])
+        np.cumsum(doc_frequency, out=indptr[1:])
         return {"data": scores[order], "indices": doc_idx[order], "indptr": indptr,
                 "num_docs": n_docs}

@@ -3,6 +3,7 @@ kept from scattering over many allocator arenas in the first place."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 # glibc's malloc arenas a building process may use (``MALLOC_ARENA_MAX``), where the
@@ -30,13 +31,24 @@ def few_malloc_arenas() -> None:
     if "MALLOC_ARENA_MAX" in os.environ:  # the user's own: glibc read it at start
         return
     os.environ["MALLOC_ARENA_MAX"] = str(BUILD_ARENAS)
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(_M_ARENA_MAX, BUILD_ARENAS)
+
+
+@functools.cache
+def _glibc():
+    """This process's C library when it is glibc (it has ``mallopt`` and
+    ``malloc_trim``); None elsewhere (musl, macOS), where there is nothing to tune.
+    Looked up once: ``find_library`` runs ``ldconfig``, and every step asks."""
     import ctypes
     import ctypes.util
 
     try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt(_M_ARENA_MAX, BUILD_ARENAS)
-    except (OSError, AttributeError):  # not glibc (musl, macOS): no arenas to cap
-        pass
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    except OSError:
+        return None
 
 
 def release_freed_memory() -> None:
@@ -50,13 +62,9 @@ def release_freed_memory() -> None:
     elsewhere stacks its own high-water mark on top of the earlier ones'. It returns
     only memory already freed, so it complements, never replaces, a step that
     streams instead of holding a whole table. Does nothing where glibc is absent."""
-    import ctypes
-    import ctypes.util
-
     import pyarrow as pa
 
     pa.default_memory_pool().release_unused()
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
-        pass
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
