@@ -40,15 +40,16 @@ def _entity_vectors(layout):
     if not path.exists():
         return [], np.zeros((0, 0), np.float32)
     table = connect(layout.build_lance).open_table(vector_table_name(ENTITY))
+    # the matrix is filled in place as batches come: a list of blocks joined at the
+    # end would hold every vector twice
+    vecs = np.zeros((table.count_rows(), table.schema.field("vector").type.list_size),
+                    np.float32)
     ids: list[str] = []
-    blocks: list[np.ndarray] = []
     for batch in scan(table, ["node_id", "vector"]):
-        if not batch.num_rows:
-            continue
-        ids += batch.column("node_id").to_pylist()
-        blocks.append(vector_matrix(batch.column("vector")))
-    vecs = np.concatenate(blocks) if blocks else np.zeros((0, 0), np.float32)
-    return ids, np.ascontiguousarray(vecs, dtype=np.float32)
+        if batch.num_rows:
+            vecs[len(ids):len(ids) + batch.num_rows] = vector_matrix(batch.column("vector"))
+            ids += batch.column("node_id").to_pylist()
+    return ids, vecs[:len(ids)]
 
 
 def _entity_rows(layout):

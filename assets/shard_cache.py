@@ -86,9 +86,9 @@ def parse_shard_outputs(layout: IndexLayout, run_id: str):
 
 def load_embedding_items(layout: IndexLayout):
     """Every node, entity and fact that gets a vector, from the build's tables."""
-    from strata.stages.embed import embedding_items
+    from strata.stages.embed import ITEM_COLUMNS, embedding_items
 
     return embedding_items(
-        read_build_table(layout, "nodes"),
-        *(read_build_table(layout, name, required=False)
+        read_build_table(layout, "nodes", columns=ITEM_COLUMNS["nodes"]),
+        *(read_build_table(layout, name, required=False, columns=ITEM_COLUMNS[name])
           for name in ("summaries", "captions", "entities", "facts")))

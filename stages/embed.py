@@ -370,13 +370,25 @@ def _kind_batches(rows: pa.Table, at: list[int], schema: pa.Schema,
             yield pa.record_batch(columns, schema=schema)
 
 
+# The columns of each build table that embedding_items reads: a caller reading the
+# tables from disk reads only these (the nodes table's other columns, its hashes
+# and hierarchy, are about a third of its bytes at no use here).
+ITEM_COLUMNS = {
+    "nodes": ["node_id", "kind", "subkind", "path", "language", "depth", "title", "breadcrumb",
+              "text", "attrs", "embedded"],
+    "summaries": ["node_id", "summary"],
+    "captions": ["node_id", "caption"],
+    "facts": ["fact_id", "text"],
+}
+ITEM_COLUMNS["entities"] = ITEM_COLUMNS["nodes"]
+
+
 def embedding_items(nodes: pl.DataFrame, summaries: pl.DataFrame | None = None,
                     captions: pl.DataFrame | None = None, entities: pl.DataFrame | None = None,
                     facts: pl.DataFrame | None = None) -> pl.DataFrame:
     """Everything that gets a vector, as one frame: hierarchy nodes with their
     summary (or image caption) attached, entity nodes, and facts."""
-    cols = ["node_id", "kind", "subkind", "path", "language", "depth", "title", "breadcrumb",
-            "text", "attrs", "embedded"]
+    cols = ITEM_COLUMNS["nodes"]
     frame = nodes.select(cols)
     extra = []
     if summaries is not None and summaries.height:

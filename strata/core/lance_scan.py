@@ -33,9 +33,19 @@ def connect(lance_dir: Path):
 
 
 def scan(table, columns: list[str], batch: int = READ_BATCH) -> Iterator:
-    """The ``columns`` of an open Lance ``table`` as Arrow record batches of ``batch``
-    rows, in the table's order."""
-    return table.search().select(columns).limit(None).to_batches(batch)
+    """The ``columns`` of an open Lance ``table`` as Arrow record batches of at most
+    ``batch`` rows, in the table's order.
+
+    Each range of ``batch`` rows is a query of its own (offset and limit), not one
+    streamed scan: Lance's scan decodes ahead of its reader, as far as an I/O buffer
+    sized for throughput allows, so a table read through one scan was held about
+    whole however small the batches taken from it. A range query reads only its
+    rows, so what a reader holds is one range, at about the same speed
+    (``benchmarks.memory_profile``; the figures are in the cluster guide)."""
+    total = table.count_rows()
+    for start in range(0, total, max(1, batch)):
+        part = table.search().select(columns).offset(start).limit(batch).to_arrow()
+        yield from part.to_batches()
 
 
 def vector_matrix(column) -> np.ndarray:
