@@ -40,8 +40,7 @@ def scan(table, columns: list[str], batch: int = READ_BATCH) -> Iterator:
     streamed scan: Lance's scan decodes ahead of its reader, as far as an I/O buffer
     sized for throughput allows, so a table read through one scan was held about
     whole however small the batches taken from it. A range query reads only its
-    rows, so what a reader holds is one range, at about the same speed
-    (``benchmarks.memory_profile``; the figures are in the cluster guide)."""
+    rows, so what a reader holds is one range, at about the same speed."""
     total = table.count_rows()
     for start in range(0, total, max(1, batch)):
         part = table.search().select(columns).offset(start).limit(batch).to_arrow()
