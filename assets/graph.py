@@ -111,21 +111,29 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     from strata.assets.openie import SEMANTIC_EDGES
     from strata.stages.enrich.images import duplicate_mapping
     from strata.stages.enrich.semantic_graph import redirect_edges, synonymy_edges_cached
+    from strata.core.memory import release_freed_memory
     from strata.stages.graph import build_edges
 
     t0 = time.perf_counter()
     spec, layout = corpus_and_layout(context, corpora)
+    # Synonymy first: the entity vectors and their kNN index are this step's largest
+    # transient, and are freed before the nodes and references are read rather than
+    # stacked on them.
+    synonymy = None
+    entity_ids, vectors, key = _entity_rows(layout)
+    if len(entity_ids):
+        synonymy, _ = synonymy_edges_cached(entity_ids, vectors, layout.cache,
+                                            threshold=config.synonymy_threshold,
+                                            k=config.synonymy_k, vectors_key=key)
+    del entity_ids, vectors
+    release_freed_memory()
     nodes = read_build_table(layout, "nodes", columns=NODE_COLUMNS)
     refs = read_build_table(layout, "references")
     result = build_edges(nodes, refs)
     parts = [result.edges]
     if (layout.build / SEMANTIC_EDGES).exists():
         parts.append(pl.read_parquet(layout.build / SEMANTIC_EDGES).to_arrow().cast(result.edges.schema))
-    entity_ids, vectors, key = _entity_rows(layout)
-    if len(entity_ids):
-        synonymy, _ = synonymy_edges_cached(entity_ids, vectors, layout.cache,
-                                            threshold=config.synonymy_threshold,
-                                            k=config.synonymy_k, vectors_key=key)
+    if synonymy is not None:
         parts.append(synonymy.cast(result.edges.schema))
     all_edges = pa.concat_tables(parts)
     images = read_build_table(layout, "images", required=False)
@@ -133,7 +141,7 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
         all_edges = redirect_edges(all_edges, duplicate_mapping(images.to_arrow()))
     write_parquet_atomic(all_edges, layout.build_table("edges"))
     df = pl.from_arrow(all_edges)
-    del parts, all_edges, vectors
+    del parts, all_edges, synonymy
     ids = _node_ids(layout, nodes)
     known = ids.implode()  # a Series as one list: is_in on a bare Series is deprecated
     dangling = df.filter(~pl.col("src").is_in(known) | ~pl.col("dst").is_in(known)).height

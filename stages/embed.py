@@ -24,7 +24,7 @@ from strata.stages.parse.finalize import stable_hash
 from strata.core import stopping
 from strata.core.embedding import TORCH_RUNTIMES, Encoder, EncoderSpec, canonical_model
 from strata.core.onnx_runtime import ENCODING_VERSION as ONNX_ENCODING
-from strata.core.memory import release_freed_memory
+from strata.core.memory import large_blocks_mapped, release_freed_memory
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
                                           stage_vectors)
@@ -342,10 +342,12 @@ def _write_tables(folder: Path, rows: pa.Table, kinds: list[str], dim: int,
     vector = pa.field("vector", pa.list_(pa.float32(), dim))
     schema = pa.schema([vector if n == "vector" else rows.schema.field(n) for n in names])
     db = connect(folder)
-    for kind in sorted(set(kinds)):
-        at = [i for i, k in enumerate(kinds) if k == kind]
-        db.create_table(vector_table_name(kind), mode="overwrite", data=pa.RecordBatchReader.from_batches(
-            schema, _kind_batches(rows, at, schema, gather)))
+    with large_blocks_mapped():  # the writer's MB buffers go back when freed
+        for kind in sorted(set(kinds)):
+            at = [i for i, k in enumerate(kinds) if k == kind]
+            db.create_table(vector_table_name(kind), mode="overwrite",
+                            data=pa.RecordBatchReader.from_batches(
+                                schema, _kind_batches(rows, at, schema, gather)))
 
 
 def _kind_batches(rows: pa.Table, at: list[int], schema: pa.Schema,

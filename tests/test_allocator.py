@@ -97,3 +97,47 @@ def test_a_building_process_keeps_its_threads_to_few_malloc_arenas():
 def test_the_users_own_arena_limit_is_kept():
     got, inherited = arenas("capped", {**os.environ, "MALLOC_ARENA_MAX": "5"})
     assert inherited == "5" and 2 < got <= 5, got
+
+
+MAPPED = """
+import ctypes, json
+from strata.core.memory import large_blocks_mapped
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+        "uordblks", "fordblks", "keepcost")]
+
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo2.restype = Mallinfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+
+def mapped_by(size):
+    # the bytes in blocks with pages of their own that one allocation of size added
+    before = libc.mallinfo2().hblkhd
+    block = libc.malloc(size)
+    grew = libc.mallinfo2().hblkhd - before
+    libc.free(block)
+    return grew
+
+libc.free(libc.malloc(8 << 20))  # a freed 8 MiB mapped block: glibc's threshold rises above it
+got = {"before": mapped_by(2 << 20)}
+with large_blocks_mapped():
+    got["inside"] = mapped_by(2 << 20)
+got["after"] = mapped_by(2 << 20)
+print(json.dumps(got))
+"""
+
+
+def test_large_blocks_get_pages_of_their_own_while_the_tables_are_written():
+    """Once glibc has freed a large mapped block it serves blocks of a few MB from the
+    heap, where freed ones stay resident; inside the context they are mapped (and
+    handed back when freed), outside it glibc's heap serves them again."""
+    out = subprocess.run([sys.executable, "-c", MAPPED], capture_output=True, text=True,
+                         check=True).stdout
+    got = json.loads(out.strip().splitlines()[-1])
+    assert got["before"] == 0, got  # the moving threshold: from the heap
+    assert got["inside"] >= 2 << 20, got
+    assert got["after"] == 0, got

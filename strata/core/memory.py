@@ -3,8 +3,10 @@ kept from scattering over many allocator arenas in the first place."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 
 # glibc's malloc arenas a building process may use (``MALLOC_ARENA_MAX``), where the
 # user has not chosen: two, as commonly advised for long-lived threaded servers.
@@ -68,3 +70,38 @@ def release_freed_memory() -> None:
     libc = _glibc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+# mallopt's parameter number for the size from which a block gets pages of its own
+# (glibc's malloc.h), the size this module fixes it at while many large blocks come
+# and go, and glibc's own ceiling for the threshold it moves by itself (64-bit).
+_M_MMAP_THRESHOLD = -3
+MAPPED_BLOCK = 1 << 20
+_MOVING_THRESHOLD_MAX = 32 << 20
+
+
+@contextlib.contextmanager
+def large_blocks_mapped() -> Iterator[None]:
+    """Inside the block, give every allocation of ``MAPPED_BLOCK`` bytes or more pages
+    of its own (``mmap``), which go back to the system when the block is freed.
+
+    Why: glibc starts by mapping large blocks, but each time one is freed it raises
+    that threshold to the freed block's size (up to 32 MiB), so from then on blocks
+    of a few MB come from the heap. A writer that allocates and frees many such
+    buffers (Lance's, writing the vector tables) then leaves the heap full of free
+    but resident memory that ``malloc_trim`` cannot hand back when a live block sits
+    above it: the step's leftover, beneath every later step's peak. Scoped, not set
+    for the whole process: a fixed threshold costs the encoder's many short-lived
+    activations a ``mmap``/``munmap`` each, which made torch's encoding slower.
+    On leaving, the threshold is left where glibc's own rule would move it from (its
+    ceiling), so later steps keep glibc's default behaviour as closely as mallopt
+    allows. Does nothing where glibc is absent."""
+    libc = _glibc()
+    if libc is None:
+        yield
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, MAPPED_BLOCK)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_MMAP_THRESHOLD, _MOVING_THRESHOLD_MAX)
