@@ -25,10 +25,21 @@ print(json.dumps({"base": base, "peak": peak, "after": rss(),
 """
 
 
-def probe(env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+def probe(env: dict | None = None, script: str = PROBE) -> dict:
+    """Run ``script`` in a fresh interpreter; the JSON object its last line prints."""
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                          check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+# glibc's allocator through ctypes, as the scripts below call it
+LIBC = """
+import ctypes
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+"""
 
 
 def test_a_freed_frame_is_handed_back():
@@ -47,13 +58,11 @@ def test_the_users_own_allocator_setting_is_kept():
 
 
 ARENAS = """
-import ctypes, os, sys, threading
+import os, sys, threading
 if sys.argv[1] == "capped":
     from strata.core.memory import few_malloc_arenas
     few_malloc_arenas()
-libc = ctypes.CDLL("libc.so.6")
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
+""" + LIBC + """
 ready, done = threading.Barrier(9), threading.Event()
 
 def worker():  # a native allocation in each of eight threads alive at once
@@ -99,8 +108,8 @@ def test_the_users_own_arena_limit_is_kept():
     assert inherited == "5" and 2 < got <= 5, got
 
 
-MAPPED = """
-import ctypes, json
+MAPPED = LIBC + """
+import json
 from strata.core.memory import large_blocks_mapped
 
 class Mallinfo2(ctypes.Structure):
@@ -108,11 +117,7 @@ class Mallinfo2(ctypes.Structure):
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
         "uordblks", "fordblks", "keepcost")]
 
-libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo2.restype = Mallinfo2
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
 
 def mapped_by(size):
     # the bytes in blocks with pages of their own that one allocation of size added
@@ -135,9 +140,7 @@ def test_large_blocks_get_pages_of_their_own_while_the_tables_are_written():
     """Once glibc has freed a large mapped block it serves blocks of a few MB from the
     heap, where freed ones stay resident; inside the context they are mapped (and
     handed back when freed), outside it glibc's heap serves them again."""
-    out = subprocess.run([sys.executable, "-c", MAPPED], capture_output=True, text=True,
-                         check=True).stdout
-    got = json.loads(out.strip().splitlines()[-1])
+    got = probe(script=MAPPED)
     assert got["before"] == 0, got  # the moving threshold: from the heap
     assert got["inside"] >= 2 << 20, got
     assert got["after"] == 0, got

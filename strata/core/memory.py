@@ -93,9 +93,10 @@ def large_blocks_mapped() -> Iterator[None]:
     above it: the step's leftover, beneath every later step's peak. Scoped, not set
     for the whole process: a fixed threshold costs the encoder's many short-lived
     activations a ``mmap``/``munmap`` each, which made torch's encoding slower.
-    On leaving, the threshold is left where glibc's own rule would move it from (its
-    ceiling), so later steps keep glibc's default behaviour as closely as mallopt
-    allows. Does nothing where glibc is absent."""
+    On leaving, the threshold is set to glibc's ceiling for the moving threshold and
+    stays fixed there (any ``mallopt`` of it ends glibc's moving rule for the
+    process): blocks under 32 MiB come from the heap, as they do under the moving
+    rule once a block that large has been freed. Does nothing where glibc is absent."""
     libc = _glibc()
     if libc is None:
         yield
