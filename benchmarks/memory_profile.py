@@ -142,34 +142,68 @@ def per_step(trace: list[tuple[float, float]], windows: list[tuple[str, float, f
     return rows
 
 
-FOOTPRINT = """
+# What every child below starts with: the imports of a build process and the build's
+# and the query's encoders as the settings pick them (STRATA_EMBED_RUNTIME), the
+# query's being the one publish readies (none beyond the build's for an ONNX build).
+ENCODERS = """
 import resource, sys
 import dagster, lancedb, polars, pyarrow  # what every build process imports
+from strata.core import settings
 from strata.core.embedding import EncoderSpec, load_encoder, resolve_runtime
+from strata.core.query_runtime import query_spec
+build_spec = EncoderSpec(runtime=resolve_runtime(settings.load(settings.EmbedSettings).runtime))
+query = query_spec(build_spec)
+query = None if query.same_runtime(build_spec) else query
+"""
+
+# Exports (and traces) the encoders into the model cache, so that no profiled build
+# pays for it inside a step: on an empty cache the first build's embedding shard
+# exported the model and that, not the corpus, set its peak.
+READY = ENCODERS + """
+load_encoder(build_spec).encode(["ready"])
+if query is not None:
+    load_encoder(query).encode(["ready"])
+"""
+
+FOOTPRINT = ENCODERS + """
 mb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 bare = mb()
-spec = EncoderSpec(runtime=resolve_runtime("auto"))  # the runtime a fresh build picks
 if sys.argv[1] != "query":  # the build's encoder at its longest inputs: 16 texts of 256 tokens
-    load_encoder(spec, batch_size=16).encode(["word " * 400] * 16)
-if sys.argv[1] != "build":  # the query encoder a publish readies: ONNX Runtime, exported graph
-    load_encoder(EncoderSpec(runtime="onnx")).encode(["word " * 400] * 16)
-print(bare, mb(), sys.argv[1])
+    load_encoder(build_spec, batch_size=16).encode(["word " * 400] * 16)
+if sys.argv[1] != "build" and query is not None:
+    load_encoder(query).encode(["word " * 400] * 16)
+print(bare, mb(), sys.argv[1], build_spec.runtime)
 """
+
+
+def child(script: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``script`` in a fresh interpreter with the repository importable."""
+    return subprocess.run([sys.executable, "-c", script, *args], cwd=REPO, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def ready_model_cache() -> None:
+    """Export the encoders the builds will load into the model cache, in a process
+    of its own, before any build is measured."""
+    res = child(READY)
+    if res.returncode != 0:
+        raise RuntimeError(f"could not ready the model cache:\n{res.stderr[-2000:]}")
 
 
 def encoder_footprint() -> dict:
     """The encoders' own share of a build's peak (MB): the peak RSS of a process
-    that imported what a build imports and then loaded the build's encoder (torch
-    and the model) and encoded its longest inputs, minus the same process's before
-    loading it; likewise for the query encoder that the publish step loads, and
-    for both in one process, as a build holds them."""
+    that imported what a build imports and then loaded the build's encoder (the
+    runtime the settings pick) and encoded its longest inputs, minus the same
+    process's before loading it; likewise for the query encoder that the publish
+    step loads (where it differs from the build's), and for both in one process,
+    as a build holds them."""
     out: dict = {}
     for mode in ("build", "query", "both"):
-        res = subprocess.run([sys.executable, "-c", FOOTPRINT, mode], cwd=REPO, capture_output=True,
-                             text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        res = child(FOOTPRINT, mode)
         if res.returncode != 0:
             return {"error": res.stderr[-500:]}
-        bare, loaded = res.stdout.split()[-3:-1]
+        bare, loaded, _, runtime = res.stdout.split()[-4:]
+        out["runtime"] = runtime
         out[mode] = {"before_mb": round(float(bare)),
                      "peak_mb": round(float(loaded)),
                      "encoder_mb": round(float(loaded) - float(bare))}
@@ -217,6 +251,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1,
                     help="strata index --workers: 2 or more runs every step in a process of its own")
     args = ap.parse_args()
+    ready_model_cache()
     rows = [one_size(n, args.work / str(n), args.workers) for n in args.sizes]
     result = {"rows": rows}
     if not args.no_encoder:
@@ -230,6 +265,10 @@ def main() -> None:
                   f"{rows[-1]['largest_process_mb'] / rows[0]['largest_process_mb']:.2f}×")
     if "encoder" in result:
         print("encoder footprint:", json.dumps(result["encoder"]))
+        both = result["encoder"].get("both", {}).get("encoder_mb")
+        if len(rows) >= 2 and both is not None:
+            print(f"peak ratio without the encoders ({both} MB): "
+                  f"{(rows[-1]['peak_mb'] - both) / (rows[0]['peak_mb'] - both):.2f}×")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 
