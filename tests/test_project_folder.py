@@ -17,13 +17,16 @@ from strata.core.settings import corpora_file, dagster_home_dir, project_dir
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".git", ".pytest_cache", "__pycache__", ".hypothesis", ".ruff_cache",
         ".import_linter_cache"}
+# the benchmarks' own working folder: a benchmark run beside the tests writes there
+SKIP_PATHS = {ROOT / "benchmarks" / "scratch"}
 
 
 def _snapshot(folder: Path) -> dict[str, float]:
     """Every file under the repository (what a build could have written), with its mtime."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = [d for d in dirnames if d not in SKIP]
+        dirnames[:] = [d for d in dirnames
+                       if d not in SKIP and Path(dirpath) / d not in SKIP_PATHS]
         for f in filenames:
             p = Path(dirpath) / f
             try:
