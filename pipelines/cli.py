@@ -515,11 +515,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.func is cmd_index:  # a build: idle OpenMP threads sleep (before torch loads),
-            from strata.core.embedding import passive_waits  # threads share few arenas
-            from strata.core.memory import few_malloc_arenas
+            from strata.core.embedding import passive_waits  # the allocators are set up
+            from strata.core.memory import build_allocators
 
             passive_waits()
-            few_malloc_arenas()
+            build_allocators()
         rc = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT

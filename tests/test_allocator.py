@@ -1,7 +1,9 @@
 """A build process hands freed memory back: polars' allocator is configured, when
 strata is imported first, to return the pages a frame freed at once rather than
 keep them (what one build step freed would otherwise stay resident beneath the
-next step's peak); a setting of the user's own is left alone."""
+next step's peak); a building process caps glibc's arenas, maps large blocks while
+it writes the vector tables and takes Arrow's buffers from malloc; a setting of the
+user's own is left alone."""
 
 from __future__ import annotations
 
@@ -144,3 +146,41 @@ def test_large_blocks_get_pages_of_their_own_while_the_tables_are_written():
     assert got["before"] == 0, got  # the moving threshold: from the heap
     assert got["inside"] >= 2 << 20, got
     assert got["after"] == 0, got
+
+
+POOL = """
+import json, os, sys
+import pyarrow as pa  # loaded before the call, as the code location has it
+import psutil
+from strata.core.memory import system_arrow_pool
+if sys.argv[1] == "set":
+    system_arrow_pool()
+rss = lambda: psutil.Process().memory_info().rss / 2**20
+texts = [f"{j} " + "word " * 80 for j in range(120_000)]
+base = rss()
+column = pa.array(texts, pa.string())  # a builder that grows as it goes, as a build's are
+print(json.dumps({"pool": pa.default_memory_pool().backend_name, "column": column.nbytes / 2**20,
+                  "rise": rss() - base, "inherited": os.environ.get("ARROW_DEFAULT_MEMORY_POOL")}))
+"""
+
+
+def pool(mode: str, env: dict) -> dict:
+    out = subprocess.run([sys.executable, "-c", POOL, mode], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_building_process_takes_arrows_buffers_from_malloc():
+    """pyarrow's default pool keeps the buffers a growing column freed, about as much
+    again as the column; from malloc they are handed back as the column grows. The
+    choice reaches the processes the build starts."""
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    plain, built = pool("plain", env), pool("set", env)
+    assert built["pool"] == "system" and built["inherited"] == "system", built
+    assert plain["pool"] != "system" and plain["inherited"] is None, plain
+    assert built["rise"] < plain["rise"] - 0.5 * built["column"], (plain, built)
+
+
+def test_the_users_own_arrow_pool_is_kept():
+    got = pool("set", {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"})
+    assert got["pool"] == "jemalloc" and got["inherited"] == "jemalloc", got

@@ -38,6 +38,40 @@ def few_malloc_arenas() -> None:
         libc.mallopt(_M_ARENA_MAX, BUILD_ARENAS)
 
 
+def build_allocators() -> None:
+    """Set up the allocators of a building process and of the processes it starts,
+    before its native libraries allocate: few glibc arenas
+    (:func:`few_malloc_arenas`) and Arrow's buffers from the C library's malloc
+    (:func:`system_arrow_pool`). The build command and the Dagster code location
+    call it first thing."""
+    few_malloc_arenas()
+    system_arrow_pool()
+
+
+def system_arrow_pool() -> None:
+    """Give Arrow's buffers, in a building process and the processes it starts, to the
+    C library's malloc instead of the pool pyarrow's wheel defaults to (mimalloc)
+    (``ARROW_DEFAULT_MEMORY_POOL=system``, unless the variable is set).
+
+    Why: a build makes its large Arrow columns with builders that grow by
+    reallocation (a column of every text, every hash), and mimalloc keeps the
+    smaller buffers each growth freed resident in its segments for reuse, about as
+    much again as the column itself, until the pool is released between steps; a
+    step holds that beside the column through its peak. glibc moves such a buffer
+    with ``mremap`` and keeps nothing behind. The variable is read when pyarrow
+    loads, so a process that has loaded it already also switches its default pool
+    (buffers allocated before stay in theirs)."""
+    import sys
+
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:  # the user's own choice
+        return
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
+    if "pyarrow" in sys.modules:
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
+
+
 @functools.cache
 def _glibc():
     """This process's C library when it is glibc (it has ``mallopt`` and
