@@ -182,6 +182,7 @@ class LexicalIndex:
         if vocab:  # a collection whose every word is a stop word has no vocabulary
             model = FlatBM25()
             flat = FlatTokens(np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, np.int64))
+            del ids  # the tokens live in ``flat`` alone, which gives them up once counted
             model.index(FlatCorpus(flat, vocab), show_progress=False)
         return cls(model, list(node_ids), list(kinds))
 
