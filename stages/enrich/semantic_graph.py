@@ -188,6 +188,7 @@ def _knn_faiss(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     n, dim = vectors.shape
     if n <= FLAT_MAX:
         index = faiss.IndexFlatIP(dim)
+        index.add(vectors)
     else:
         # ~4·sqrt(n) lists, but no more than the training set supports (39 points each)
         nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
@@ -195,8 +196,28 @@ def _knn_faiss(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         index.train(vectors)
         index.nprobe = NPROBE
-    index.add(vectors)
+        _add_in_reserved_lists(index, vectors)
     return index.search(vectors, k)
+
+
+def _add_in_reserved_lists(index, vectors: np.ndarray) -> None:
+    """Add ``vectors`` to a trained IVF index, each inverted list given the room for
+    exactly its vectors first. What ``add`` does (each vector to the list its
+    quantizer picks, then ``add_core``), with the lists counted in between: a list
+    grown one vector at a time doubles its buffer as it fills, and the copies and
+    the unused half were the index's largest transient. faiss's own ``resize`` (up,
+    then back to empty) reserves the room; the index is the one ``add`` makes."""
+    import faiss
+
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    _, lists = index.quantizer.search(vectors, 1)
+    lists = np.ascontiguousarray(lists.ravel(), dtype=np.int64)
+    invlists = index.invlists
+    for list_no, count in enumerate(np.bincount(lists, minlength=index.nlist).tolist()):
+        if count:
+            invlists.resize(list_no, count)
+            invlists.resize(list_no, 0)
+    index.add_core(len(vectors), faiss.swig_ptr(vectors), None, faiss.swig_ptr(lists))
 
 
 def synonymy_edges_cached(entity_ids: list[str], vectors, cache_dir: Path,

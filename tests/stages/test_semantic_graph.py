@@ -132,6 +132,28 @@ def test_synonymy_ivf_path_and_edge_cases(monkeypatch):
         synonymy_edges(["a", "b"], v[:3])
 
 
+def test_the_ivf_index_with_reserved_lists_is_the_one_add_makes():
+    """The IVF lists are given their room before the vectors go in; the index, and
+    so every neighbour and similarity, is the one faiss's own add makes."""
+    import faiss
+
+    v = _random_unit(4000, 32, 5)
+    v[100:140] = v[0]  # one list far fuller than the rest
+    indexes = []
+    for reserve in (False, True):
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(32), 32, 40, faiss.METRIC_INNER_PRODUCT)
+        index.train(v)
+        index.nprobe = sg.NPROBE
+        sg._add_in_reserved_lists(index, v) if reserve else index.add(v)
+        indexes.append(index)
+    plain, reserved = indexes
+    assert reserved.ntotal == plain.ntotal == len(v)
+    sizes = [[ix.invlists.list_size(i) for i in range(40)] for ix in indexes]
+    assert sizes[0] == sizes[1] and max(sizes[1]) > 40
+    for got, want in zip(reserved.search(v, 11), plain.search(v, 11)):
+        assert np.array_equal(got, want)
+
+
 def test_redirect_edges():
     edges = pa.Table.from_pylist([
         {"src": "img-dup", "dst": "sec-1", "type": "structural", "relation": "child_of", "weight": 1.0},
