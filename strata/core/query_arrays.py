@@ -243,6 +243,41 @@ class _VectorRows:
         return _npy(self.path)
 
 
+NODES_FILE = "nodes.arrow"
+NODE_SLICE = 16_384  # nodes made Arrow and written at a time
+
+
+def _large_strings(table):
+    """``table`` with its string columns as ``large_string``: a million nodes' text
+    can pass the 2 GiB a plain string column holds. No copy where they are already."""
+    import pyarrow as pa
+
+    return table.cast(pa.schema([pa.field(f.name, pa.large_string())
+                                 if f.type in (pa.string(), pa.string_view()) else f
+                                 for f in table.schema]))
+
+
+def _node_table(nodes, path: Path | None):
+    """The nodes' query columns (:data:`NODE_FIELDS`) as an Arrow table, strings as
+    ``large_string`` (:func:`_large_strings`): in memory, or, given ``path``,
+    written there as Arrow IPC a slice of ``NODE_SLICE`` rows at a time and mapped
+    back. A publish writes into the file, so it never holds a second copy of every
+    node's text beside the frame it was given (polars' strings are views; Arrow's
+    are made anew)."""
+    import pyarrow as pa
+
+    def arrow(frame):
+        return _large_strings(frame.select(NODE_FIELDS).to_arrow())
+
+    if path is None:
+        return arrow(nodes)
+    schema = arrow(nodes.head(0)).schema
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
+        for start in range(0, nodes.height, NODE_SLICE):
+            w.write_table(arrow(nodes.slice(start, NODE_SLICE)))
+    return _read_arrow(path)
+
+
 def compute(folder: Path, dim: int, nodes=None, edges=None,
             vectors_file: Path | None = None) -> QueryArrays:
     """The arrays of the version (or build) in ``folder``, from its Parquet
@@ -264,7 +299,7 @@ def compute(folder: Path, dim: int, nodes=None, edges=None,
         edges = pl.read_parquet(folder / TABLE_FILES["edges"])
     lookup = row_lookup(nodes["node_id"])  # the graph's rows, and where each vector goes
     graph = Graph.build(nodes, edges, lookup)
-    table = nodes.select(NODE_FIELDS).to_arrow()
+    table = _node_table(nodes, vectors_file.with_name(NODES_FILE) if vectors_file else None)
 
     # The vector tables are read a batch at a time, ids and vectors only (texts only
     # for the probe rows), and each batch's rows are made unit and put in place: what
@@ -346,11 +381,8 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None,
     target = folder / QUERY_DIR
     tmp = staged if staged is not None else _staging(folder)
     g = arrays.graph
-    nodes = arrays.nodes
-    # large_string: a million nodes' text can pass the 2 GiB a plain string column holds
-    nodes = nodes.cast(pa.schema([pa.field(f.name, pa.large_string()) if f.type == pa.string()
-                                  else f for f in nodes.schema]))
-    _write_arrow(nodes, tmp / "nodes.arrow")
+    if not (tmp / NODES_FILE).exists():  # compute wrote them there already
+        _write_arrow(_large_strings(arrays.nodes), tmp / NODES_FILE)
     for name in GRAPH_ARRAYS:
         np.save(tmp / "graph" / f"{name}.npy", np.ascontiguousarray(getattr(g, name)))
     relation = g._relation
@@ -482,7 +514,7 @@ def open_arrays(folder: Path) -> QueryArrays | None:
     if not present(folder):
         return None
     q = folder / QUERY_DIR
-    nodes = _arrow(q / "nodes.arrow")
+    nodes = _arrow(q / NODES_FILE)
     graph = Graph(nodes.column("node_id"), *[_npy(q / "graph" / f"{n}.npy")
                                               for n in GRAPH_ARRAYS],
                   relation=_arrow(q / "relations.arrow").column("relation"))
@@ -494,7 +526,7 @@ def open_arrays(folder: Path) -> QueryArrays | None:
                          probe_vectors=_npy(q / "probe_vectors.npy", mmap=False), mapped=True)
     n = len(graph)
     for name, a in (("vectors.npy", arrays.vectors), ("has_vector.npy", arrays.has_vector),
-                    ("nodes.arrow", nodes)):
+                    (NODES_FILE, nodes)):
         if len(a) != n:
             raise DamagedArrays(q / name, ValueError(f"{len(a)} rows for {n} nodes"))
     return arrays
