@@ -260,7 +260,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     t0 = time.perf_counter()
     todo, texts, hashes = _texts(nodes, spec)
     rows = _rows_table(todo, hashes, texts)
-    del todo
+    del todo, texts  # the rows hold the texts: those to encode are read back from them
     kinds = rows.column("kind").to_pylist()
     by_kind = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
     if not precomputed and dim:
@@ -282,12 +282,11 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     assert dim is not None
     encoded = np.zeros((len(missing), dim), dtype=np.float32)
     if missing:
-        def emit(idx: list[int], got: np.ndarray) -> None:
-            encoded[idx] = got
-
-        encode_sorted([texts[i] for i in missing], encoder, batch_size, progress,  # type: ignore[arg-type]
-                      emit)
-    del texts
+        to_encode = rows.column("text").take(pa.array(missing, pa.int64())).to_pylist()
+        # each call's vectors go to their texts' rows: encoded[idx] = vectors
+        encode_sorted(to_encode, encoder, batch_size, progress,  # type: ignore[arg-type]
+                      encoded.__setitem__)
+        del to_encode
 
     digest = fingerprint(rows, dim)
     if not missing and lance_dir.exists() and read_stamp(lance_dir) == digest:
@@ -306,16 +305,19 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     shutil.rmtree(tmp, ignore_errors=True)
     own = dict(zip(missing, range(len(missing))))  # table row → row of ``encoded``
     staged = StagedVectors(lance_dir.with_name(lance_dir.name + ".vectors.tmp"), kinds, dim)
+    computed, reused = len(missing), len(hashes) - len(missing)
     try:
         stage_vectors(staged, hashes, sources, own, encoded)
+        # every vector is in the staged file now: the hashes, the stored vectors'
+        # indexes and the encoded matrix go before the writer's buffers come
+        del hashes, sources, own, encoded, missing
         _write_tables(tmp, rows, kinds, dim, staged.read)
     finally:
         staged.close()
     replace_dir(tmp, lance_dir)
     stamp(lance_dir, rows, dim, digest)
-    return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=len(missing),
-                       reused=len(hashes) - len(missing), by_kind=by_kind,
-                       seconds=time.perf_counter() - t0)
+    return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=computed,
+                       reused=reused, by_kind=by_kind, seconds=time.perf_counter() - t0)
 
 
 def _rows_table(todo: pl.DataFrame, hashes: list[str], texts: list[str]) -> pa.Table:
