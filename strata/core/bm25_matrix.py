@@ -10,10 +10,9 @@ tokens of every document as one int32 array and the documents' lengths: the
 with ``np.unique``, the scores use bm25s's own term-frequency and IDF functions,
 in the same dtypes and the same order of operations, and scipy turns the
 row-major matrix column-major (a counting pass, where a sort by term needed an
-index of eight bytes per entry). The saved
-index, and so every query's scores, are therefore bm25s's (a test compares
-every array with an index bm25s built itself); only the memory and the time
-of making it differ.
+index of eight bytes per entry). The saved index, and so every query's scores,
+are therefore bm25s's (a test compares every array with an index bm25s built
+itself); only the memory and the time of making it differ.
 """
 
 from __future__ import annotations
