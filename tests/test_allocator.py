@@ -27,10 +27,11 @@ print(json.dumps({"base": base, "peak": peak, "after": rss(),
 """
 
 
-def probe(env: dict | None = None, script: str = PROBE) -> dict:
-    """Run ``script`` in a fresh interpreter; the JSON object its last line prints."""
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                         check=True).stdout
+def probe(env: dict | None = None, script: str = PROBE, *args: str) -> dict:
+    """Run ``script`` (with ``args``) in a fresh interpreter; the JSON object its last
+    line prints."""
+    out = subprocess.run([sys.executable, "-c", script, *args], env=env, capture_output=True,
+                         text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -165,9 +166,7 @@ print(json.dumps({"pool": pa.default_memory_pool().backend_name, "column": colum
 
 
 def pool(mode: str, env: dict) -> dict:
-    out = subprocess.run([sys.executable, "-c", POOL, mode], env=env, capture_output=True,
-                         text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return probe(env, POOL, mode)
 
 
 def test_a_building_process_takes_arrows_buffers_from_malloc():
