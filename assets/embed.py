@@ -48,10 +48,14 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     from strata.stages.vector_contents import stamp_path
     from strata.stages.stored_vectors import read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
-    from strata.core.embedding import canonical_model, encoder_threads
+    from strata.core.embedding import canonical_model, encoder_threads, release_encoders
     from strata.core.memory import release_freed_memory
     from strata.core.layout import write_json_atomic
 
+    # the shards' encoder (kept when they ran in this process): this step loads one only
+    # for texts no shard encoded, and the steps after it encode nothing
+    release_encoders()
+    release_freed_memory()
     spec, layout = corpus_and_layout(context, corpora)
     nodes = load_embedding_items(layout)
     cache = vector_cache_dir(layout)
@@ -75,6 +79,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
                                dim=previous.dim if same else None,
                                precomputed=read_vector_cache(cache))
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
+    release_encoders()  # one this step loaded for texts no shard encoded
     release_freed_memory()  # the Lance writer's buffers, before the lexical index's tokens
     lexical = build_lexical(nodes, layout.build_lexical, layout.cache / "lexical_tokens")
     computed, reused = result.computed + in_shards, result.reused - in_shards

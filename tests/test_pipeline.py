@@ -82,6 +82,28 @@ def _check_pictures_and_llm_figures(result) -> None:
         assert 0.0 <= meta["llm_cache_hit_rate"] <= 1.0
 
 
+def test_the_steps_after_the_embeddings_hold_no_encoder(sample_build):
+    """A build in one process: the encoder the embedding shards loaded is let go by the
+    embeddings step, so the graph and publish steps do not carry the model."""
+    import gc
+    import weakref
+
+    from strata.core.embedding import load_encoder, release_encoders
+    from strata.resources import EmbedderResource
+
+    builder, _, _ = sample_build
+    # the encoder the shards will be handed (load_encoder keeps one per spec and process)
+    shards_encoder = weakref.ref(load_encoder(EmbedderResource().spec_for(None, None)))
+    gc.collect()
+    assert shards_encoder() is not None  # held by the process-wide cache, not by this test
+    result = builder.build("sample")
+    assert result.success
+    assert _meta(result, "embeddings")["embeddings_computed_in_shards"] > 0  # with it
+    gc.collect()
+    assert shards_encoder() is None
+    release_encoders()  # the query encoder publish readied is not this test's business
+
+
 def test_unchanged_rebuild_reuses_everything(sample_build):
     builder, root, out = sample_build
     builder.build("sample")

@@ -500,7 +500,7 @@ _CACHE: dict[EncoderSpec, Encoder] = {}
 
 
 def load_encoder(spec: EncoderSpec, batch_size: int | None = None) -> Encoder:
-    """Build (once per process) the encoder a spec describes."""
+    """Build (once per process, until :func:`release_encoders`) the encoder a spec describes."""
     key = EncoderSpec(spec.backend, canonical_model(spec.model), spec.base_url, spec.api_key_env,
                       runtime=spec.runtime)
     enc = _CACHE.get(key)
@@ -516,3 +516,17 @@ def load_encoder(spec: EncoderSpec, batch_size: int | None = None) -> Encoder:
     if batch_size:
         enc.batch_size = batch_size  # type: ignore[attr-defined]
     return enc
+
+
+def release_encoders() -> int:
+    """Forget every encoder :func:`load_encoder` keeps; returns how many it held.
+
+    Why: a build runs its steps in one process unless it asks for workers, and the
+    steps after the embedding shards (the vector tables, the graph, publish) encode
+    nothing; an encoder kept for them carried its model and its session's buffers
+    through every one of them. The build's embeddings step calls this; a query
+    process never does (it keeps its encoder for the next query). A caller that
+    still holds an encoder keeps it alive: only the process-wide reference goes."""
+    held = len(_CACHE)
+    _CACHE.clear()
+    return held
