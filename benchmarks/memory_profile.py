@@ -10,8 +10,12 @@ ended. A step whose own peak grows with the corpus holds a whole table where it
 could stream; a step that ends far above where it started keeps objects alive (or
 leaves freed heap that the allocator never returned to the system).
 
-It also estimates the encoder's footprint (torch plus the model): the resident set
-of a process that loaded the encoder minus that of one with the same imports.
+It also estimates the encoder's footprint (its runtime and the model): the resident
+set of a process that loaded the encoder and encoded its longest inputs minus that of
+one with the same imports, and what stays once the encoder is let go (the runtime's
+code and threads). The build's embeddings step lets go of it, so the peak without
+the encoder takes the first from the steps that hold it and the second from the
+steps after them (:func:`peak_without_encoder`).
 
 Usage: ``python -m benchmarks.memory_profile [--sizes 1000 4000] [--work DIR] [--workers N]``
 """
@@ -166,13 +170,22 @@ if query is not None:
 """
 
 FOOTPRINT = ENCODERS + """
+import gc
+import psutil
+from strata.core.embedding import release_encoders
+from strata.core.memory import release_freed_memory
 mb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-bare = mb()
+now = lambda: psutil.Process().memory_info().rss / 2**20
+bare, before = mb(), now()
 if sys.argv[1] != "query":  # the build's encoder at its longest inputs: 16 texts of 256 tokens
     load_encoder(build_spec, batch_size=16).encode(["word " * 400] * 16)
 if sys.argv[1] != "build" and query is not None:
     load_encoder(query).encode(["word " * 400] * 16)
-print(bare, mb(), sys.argv[1], build_spec.runtime)
+peak = mb()
+release_encoders()  # as the build's embeddings step does: what stays is the runtime's own
+gc.collect()
+release_freed_memory()
+print(bare, peak, now() - before, sys.argv[1], build_spec.runtime)
 """
 
 
@@ -202,11 +215,27 @@ def encoder_footprint() -> dict:
         res = child(FOOTPRINT, mode)
         if res.returncode != 0:
             return {"error": res.stderr[-500:]}
-        bare, loaded, _, runtime = res.stdout.split()[-4:]
+        bare, loaded, kept, _, runtime = res.stdout.split()[-5:]
         out["runtime"] = runtime
         out[mode] = {"before_mb": round(float(bare)),
                      "peak_mb": round(float(loaded)),
-                     "encoder_mb": round(float(loaded) - float(bare))}
+                     "encoder_mb": round(float(loaded) - float(bare)),
+                     "kept_mb": round(float(kept))}
+    return out
+
+
+def peak_without_encoder(steps: list[dict], encoder_mb: float, kept_mb: float) -> float:
+    """A build's peak less the encoder's share, step by step: from the first embedding
+    shard until the embeddings step the process holds the encoder (``encoder_mb``);
+    from the embeddings step on, which lets it go, what the runtime keeps once it is
+    let go (``kept_mb``: its code and its threads); before the shards, nothing."""
+    out, held = 0.0, 0.0
+    for s in steps:
+        if "embed_shard" in s["step"]:
+            held = encoder_mb
+        elif s["step"] == "embeddings":
+            held = kept_mb
+        out = max(out, s["peak_mb"] - held)
     return out
 
 
@@ -265,10 +294,13 @@ def main() -> None:
                   f"{rows[-1]['largest_process_mb'] / rows[0]['largest_process_mb']:.2f}×")
     if "encoder" in result:
         print("encoder footprint:", json.dumps(result["encoder"]))
-        both = result["encoder"].get("both", {}).get("encoder_mb")
-        if len(rows) >= 2 and both is not None:
-            print(f"peak ratio without the encoders ({both} MB): "
-                  f"{(rows[-1]['peak_mb'] - both) / (rows[0]['peak_mb'] - both):.2f}×")
+        build = result["encoder"].get("build", {})
+        if len(rows) >= 2 and "encoder_mb" in build:
+            first, last = (peak_without_encoder(r["steps"], build["encoder_mb"], build["kept_mb"])
+                           for r in (rows[0], rows[-1]))
+            print(f"peak without the build's encoder ({build['encoder_mb']} MB while the shards "
+                  f"hold it, {build['kept_mb']} MB kept once let go): {first:.0f} and "
+                  f"{last:.0f} MB, ratio {last / first:.2f}×")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 
