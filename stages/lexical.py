@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from strata.core.layout import replace_dir
-from strata.core.lexical import FORMAT, LexicalIndex, tokenize
+from strata.core.lexical import FORMAT, LexicalIndex, forget_token_memos, tokenize
 from strata.stages.lexical_tokens import cached_tokens, source_digest
 from strata.core.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
 
@@ -98,14 +98,18 @@ def build_lexical(items: pl.DataFrame, folder: Path,
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     unit = [k in EMBEDDED_KINDS for k in kinds]
-    for name, keep in ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, [not u for u in unit])):
-        at = [i for i, ok in enumerate(keep) if ok]
-        docs = ((ids[i], digests[i], row) for i, row in _kept(rows, keep))
-        # the texts are made (where they must be) and tokenized as the index consumes them
-        tokens = (cached_tokens(tokens_cache / f"{name}.parquet", docs, _text, TEXTS_KEY)
-                  if tokens_cache is not None else (tokenize(_text(row)) for _, _, row in docs))
-        LexicalIndex.from_tokens([ids[i] for i in at], [kinds[i] for i in at], tokens) \
-            .save(tmp / name)
+    try:
+        for name, keep in ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, [not u for u in unit])):
+            at = [i for i, ok in enumerate(keep) if ok]
+            docs = ((ids[i], digests[i], row) for i, row in _kept(rows, keep))
+            # the texts are made (where they must be) and tokenized as the index consumes them
+            tokens = (cached_tokens(tokens_cache / f"{name}.parquet", docs, _text, TEXTS_KEY)
+                      if tokens_cache is not None
+                      else (tokenize(_text(row)) for _, _, row in docs))
+            LexicalIndex.from_tokens([ids[i] for i in at], [kinds[i] for i in at], tokens) \
+                .save(tmp / name)
+    finally:  # the corpus's vocabulary, of no use to the steps after this one
+        forget_token_memos()
     (tmp / FINGERPRINT_FILE).write_text(fingerprint.hexdigest() + "\n")
     replace_dir(tmp, folder)
     return LexicalResult(docs=len(ids), unchanged=False, by_kind=by_kind)

@@ -143,3 +143,22 @@ def test_the_flat_build_is_the_matrix_bm25s_builds_itself(sample_index):
         assert np.array_equal(ours.scores[name], stock.scores[name]), name
     assert ours.scores["num_docs"] == stock.scores["num_docs"] == len(tokens)
     assert ours.vocab_dict == stock.vocab_dict
+
+
+def test_a_lexical_build_leaves_no_memo_of_the_corpus_vocabulary(sample_index, tmp_path):
+    """The tokenizer's memos fill with the corpus's words while a build tokenizes; the
+    steps after it in the same process never look them up, so the build empties them."""
+    from strata.assets.shard_cache import load_embedding_items
+    from strata.core.layout import IndexLayout
+    from strata.core.lexical import _identifier, _word
+    from strata.stages.lexical import build_lexical
+
+    items = load_embedding_items(IndexLayout(sample_index))
+    tokenize("warm_memo WarmMemo warming")
+    assert _word.cache_info().currsize and _identifier.cache_info().currsize
+    result = build_lexical(items, tmp_path / "lexical")
+    assert result.docs == items.filter(pl.col("embedded")).height and not result.unchanged
+    assert _word.cache_info().currsize == _identifier.cache_info().currsize == 0
+    # the index it wrote answers as the pipeline's does
+    units = LexicalIndex.load(tmp_path / "lexical" / "units")
+    assert len(units) and tokenize("read_chunked") == ["read_chunked", "read", "chunk"]

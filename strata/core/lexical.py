@@ -81,6 +81,16 @@ def _identifier(tok: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def forget_token_memos() -> None:
+    """Empty the word and identifier memos of :func:`tokenize`.
+
+    Why: they fill with the corpus's own vocabulary, more of it the larger the
+    corpus (up to their bound), and the steps after a lexical build in the same
+    process never look it up again; a query process keeps its memos."""
+    _word.cache_clear()
+    _identifier.cache_clear()
+
+
 def tokenize(text: str | None) -> list[str]:
     """BM25 tokens of ``text`` (documents and queries alike)."""
     if not text:
