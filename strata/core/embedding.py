@@ -518,8 +518,8 @@ def load_encoder(spec: EncoderSpec, batch_size: int | None = None) -> Encoder:
     return enc
 
 
-def release_encoders() -> int:
-    """Forget every encoder :func:`load_encoder` keeps; returns how many it held.
+def release_encoders() -> None:
+    """Forget every encoder :func:`load_encoder` keeps.
 
     Why: a build runs its steps in one process unless it asks for workers, and the
     steps after the embedding shards (the vector tables, the graph, publish) encode
@@ -527,6 +527,4 @@ def release_encoders() -> int:
     through every one of them. The build's embeddings step calls this; a query
     process never does (it keeps its encoder for the next query). A caller that
     still holds an encoder keeps it alive: only the process-wide reference goes."""
-    held = len(_CACHE)
     _CACHE.clear()
-    return held
