@@ -165,21 +165,17 @@ print(json.dumps({"pool": pa.default_memory_pool().backend_name, "column": colum
 """
 
 
-def pool(mode: str, env: dict) -> dict:
-    return probe(env, POOL, mode)
-
-
 def test_a_building_process_takes_arrows_buffers_from_malloc():
     """pyarrow's default pool keeps the buffers a growing column freed, about as much
     again as the column; from malloc they are handed back as the column grows. The
     choice reaches the processes the build starts."""
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    plain, built = pool("plain", env), pool("set", env)
+    plain, built = probe(env, POOL, "plain"), probe(env, POOL, "set")
     assert built["pool"] == "system" and built["inherited"] == "system", built
     assert plain["pool"] != "system" and plain["inherited"] is None, plain
     assert built["rise"] < plain["rise"] - 0.5 * built["column"], (plain, built)
 
 
 def test_the_users_own_arrow_pool_is_kept():
-    got = pool("set", {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"})
+    got = probe({**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}, POOL, "set")
     assert got["pool"] == "jemalloc" and got["inherited"] == "jemalloc", got

@@ -264,17 +264,14 @@ def _node_table(nodes, path: Path | None):
     back. A publish writes into the file, so it never holds a second copy of every
     node's text beside the frame it was given (polars' strings are views; Arrow's
     are made anew)."""
-    import pyarrow as pa
-
     def arrow(frame):
         return _large_strings(frame.select(NODE_FIELDS).to_arrow())
 
     if path is None:
         return arrow(nodes)
-    schema = arrow(nodes.head(0)).schema
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
-        for start in range(0, nodes.height, NODE_SLICE):
-            w.write_table(arrow(nodes.slice(start, NODE_SLICE)))
+    _write_arrow_parts(path, arrow(nodes.head(0)).schema,
+                       (arrow(nodes.slice(start, NODE_SLICE))
+                        for start in range(0, nodes.height, NODE_SLICE)))
     return _read_arrow(path)
 
 
@@ -348,10 +345,17 @@ def compute(folder: Path, dim: int, nodes=None, edges=None,
 # --------------------------------------------------------------------------- save, open
 
 def _write_arrow(table, path: Path) -> None:
+    _write_arrow_parts(path, table.schema, [table])
+
+
+def _write_arrow_parts(path: Path, schema, tables) -> None:
+    """``tables`` (each of ``schema``) as one Arrow IPC file at ``path``, each written
+    as it comes: a caller that makes them one at a time holds one at a time."""
     import pyarrow as pa
 
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
-        w.write_table(table)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
+        for table in tables:
+            w.write_table(table)
 
 
 def _read_arrow(path: Path):
