@@ -24,7 +24,7 @@ from strata.stages.parse.finalize import stable_hash
 from strata.core import stopping
 from strata.core.embedding import TORCH_RUNTIMES, Encoder, EncoderSpec, canonical_model
 from strata.core.onnx_runtime import ENCODING_VERSION as ONNX_ENCODING
-from strata.core.memory import large_blocks_mapped, release_freed_memory
+from strata.core.memory import heap_blocks, release_freed_memory
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
                                           stage_vectors)
@@ -165,18 +165,20 @@ def encode_sorted(texts: list[str], encoder: Encoder, batch_size: int = ENCODE_B
 
     Sorting the whole set once is what makes many small calls as fast as one
     large one: every call pads to its longest text, and sorted neighbours have
-    nearly the same length. Between two calls a stop request is honoured."""
+    nearly the same length. Between two calls a stop request is honoured. The
+    encoder's activations come from the heap (:func:`heap_blocks`)."""
     order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
     total = len(order)
     step = max(1, batch_size)
-    for start in range(0, total, step):
-        stopping.check()
-        if progress:
-            progress(start, total)
-        idx = order[start:start + step]
-        vectors = encoder.encode([texts[i] for i in idx])
-        if emit is not None:
-            emit(idx, vectors)
+    with heap_blocks():
+        for start in range(0, total, step):
+            stopping.check()
+            if progress:
+                progress(start, total)
+            idx = order[start:start + step]
+            vectors = encoder.encode([texts[i] for i in idx])
+            if emit is not None:
+                emit(idx, vectors)
     if progress:
         progress(total, total)
 
@@ -344,12 +346,11 @@ def _write_tables(folder: Path, rows: pa.Table, kinds: list[str], dim: int,
     vector = pa.field("vector", pa.list_(pa.float32(), dim))
     schema = pa.schema([vector if n == "vector" else rows.schema.field(n) for n in names])
     db = connect(folder)
-    with large_blocks_mapped():  # the writer's MB buffers go back when freed
-        for kind in sorted(set(kinds)):
-            at = [i for i, k in enumerate(kinds) if k == kind]
-            db.create_table(vector_table_name(kind), mode="overwrite",
-                            data=pa.RecordBatchReader.from_batches(
-                                schema, _kind_batches(rows, at, schema, gather)))
+    for kind in sorted(set(kinds)):
+        at = [i for i, k in enumerate(kinds) if k == kind]
+        db.create_table(vector_table_name(kind), mode="overwrite",
+                        data=pa.RecordBatchReader.from_batches(
+                            schema, _kind_batches(rows, at, schema, gather)))
 
 
 def _kind_batches(rows: pa.Table, at: list[int], schema: pa.Schema,

@@ -1,9 +1,9 @@
 """A build process hands freed memory back: polars' allocator is configured, when
 strata is imported first, to return the pages a frame freed at once rather than
 keep them (what one build step freed would otherwise stay resident beneath the
-next step's peak); a building process caps glibc's arenas, maps large blocks while
-it writes the vector tables and takes Arrow's buffers from malloc; a setting of the
-user's own is left alone."""
+next step's peak); a building process caps glibc's arenas, maps large blocks but
+while it encodes and takes Arrow's buffers from malloc; a setting of the user's own
+is left alone."""
 
 from __future__ import annotations
 
@@ -112,8 +112,8 @@ def test_the_users_own_arena_limit_is_kept():
 
 
 MAPPED = LIBC + """
-import json
-from strata.core.memory import large_blocks_mapped
+import json, os, sys
+from strata.core import memory
 
 class Mallinfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (
@@ -130,23 +130,45 @@ def mapped_by(size):
     libc.free(block)
     return grew
 
-libc.free(libc.malloc(8 << 20))  # a freed 8 MiB mapped block: glibc's threshold rises above it
-got = {"before": mapped_by(2 << 20)}
-with large_blocks_mapped():
-    got["inside"] = mapped_by(2 << 20)
-got["after"] = mapped_by(2 << 20)
+if sys.argv[1] == "build":
+    memory.build_allocators()
+libc.free(libc.malloc(8 << 20))  # a freed 8 MiB mapped block: glibc's moving threshold rises
+got = {"after_a_large_free": mapped_by(2 << 20)}
+with memory.heap_blocks():
+    got["encoding"] = mapped_by(2 << 20)
+got["after_encoding"] = mapped_by(2 << 20)
+got["inherited"] = os.environ.get(memory.MMAP_THRESHOLD_ENV)
 print(json.dumps(got))
 """
 
 
-def test_large_blocks_get_pages_of_their_own_while_the_tables_are_written():
+def test_a_building_process_maps_large_blocks_but_while_it_encodes():
     """Once glibc has freed a large mapped block it serves blocks of a few MB from the
-    heap, where freed ones stay resident; inside the context they are mapped (and
-    handed back when freed), outside it glibc's heap serves them again."""
-    got = probe(script=MAPPED)
-    assert got["before"] == 0, got  # the moving threshold: from the heap
-    assert got["inside"] >= 2 << 20, got
-    assert got["after"] == 0, got
+    heap, where freed ones stay resident under live ones; a building process (and the
+    processes it starts) keeps mapping them, which hands them back when freed, but
+    while it encodes, when the heap's reuse is what keeps the encoder fast."""
+    from strata.core.memory import MMAP_THRESHOLD_ENV
+
+    env = {k: v for k, v in os.environ.items() if k != MMAP_THRESHOLD_ENV}
+    plain = probe(env, MAPPED, "plain")
+    assert plain == {"after_a_large_free": 0, "encoding": 0, "after_encoding": 0,
+                     "inherited": None}, plain  # glibc's moving threshold: from the heap
+    built = probe(env, MAPPED, "build")
+    assert built["after_a_large_free"] >= 2 << 20, built
+    assert built["encoding"] == 0, built
+    assert built["after_encoding"] >= 2 << 20, built
+    assert built["inherited"] == "131072", built
+
+
+def test_the_users_own_mmap_threshold_is_kept():
+    """A threshold the user set (1 MiB here) is glibc's from the start, and the build
+    changes it neither for itself nor while it encodes: a 2 MiB block is mapped
+    throughout."""
+    from strata.core.memory import MMAP_THRESHOLD_ENV
+
+    got = probe({**os.environ, MMAP_THRESHOLD_ENV: str(1 << 20)}, MAPPED, "build")
+    assert got["inherited"] == str(1 << 20), got
+    assert min(got["after_a_large_free"], got["encoding"], got["after_encoding"]) >= 2 << 20, got
 
 
 POOL = """

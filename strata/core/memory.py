@@ -41,10 +41,12 @@ def few_malloc_arenas() -> None:
 def build_allocators() -> None:
     """Set up the allocators of a building process and of the processes it starts,
     before its native libraries allocate: few glibc arenas
-    (:func:`few_malloc_arenas`) and Arrow's buffers from the C library's malloc
+    (:func:`few_malloc_arenas`), large blocks given pages of their own for the whole
+    build (:func:`pinned_mmap_threshold`) and Arrow's buffers from the C library's malloc
     (:func:`system_arrow_pool`). The build command and the Dagster code location
     call it first thing."""
     few_malloc_arenas()
+    pinned_mmap_threshold()
     system_arrow_pool()
 
 
@@ -107,36 +109,57 @@ def release_freed_memory() -> None:
 
 
 # mallopt's parameter number for the size from which a block gets pages of its own
-# (glibc's malloc.h), the size this module fixes it at while many large blocks come
-# and go, and glibc's own ceiling for the threshold it moves by itself (64-bit).
+# (glibc's malloc.h); the variable glibc reads it from at start; the size a building
+# process fixes it at (glibc's own starting value); and glibc's ceiling for the
+# threshold it moves by itself (64-bit).
 _M_MMAP_THRESHOLD = -3
-MAPPED_BLOCK = 1 << 20
+MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
+PINNED_THRESHOLD = 128 << 10
 _MOVING_THRESHOLD_MAX = 32 << 20
 
 
-@contextlib.contextmanager
-def large_blocks_mapped() -> Iterator[None]:
-    """Inside the block, give every allocation of ``MAPPED_BLOCK`` bytes or more pages
-    of its own (``mmap``), which go back to the system when the block is freed.
+def pinned_mmap_threshold() -> None:
+    """Keep glibc giving every block of ``PINNED_THRESHOLD`` bytes or more pages of its
+    own (``mmap``), handed back to the system when the block is freed, in a building
+    process and the processes it starts (``MALLOC_MMAP_THRESHOLD_``, unless the user
+    set it or glibc's ``mmap_threshold`` tunable).
 
-    Why: glibc starts by mapping large blocks, but each time one is freed it raises
-    that threshold to the freed block's size (up to 32 MiB), so from then on blocks
-    of a few MB come from the heap. A writer that allocates and frees many such
-    buffers (Lance's, writing the vector tables) then leaves the heap full of free
-    but resident memory that ``malloc_trim`` cannot hand back when a live block sits
-    above it: the step's leftover, beneath every later step's peak. Scoped, not set
-    for the whole process: a fixed threshold costs the encoder's many short-lived
-    activations a ``mmap``/``munmap`` each, which made torch's encoding slower.
-    On leaving, the threshold is set to glibc's ceiling for the moving threshold and
-    stays fixed there (any ``mallopt`` of it ends glibc's moving rule for the
-    process): blocks under 32 MiB come from the heap, as they do under the moving
-    rule once a block that large has been freed. Does nothing where glibc is absent."""
+    Why: glibc starts at this threshold, but each time a mapped block is freed it
+    raises the threshold to that block's size (up to 32 MiB), so after the first large
+    buffer of a build, blocks of a few MB come from the heap. Each step allocates and
+    frees many such blocks (Arrow columns, NumPy arrays, the Lance writer's buffers),
+    and a freed one stays resident under any live block above it, where
+    ``malloc_trim`` cannot hand it back: the step's leftover, beneath every later
+    step's peak, larger the larger the corpus. Setting the threshold ends glibc's
+    moving rule. Encoding is the exception (:func:`heap_blocks`). Does nothing where
+    glibc is absent."""
+    if MMAP_THRESHOLD_ENV in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
+        return  # the user's own: glibc read it at start
+    os.environ[MMAP_THRESHOLD_ENV] = str(PINNED_THRESHOLD)
     libc = _glibc()
-    if libc is None:
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, PINNED_THRESHOLD)
+
+
+@contextlib.contextmanager
+def heap_blocks() -> Iterator[None]:
+    """Inside the block, blocks under 32 MiB come from the heap, as under glibc's
+    moving threshold once a large block has been freed; on leaving, the build's pinned
+    threshold (:func:`pinned_mmap_threshold`) holds again.
+
+    Why: an encoder allocates and frees its activations, blocks of a few MB, on every
+    call. Mapped, each costs a ``mmap``, page faults on fresh zeroed pages and a
+    ``munmap``: torch's encoding took about a quarter longer. From the heap they are
+    reused call after call, and what the heap keeps once the encoding is done is free
+    memory the next ``malloc_trim`` hands back. Only where the build pinned the
+    threshold: a process with the user's own setting, or a query process, is left as
+    it is."""
+    libc = _glibc()
+    if libc is None or os.environ.get(MMAP_THRESHOLD_ENV) != str(PINNED_THRESHOLD):
         yield
         return
-    libc.mallopt(_M_MMAP_THRESHOLD, MAPPED_BLOCK)
+    libc.mallopt(_M_MMAP_THRESHOLD, _MOVING_THRESHOLD_MAX)
     try:
         yield
     finally:
-        libc.mallopt(_M_MMAP_THRESHOLD, _MOVING_THRESHOLD_MAX)
+        libc.mallopt(_M_MMAP_THRESHOLD, PINNED_THRESHOLD)
