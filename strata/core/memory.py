@@ -128,11 +128,13 @@ def pinned_mmap_threshold() -> None:
     raises the threshold to that block's size (up to 32 MiB), so after the first large
     buffer of a build, blocks of a few MB come from the heap. Each step allocates and
     frees many such blocks (Arrow columns, NumPy arrays, the Lance writer's buffers),
-    and a freed one stays resident under any live block above it, where
-    ``malloc_trim`` cannot hand it back: the step's leftover, beneath every later
-    step's peak, larger the larger the corpus. Setting the threshold ends glibc's
-    moving rule. Encoding is the exception (:func:`heap_blocks`). Does nothing where
-    glibc is absent."""
+    and a freed one stays resident: within the step until the heap is trimmed (the
+    build trims between steps, :func:`release_freed_memory`), and after that wherever
+    later small allocations took part of its pages. So a step's peak carries blocks it
+    had freed, and later steps start above what it left, more the larger the corpus.
+    A mapped block goes back to the system when it is freed. Setting the threshold
+    ends glibc's moving rule. Encoding is the exception (:func:`heap_blocks`). Does
+    nothing where glibc is absent."""
     if MMAP_THRESHOLD_ENV in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
         return  # the user's own: glibc read it at start
     os.environ[MMAP_THRESHOLD_ENV] = str(PINNED_THRESHOLD)
