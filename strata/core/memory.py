@@ -30,12 +30,7 @@ def few_malloc_arenas() -> None:
     but whose native libraries have not yet made their threads: the build command and
     the Dagster code location call it first thing. Does nothing where glibc is
     absent."""
-    if "MALLOC_ARENA_MAX" in os.environ:  # the user's own: glibc read it at start
-        return
-    os.environ["MALLOC_ARENA_MAX"] = str(BUILD_ARENAS)
-    libc = _glibc()
-    if libc is not None:
-        libc.mallopt(_M_ARENA_MAX, BUILD_ARENAS)
+    _build_setting("MALLOC_ARENA_MAX", _M_ARENA_MAX, BUILD_ARENAS)
 
 
 def build_allocators() -> None:
@@ -89,6 +84,19 @@ def _glibc():
         return None
 
 
+def _build_setting(variable: str, param: int, value: int) -> None:
+    """One of glibc's malloc parameters for a building process (``mallopt``, where
+    glibc is the C library) and for the processes it starts (``variable``, which their
+    glibc reads when it starts), unless the user set the variable: glibc read it when
+    this process started, and it is theirs."""
+    if variable in os.environ:
+        return
+    os.environ[variable] = str(value)
+    libc = _glibc()
+    if libc is not None:
+        libc.mallopt(param, value)
+
+
 def release_freed_memory() -> None:
     """Hand back to the system the heap this process has freed but still holds:
     pyarrow's memory pool (``release_unused``) and glibc's arenas (``malloc_trim``).
@@ -135,12 +143,9 @@ def pinned_mmap_threshold() -> None:
     A mapped block goes back to the system when it is freed. Setting the threshold
     ends glibc's moving rule. Encoding is the exception (:func:`heap_blocks`). Does
     nothing where glibc is absent."""
-    if MMAP_THRESHOLD_ENV in os.environ or "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
+    if "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
         return  # the user's own: glibc read it at start
-    os.environ[MMAP_THRESHOLD_ENV] = str(PINNED_THRESHOLD)
-    libc = _glibc()
-    if libc is not None:
-        libc.mallopt(_M_MMAP_THRESHOLD, PINNED_THRESHOLD)
+    _build_setting(MMAP_THRESHOLD_ENV, _M_MMAP_THRESHOLD, PINNED_THRESHOLD)
 
 
 @contextlib.contextmanager
