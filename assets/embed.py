@@ -57,7 +57,11 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     release_encoders()
     release_freed_memory()
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = load_embedding_items(layout)
+    # What gets a vector is read for each phase and handed over, not kept here:
+    # the vector tables' write and the lexical index each let it go once they
+    # hold their own rows, so neither holds the other's copy. The check needs
+    # only the ids.
+    expected = load_embedding_items(layout).filter(pl.col("embedded")).get_column("node_id")
     cache = vector_cache_dir(layout)
     in_shards = sum(s["computed"] for s in shard_summaries(cache, "*.json", context.run.run_id))
     previous = built_encoder(layout)  # build/encoder.json, read once
@@ -73,7 +77,7 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         return encoder
 
     with stop_on_dead_endpoint():
-        result = build_vectors(nodes, enc_spec, load, layout.build_lance,
+        result = build_vectors(load_embedding_items(layout), enc_spec, load, layout.build_lance,
                                batch_size=config.batch_size,
                                progress=progress_logger(context, "embed"),
                                dim=previous.dim if same else None,
@@ -81,7 +85,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
     release_encoders()  # one this step loaded for texts no shard encoded
     release_freed_memory()  # the Lance writer's buffers, before the lexical index's tokens
-    lexical = build_lexical(nodes, layout.build_lexical, layout.cache / "lexical_tokens")
+    lexical = build_lexical(load_embedding_items(layout), layout.build_lexical,
+                            layout.cache / "lexical_tokens")
     computed, reused = result.computed + in_shards, result.reused - in_shards
     write_json_atomic(encoder_json, {**enc_spec.to_manifest(result.dim),
                                      "model": canonical_model(enc_spec.model)})
@@ -93,17 +98,17 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     # contents file, trusted only while it agrees with their fingerprint stamp
     contents = result.contents
     if contents is not None:
-        ids, bad_dim = contents.rows.column("node_id").to_pylist(), int(contents.dim != result.dim)
+        ids, bad_dim = pl.Series(contents.rows.column("node_id")), int(contents.dim != result.dim)
     else:
         ids, bad_dim = _written_ids(layout.build_lance, result.by_kind, result.dim)
-    expected = set(nodes.filter(pl.col("embedded"))["node_id"].to_list())
-    ok = len(ids) == len(set(ids)) == len(expected) and set(ids) == expected and bad_dim == 0
+    ok = (ids.len() == ids.n_unique() == expected.n_unique() and bad_dim == 0
+          and ids.sort().equals(expected.unique().sort()))
     return dg.MaterializeResult(
         # the Lance tables' row digest (text hashes stand for the vectors) and the encoder
         data_version=output_version(stamp_path(layout.build_lance), encoder_json,
                                     layout.build_lexical / FINGERPRINT_FILE),
         metadata={
-            "dagster/row_count": len(ids),
+            "dagster/row_count": ids.len(),
             "embeddings_computed": computed,
             "embeddings_computed_in_shards": in_shards,
             "embeddings_reused": reused,
@@ -119,25 +124,27 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
         },
         check_results=[dg.AssetCheckResult(
             check_name="one_vector_per_embedded_node", passed=ok,
-            metadata={"vectors": len(ids), "embedded_nodes": len(expected),
+            metadata={"vectors": ids.len(), "embedded_nodes": expected.n_unique(),
                       "ids_read_from": "contents file" if contents is not None else "tables",
                       "wrong_dimension_tables": bad_dim})],
     )
 
 
-def _written_ids(lance_dir, kinds, dim: int) -> tuple[list[str], int]:
-    """The node ids of the vector tables as written, read back from disk, and how
-    many tables have vectors of another length than ``dim``. Only the id column is
-    read: the check must not hold every vector and text once more."""
+def _written_ids(lance_dir, kinds, dim: int):
+    """The node ids of the vector tables as written, read back from disk (a
+    column), and how many tables have vectors of another length than ``dim``.
+    Only the id column is read: the check must not hold every vector and text
+    once more."""
+    import polars as pl
+
     from strata.core.lance_scan import connect, scan
     from strata.core.schema import vector_table_name
 
     db = connect(lance_dir)
-    ids: list[str] = []
+    ids: list = []
     bad_dim = 0
     for kind in kinds:
         table = db.open_table(vector_table_name(kind))
         bad_dim += int(table.schema.field("vector").type.list_size != dim)
-        for batch in scan(table, ["node_id"]):
-            ids += batch.column("node_id").to_pylist()
-    return ids, bad_dim
+        ids += [pl.Series(batch.column("node_id")) for batch in scan(table, ["node_id"])]
+    return (pl.concat(ids) if ids else pl.Series(dtype=pl.Utf8)), bad_dim

@@ -258,9 +258,13 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     What it holds: the rows to write without their vectors (ids, hashes, texts),
     the vectors it encodes itself, and one block of one kind's vectors at a time
     (:func:`_write_tables`); stored vectors are read a batch at a time, once each,
-    into a scratch file (:class:`StagedVectors`)."""
+    into a scratch file (:class:`StagedVectors`). ``nodes`` is let go once its
+    rows are copied in table order: a caller that passes a frame it keeps nowhere
+    else (the embeddings step reads it for this call) does not hold it through
+    the tables' write."""
     t0 = time.perf_counter()
     todo, texts, hashes = _texts(nodes, spec)
+    del nodes  # (see above)
     rows = _rows_table(todo, hashes, texts)
     del todo, texts  # the rows hold the texts: those to encode are read back from them
     kinds = rows.column("kind").to_pylist()

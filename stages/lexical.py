@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from strata.core.layout import replace_dir
-from strata.core.lexical import FORMAT, LexicalIndex, forget_token_memos, tokenize
+from strata.core.lexical import FORMAT, LexicalIndex, forget_token_memos, token_ids, tokenize
 from strata.stages.lexical_tokens import cached_tokens, source_digest
 from strata.core.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
 
@@ -79,14 +80,18 @@ def build_lexical(items: pl.DataFrame, folder: Path,
     once, and the text of a document whose fields did not change is never made:
     the fingerprint (is there anything to do at all?) and the token cache's key
     are digests of each row's fields (:func:`source_digest`), and a text is made
-    only to be tokenized."""
+    only to be tokenized. Every collection's tokens are counted before either
+    index is built, so the rows go before the score matrices come; ``items``
+    goes once its embedded rows are copied in node order (a caller that keeps it
+    nowhere else, as the embeddings step, then holds one copy of the rows)."""
     todo = items.filter(pl.col("embedded")).sort("node_id")
+    del items  # (see above)
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
-    ids, kinds = todo["node_id"].to_list(), todo["kind"].to_list()
+    ids, kinds = todo["node_id"], todo["kind"]  # columns, not a Python string per row
     rows = todo.select(*TEXT_FIELDS)
     del todo
-    by_kind = {k: kinds.count(k) for k in sorted(set(kinds))}
+    by_kind = dict(sorted(Counter(kinds).items()))
     digests = [source_digest(row) for row in rows.iter_rows()]
     fingerprint = hashlib.sha256(f"{FORMAT}\0{TEXTS_KEY}\0".encode())
     for nid, kind, digest in zip(ids, kinds, digests):
@@ -97,19 +102,25 @@ def build_lexical(items: pl.DataFrame, folder: Path,
         return LexicalResult(docs=len(ids), unchanged=True, by_kind=by_kind)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    unit = [k in EMBEDDED_KINDS for k in kinds]
+    unit = kinds.is_in(list(EMBEDDED_KINDS))
+    collections = ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, ~unit))
+    counted = {}
     try:
-        for name, keep in ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, [not u for u in unit])):
-            at = [i for i, ok in enumerate(keep) if ok]
-            docs = ((ids[i], digests[i], row) for i, row in _kept(rows, keep))
-            # the texts are made (where they must be) and tokenized as the index consumes them
+        # every collection's tokens first, the texts made (where they must be) and
+        # tokenized as they are counted; then the texts go, before the score matrices
+        for name, keep in collections:
+            docs = ((nid, digests[i], row)
+                    for nid, (i, row) in zip(ids.filter(keep), _kept(rows, keep.to_list())))
             tokens = (cached_tokens(tokens_cache / f"{name}.parquet", docs, _text, TEXTS_KEY)
                       if tokens_cache is not None
                       else (tokenize(_text(row)) for _, _, row in docs))
-            LexicalIndex.from_tokens([ids[i] for i in at], [kinds[i] for i in at], tokens) \
-                .save(tmp / name)
+            counted[name] = token_ids(tokens)
     finally:  # the corpus's vocabulary, of no use to the steps after this one
         forget_token_memos()
+    del rows, digests
+    for name, keep in collections:
+        LexicalIndex.from_token_ids(ids.filter(keep).to_arrow(), kinds.filter(keep).to_arrow(),
+                                    counted.pop(name)).save(tmp / name)
     (tmp / FINGERPRINT_FILE).write_text(fingerprint.hexdigest() + "\n")
     replace_dir(tmp, folder)
     return LexicalResult(docs=len(ids), unchanged=False, by_kind=by_kind)

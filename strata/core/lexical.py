@@ -119,6 +119,34 @@ DOCS_FILE = "docs.parquet"  # node_id and kind per BM25 document, in index order
 META_FILE = "lexical.json"
 
 
+def token_ids(tokens: Iterable[list[str]]):
+    """Each document's tokens as vocabulary ids, end to end in one int32 array
+    (a :class:`~strata.core.bm25_matrix.FlatCorpus`; None when no document has a
+    token, as when every word is a stop word).
+
+    The tokens of one text are held as strings at a time, and the whole corpus
+    as four bytes a token, never a Python list per text. The vocabulary is
+    numbered in order of first use: given the tokens, bm25s numbers a set of
+    them, whose order (and so the saved index's bytes) changes with each
+    process's string hashing. Scores do not depend on it."""
+    from array import array
+
+    import numpy as np
+
+    from strata.core.bm25_matrix import FlatCorpus, FlatTokens
+
+    vocab: dict[str, int] = {}
+    ids, lengths = array("i"), array("q")
+    for doc in tokens:
+        ids.extend([vocab.setdefault(t, len(vocab)) for t in doc])
+        lengths.append(len(doc))
+    if not vocab:
+        return None
+    # ``ids`` lives on in the array alone, which the score matrix gives up once counted
+    return FlatCorpus(FlatTokens(np.frombuffer(ids, dtype=np.int32),
+                                 np.frombuffer(lengths, np.int64)), vocab)
+
+
 class LexicalIndex:
     """One BM25 index over every text unit of an index version, whatever its kind.
 
@@ -171,30 +199,20 @@ class LexicalIndex:
                     tokens: Iterable[list[str]]) -> LexicalIndex:
         """The index of documents given as their :func:`tokenize` tokens (a build
         that kept the tokens of unchanged texts need not make them again)."""
-        from array import array
+        return cls.from_token_ids(list(node_ids), list(kinds), token_ids(tokens))
 
-        import numpy as np
-
-        from strata.core.bm25_matrix import FlatBM25, FlatCorpus, FlatTokens
-
+    @classmethod
+    def from_token_ids(cls, node_ids, kinds, corpus) -> LexicalIndex:
+        """The index of documents whose tokens :func:`token_ids` numbered:
+        a build counts every collection's tokens, lets the texts go, then
+        indexes (``node_ids`` and ``kinds`` as :meth:`__init__` takes them)."""
         model = None
-        # Each text's tokens become vocabulary ids as they come, end to end in one
-        # int32 array: the tokens of one text are held as strings at a time, and
-        # the whole corpus as four bytes a token, never a Python list per text.
-        # The vocabulary is numbered in order of first use: given the tokens, bm25s
-        # numbers a set of them, whose order (and so the saved index's bytes) changes
-        # with each process's string hashing. Scores do not depend on it.
-        vocab: dict[str, int] = {}
-        ids, lengths = array("i"), array("q")
-        for doc in tokens:
-            ids.extend([vocab.setdefault(t, len(vocab)) for t in doc])
-            lengths.append(len(doc))
-        if vocab:  # a collection whose every word is a stop word has no vocabulary
+        if corpus is not None:
+            from strata.core.bm25_matrix import FlatBM25
+
             model = FlatBM25()
-            flat = FlatTokens(np.frombuffer(ids, dtype=np.int32), np.frombuffer(lengths, np.int64))
-            del ids  # the tokens live in ``flat`` alone, which gives them up once counted
-            model.index(FlatCorpus(flat, vocab), show_progress=False)
-        return cls(model, list(node_ids), list(kinds))
+            model.index(corpus, show_progress=False)
+        return cls(model, node_ids, kinds)
 
     def save(self, folder) -> None:
         """Write into ``folder`` (created; the caller makes the swap atomic)."""
