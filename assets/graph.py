@@ -13,7 +13,7 @@ from strata.resources.corpora import CorpusRegistry
 from strata.core.layout import write_parquet_atomic
 from strata.core.stats import edges_by_type
 
-GRAPH_VERSION = "2"
+GRAPH_VERSION = "3"
 
 
 class GraphConfig(dg.Config):
@@ -55,9 +55,11 @@ def _entity_vectors(layout):
 def _entity_rows(layout):
     """(entity ids in table order, their vectors or a function reading them, a key
     standing for the vectors or None). When the vector tables' contents file is
-    trusted, the ids and the key come from it and the vectors are read only if the
-    synonymy cache misses; else ids and vectors are read now."""
-    from strata.core.schema import ENTITY
+    trusted, the ids and the key come from it, and the vectors are read (only if
+    the synonymy cache misses) a batch at a time, in passes (``synonymy_edges``'s
+    blocks); else ids and vectors are read now."""
+    from strata.core.lance_scan import connect, scan, vector_matrix
+    from strata.core.schema import ENTITY, vector_table_name
     from strata.stages.vector_contents import read_contents, unstamp
 
     contents = read_contents(layout.build_lance)
@@ -66,23 +68,27 @@ def _entity_rows(layout):
         return ids, vectors, None
     listed = contents.of_kind(ENTITY).column("node_id").to_pylist()
 
-    def read():
-        ids, vectors = _entity_vectors(layout)
-        if ids != listed:  # changed by hand since they were written
-            unstamp(layout.build_lance)  # not trusted again: the next attempt reads the tables
-            raise RuntimeError(f"{layout.build_lance}: the entity table does not hold the rows "
-                               "its contents file lists; the next attempt reads the tables")
-        return vectors
+    def blocks():
+        table = connect(layout.build_lance).open_table(vector_table_name(ENTITY))
+        at = 0
+        for batch in scan(table, ["node_id", "vector"]):
+            ids = batch.column("node_id").to_pylist()
+            if ids != listed[at:at + len(ids)]:  # changed by hand since they were written
+                unstamp(layout.build_lance)  # not trusted again: the next attempt reads the tables
+                raise RuntimeError(f"{layout.build_lance}: the entity table does not hold the "
+                                   "rows its contents file lists; the next attempt reads the tables")
+            at += len(ids)
+            yield vector_matrix(batch.column("vector"))
 
-    return listed, read, contents.vectors_key(ENTITY)
+    return listed, blocks, contents.vectors_key(ENTITY)
 
 
-def _node_ids(layout, nodes: pl.DataFrame) -> pl.Series:
+def _node_ids(layout) -> pl.Series:
     """Every node id of the build: the hierarchy's and the entities' (only the
-    entities table's id column is read)."""
+    tables' id columns are read)."""
+    nodes = read_build_table(layout, "nodes", columns=["node_id"])["node_id"]
     entities = read_build_table(layout, "entities", required=False, columns=["node_id"])
-    return nodes["node_id"] if entities is None else pl.concat([nodes["node_id"],
-                                                                 entities["node_id"]])
+    return nodes if entities is None else pl.concat([nodes, entities["node_id"]])
 
 
 @dg.asset(
@@ -127,9 +133,8 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
                                             k=config.synonymy_k, vectors_key=key)
     del entity_ids, vectors
     release_freed_memory()
-    nodes = read_build_table(layout, "nodes", columns=NODE_COLUMNS)
-    refs = read_build_table(layout, "references")
-    result = build_edges(nodes, refs)
+    result = build_edges(read_build_table(layout, "nodes", columns=NODE_COLUMNS),
+                         read_build_table(layout, "references"))
     parts = [result.edges]
     if (layout.build / SEMANTIC_EDGES).exists():
         parts.append(pl.read_parquet(layout.build / SEMANTIC_EDGES).to_arrow().cast(result.edges.schema))
@@ -142,7 +147,7 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     write_parquet_atomic(all_edges, layout.build_table("edges"))
     df = pl.from_arrow(all_edges)
     del parts, all_edges, synonymy
-    ids = _node_ids(layout, nodes)
+    ids = _node_ids(layout)
     known = ids.implode()  # a Series as one list: is_in on a bare Series is deprecated
     dangling = df.filter(~pl.col("src").is_in(known) | ~pl.col("dst").is_in(known)).height
     seconds = time.perf_counter() - t0

@@ -94,8 +94,15 @@ class _Resolver:
 
 
 def build_edges(nodes: pl.DataFrame, references: pl.DataFrame) -> GraphResult:
+    """Structural, jump and import edges of ``nodes`` (the graph step's columns)
+    and their ``references``. ``nodes`` is let go once the containment edges and
+    the resolver are made from it, and the resolver once every reference is
+    resolved, before the edges are sorted: a caller that passes a frame it keeps
+    nowhere else (the graph step reads it for this call) holds neither through
+    the sort."""
     parts = [structural_edges(nodes)]
     r = _Resolver(nodes)
+    del nodes
     rows: list[dict] = []
     unresolved: list[dict] = []
     external = 0
@@ -145,6 +152,7 @@ def build_edges(nodes: pl.DataFrame, references: pl.DataFrame) -> GraphResult:
                              "weight": 1.0})
             if not dst and not found:
                 external += 1
+    del r
     if rows:
         parts.append(pl.DataFrame(rows, schema={"src": pl.Utf8, "dst": pl.Utf8, "type": pl.Utf8,
                                                 "relation": pl.Utf8, "weight": pl.Float32}))

@@ -21,7 +21,7 @@ import json
 import math
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,6 +36,12 @@ from strata.core.schema import EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, S
 __all__ = ["build_entities", "entity_id", "entity_id_map", "fact_id", "passage_edges",
            "semantic_edges", "synonymy_edges", "redirect_edges", "synonymy_benchmark"]
 
+# the entity vectors: a matrix, or a function yielding its rows in blocks (synonymy_edges)
+Vectors = np.ndarray | Callable[[], Iterator[np.ndarray]]
+# how the kNN is computed, in the synonymy cache's key: bumped when its edges can change
+# (2: queries searched in batches of SEARCH_BATCH, not all in one search)
+KNN_VERSION = 2
+SEARCH_BATCH = 4096  # queries per faiss search (_batches)
 FLAT_MAX = 20_000  # above this many entities, an IVF index instead of an exact one
 NPROBE = 8
 MAX_ALIASES = 20
@@ -182,42 +188,113 @@ def semantic_edges(facts: pa.Table | pl.DataFrame) -> pa.Table:
     return pa.concat_tables([_edges(a, b, SEMANTIC, rel, w), _edges(b, a, SEMANTIC, rel, w)])
 
 
-def _knn_faiss(vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _knn_faiss(vectors: Vectors, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each of the ``n`` vectors' ``k`` nearest by inner product: (similarities,
+    positions), as faiss's ``search`` gives them.
+
+    Given blocks (see :func:`synonymy_edges`), the vectors are never held beside
+    the index's own copy of them: an exact index is filled a block at a time; an
+    IVF index is trained on the whole matrix, which goes once each vector's list
+    is known, and is then filled from a second pass. The queries come from one
+    more pass, in batches of ``SEARCH_BATCH`` (:func:`_batches`). Given a
+    matrix, the same steps run on it as one block."""
     import faiss
 
-    n, dim = vectors.shape
+    blocks = vectors if callable(vectors) else lambda: iter((vectors,))
     if n <= FLAT_MAX:
-        index = faiss.IndexFlatIP(dim)
-        index.add(vectors)
+        index = None
+        for block in blocks():
+            if index is None:
+                index = faiss.IndexFlatIP(block.shape[1])
+            index.add(_float32(block))
     else:
+        matrix = _matrix(vectors, n)
+        dim = matrix.shape[1]
         # ~4·sqrt(n) lists, but no more than the training set supports (39 points each)
         nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
-        index.train(vectors)
+        index.train(matrix)
         index.nprobe = NPROBE
-        _add_in_reserved_lists(index, vectors)
-    return index.search(vectors, k)
+        _, lists = index.quantizer.search(matrix, 1)
+        del matrix
+        lists = np.ascontiguousarray(lists.ravel(), dtype=np.int64)
+        _reserve_lists(index, lists)
+        at = 0
+        for block in blocks():
+            block = _float32(block)
+            if at + len(block) > n:  # the lists cover n vectors: never read past them
+                raise ValueError(f"{n} entity ids but more vectors")
+            # each vector to the list its quantizer picked (what ``add`` does); its id
+            # is its position
+            index.add_core(len(block), faiss.swig_ptr(block), None,
+                           faiss.swig_ptr(lists[at:at + len(block)]))
+            at += len(block)
+    if index is None or index.ntotal != n:
+        raise ValueError(f"{n} entity ids but {0 if index is None else index.ntotal} vectors")
+    sims, labels = np.empty((n, k), np.float32), np.empty((n, k), np.int64)
+    at = 0
+    for queries in _batches(blocks(), SEARCH_BATCH):
+        sims[at:at + len(queries)], labels[at:at + len(queries)] = index.search(queries, k)
+        at += len(queries)
+    return sims, labels
 
 
-def _add_in_reserved_lists(index, vectors: np.ndarray) -> None:
-    """Add ``vectors`` to a trained IVF index, each inverted list given the room for
-    exactly its vectors first. What ``add`` does (each vector to the list its
-    quantizer picks, then ``add_core``), with the lists counted in between: a list
-    grown one vector at a time doubles its buffer as it fills, and the copies and
-    the unused half were the index's largest transient. faiss's own ``resize`` (up,
-    then back to empty) reserves the room; the index is the one ``add`` makes."""
-    import faiss
+def _float32(block: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(block, dtype=np.float32)
 
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-    _, lists = index.quantizer.search(vectors, 1)
-    lists = np.ascontiguousarray(lists.ravel(), dtype=np.int64)
+
+def _batches(blocks: Iterator[np.ndarray], size: int) -> Iterator[np.ndarray]:
+    """The rows of ``blocks`` again, ``size`` at a time (the last batch fewer).
+    faiss's similarities differ in their last bits with how many queries one
+    search is given, so the queries go in batches of one size whatever blocks
+    the vectors come in: a matrix and any reader of it give the same edges."""
+    pending: list[np.ndarray] = []
+    count = 0
+    for block in blocks:
+        while len(block):
+            part, block = block[:size - count], block[size - count:]
+            pending.append(part)
+            count += len(part)
+            if count == size:
+                yield _float32(np.concatenate(pending))
+                pending, count = [], 0
+    if pending:
+        yield _float32(np.concatenate(pending))
+
+
+def _matrix(vectors: Vectors, n: int) -> np.ndarray:
+    """The vectors as one matrix (filled in place from blocks, never a list of
+    blocks joined, which would hold every vector twice)."""
+    if not callable(vectors):
+        matrix = _float32(vectors)
+        if matrix.shape[0] != n:
+            raise ValueError(f"{n} entity ids but {matrix.shape[0]} vectors")
+        return matrix
+    matrix, at = None, 0
+    for block in vectors():
+        if matrix is None:
+            matrix = np.empty((n, block.shape[1]), np.float32)
+        if at + len(block) > n:
+            raise ValueError(f"{n} entity ids but more vectors")
+        matrix[at:at + len(block)] = block
+        at += len(block)
+    if matrix is None or at != n:
+        raise ValueError(f"{n} entity ids but {at} vectors")
+    return matrix
+
+
+def _reserve_lists(index, lists: np.ndarray) -> None:
+    """Give each inverted list of a trained IVF index the room for exactly the
+    vectors ``lists`` assigns it, before they go in: a list grown one vector at a
+    time doubles its buffer as it fills, and the copies and the unused half were
+    the index's largest transient. faiss's own ``resize`` (up, then back to empty)
+    reserves the room; the index is the one ``add`` makes."""
     invlists = index.invlists
     for list_no, count in enumerate(np.bincount(lists, minlength=index.nlist).tolist()):
         if count:
             invlists.resize(list_no, count)
             invlists.resize(list_no, 0)
-    index.add_core(len(vectors), faiss.swig_ptr(vectors), None, faiss.swig_ptr(lists))
 
 
 def synonymy_edges_cached(entity_ids: list[str], vectors, cache_dir: Path,
@@ -227,7 +304,7 @@ def synonymy_edges_cached(entity_ids: list[str], vectors, cache_dir: Path,
     the entity ids, their vectors and the parameters: the all-pairs kNN is most
     of an unchanged rebuild's graph stage. Returns (edges, from_cache).
 
-    ``vectors``: the matrix, or a function that reads it. ``vectors_key``: a
+    ``vectors``: as :func:`synonymy_edges` takes them. ``vectors_key``: a
     digest that stands for the vectors (the text hashes they were encoded from),
     so a cache hit needs no vector read at all; without it the key hashes the
     vectors' own bytes."""
@@ -235,15 +312,11 @@ def synonymy_edges_cached(entity_ids: list[str], vectors, cache_dir: Path,
 
     import pyarrow.parquet as pq
 
-    def load() -> np.ndarray:
-        return np.ascontiguousarray(vectors() if callable(vectors) else vectors, dtype=np.float32)
-
-    h = hashlib.sha256(f"{threshold}:{k}:{len(entity_ids)}:".encode())
+    h = hashlib.sha256(f"{KNN_VERSION}:{threshold}:{k}:{len(entity_ids)}:".encode())
     h.update("\x00".join(entity_ids).encode())
-    vecs = None
     if vectors_key is None:
-        vecs = load()
-        h.update(memoryview(vecs))  # the array's own bytes: no copy of every vector
+        for block in (vectors() if callable(vectors) else (vectors,)):
+            h.update(memoryview(_float32(block)))  # the array's own bytes: no copy of every vector
     else:
         h.update(f"\x01{vectors_key}".encode())
     path = Path(cache_dir) / f"synonymy-{h.hexdigest()[:32]}.parquet"
@@ -252,9 +325,7 @@ def synonymy_edges_cached(entity_ids: list[str], vectors, cache_dir: Path,
             return pq.read_table(path), True
         except (OSError, ValueError):
             pass  # a damaged entry is recomputed
-    if vecs is None:
-        vecs = load()
-    table = synonymy_edges(entity_ids, vecs, threshold=threshold, k=k)
+    table = synonymy_edges(entity_ids, vectors, threshold=threshold, k=k)
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     for old in Path(cache_dir).glob("synonymy-*.parquet"):  # one entry: the latest
         old.unlink(missing_ok=True)
@@ -264,19 +335,21 @@ def synonymy_edges_cached(entity_ids: list[str], vectors, cache_dir: Path,
     return table, False
 
 
-def synonymy_edges(entity_ids: list[str], vectors: np.ndarray, threshold: float = 0.8,
+def synonymy_edges(entity_ids: list[str], vectors: Vectors, threshold: float = 0.8,
                    k: int = 10) -> pa.Table:
     """Entity <-> entity ("similar_to") for each entity's k nearest neighbours
     with cosine similarity >= ``threshold`` (vectors must be L2-normalized);
-    both directions, weight = the similarity, self matches skipped."""
+    both directions, weight = the similarity, self matches skipped.
+
+    ``vectors``: the matrix, one row per id; or a function that yields its rows
+    in order, a block at a time, each time it is called (a reader of the vector
+    table: the kNN reads them in passes rather than hold them beside its index,
+    :func:`_knn_faiss`)."""
     n = len(entity_ids)
     if n < 2:
         return EDGES.empty_table()
-    vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-    if vecs.shape[0] != n:
-        raise ValueError(f"{n} entity ids but {vecs.shape[0]} vectors")
     kk = min(k + 1, n)  # +1: each vector finds itself
-    sims, idx = _knn_faiss(vecs, kk)
+    sims, idx = _knn_faiss(vectors, n, kk)
     rows = np.repeat(np.arange(n), idx.shape[1])
     cols = idx.ravel()
     vals = sims.ravel()

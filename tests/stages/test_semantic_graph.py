@@ -132,26 +132,39 @@ def test_synonymy_ivf_path_and_edge_cases(monkeypatch):
         synonymy_edges(["a", "b"], v[:3])
 
 
-def test_the_ivf_index_with_reserved_lists_is_the_one_add_makes():
-    """The IVF lists are given their room before the vectors go in; the index, and
-    so every neighbour and similarity, is the one faiss's own add makes."""
+def test_the_ivf_knn_from_blocks_is_the_one_faiss_add_and_search_make(monkeypatch):
+    """The IVF lists are given their room before the vectors go in, and vectors
+    given as blocks are read in passes (the matrix let go before the index is
+    filled): every neighbour and similarity is still the one faiss's own add and
+    one search over the whole matrix make."""
     import faiss
 
+    monkeypatch.setattr(sg, "FLAT_MAX", 100)
     v = _random_unit(4000, 32, 5)
     v[100:140] = v[0]  # one list far fuller than the rest
-    indexes = []
-    for reserve in (False, True):
-        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(32), 32, 40, faiss.METRIC_INNER_PRODUCT)
-        index.train(v)
-        index.nprobe = sg.NPROBE
-        sg._add_in_reserved_lists(index, v) if reserve else index.add(v)
-        indexes.append(index)
-    plain, reserved = indexes
-    assert reserved.ntotal == plain.ntotal == len(v)
-    sizes = [[ix.invlists.list_size(i) for i in range(40)] for ix in indexes]
-    assert sizes[0] == sizes[1] and max(sizes[1]) > 40
-    for got, want in zip(reserved.search(v, 11), plain.search(v, 11)):
-        assert np.array_equal(got, want)
+    nlist = min(int(4 * np.sqrt(len(v))), len(v) // 39)
+    plain = faiss.IndexIVFFlat(faiss.IndexFlatIP(32), 32, nlist, faiss.METRIC_INNER_PRODUCT)
+    plain.train(v)
+    plain.nprobe = sg.NPROBE
+    plain.add(v)
+    assert max(plain.invlists.list_size(i) for i in range(nlist)) > 2 * len(v) / nlist
+    want = plain.search(v, 11)
+    passes = []
+
+    def blocks():
+        passes.append(1)
+        return (v[a:a + 1000] for a in range(0, len(v), 1000))
+
+    for vectors in (v, blocks):
+        got = sg._knn_faiss(vectors, len(v), 11)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert len(passes) == 3  # train, fill, search: never all three at once
+    with pytest.raises(ValueError, match="4001 entity ids but 4000 vectors"):
+        sg._knn_faiss(blocks, len(v) + 1, 11)
+    monkeypatch.setattr(sg, "FLAT_MAX", len(v))  # the exact index, filled from blocks
+    monkeypatch.setattr(sg, "SEARCH_BATCH", 1500)  # batches that cut across the blocks
+    exact = sg._knn_faiss(v, len(v), 11)
+    assert all(np.array_equal(a, b) for a, b in zip(sg._knn_faiss(blocks, len(v), 11), exact))
 
 
 def test_redirect_edges():
