@@ -41,16 +41,17 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
 
     from strata.stages.parse.finalize import stable_hash
     from strata.core.layout import read_json_or_empty
-    from strata.core.query_arrays import NODE_FIELDS, graph_nodes, write as write_query_arrays
+    from strata.core.query_arrays import graph_nodes, write as write_query_arrays
     from strata.core.schema import FORMAT_VERSION
     from strata.core.stats import index_stats
 
     spec, layout = corpus_and_layout(context, corpora)
-    # what the query arrays, the graph and the counts use: not the attributes, hashes
-    columns = [*NODE_FIELDS, "parent_id", "ordinal", "depth"]
+    # what the counts use; the query arrays read the columns they need themselves,
+    # and let each table go once it is used
+    columns = ["kind", "depth"]
     nodes = graph_nodes(read_build_table(layout, "nodes", columns=columns),
                         read_build_table(layout, "entities", required=False, columns=columns))
-    edges = read_build_table(layout, "edges")
+    edges = read_build_table(layout, "edges", columns=["type"])
     documents = read_build_table(layout, "documents")
     skipped = read_build_table(layout, "skipped")
     encoder_path = layout.build / "encoder.json"
@@ -108,11 +109,11 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     from strata.core.embedding import EncoderSpec
     from strata.core.query_runtime import prepare
 
-    write_query_arrays(layout.build, int(encoder["dim"]), nodes, edges)  # the tables read above
     from strata.core.memory import release_freed_memory
 
-    del nodes, edges, documents, skipped  # the query encoder loads next: into this memory
-    release_freed_memory()
+    del nodes, edges, documents, skipped
+    write_query_arrays(layout.build, int(encoder["dim"]))
+    release_freed_memory()  # the query encoder loads next: into this memory
     query_side = prepare(layout.build, EncoderSpec.from_manifest(encoder))
     manifest["query"] = query_side
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)

@@ -52,6 +52,8 @@ NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "ti
                "start_line", "end_line", "page", "language")
 GRAPH_ARRAYS = ("kind", "parent", "child_ptr", "child_idx", "indptr", "indices", "etype",
                 "weight")
+# the columns of the nodes and entities tables the arrays are made from
+READ_COLUMNS = [*NODE_FIELDS, "parent_id", "ordinal"]
 PROBE_PER_TABLE = 16
 
 EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
@@ -290,13 +292,18 @@ def compute(folder: Path, dim: int, nodes=None, edges=None,
 
     if nodes is None:
         ent_path = folder / TABLE_FILES["entities"]
-        nodes = graph_nodes(pl.read_parquet(folder / TABLE_FILES["nodes"]),
-                            pl.read_parquet(ent_path) if ent_path.exists() else None)
+        nodes = graph_nodes(pl.read_parquet(folder / TABLE_FILES["nodes"], columns=READ_COLUMNS),
+                            pl.read_parquet(ent_path, columns=READ_COLUMNS)
+                            if ent_path.exists() else None)
     if edges is None:
         edges = pl.read_parquet(folder / TABLE_FILES["edges"])
     lookup = row_lookup(nodes["node_id"])  # the graph's rows, and where each vector goes
     graph = Graph.build(nodes, edges, lookup)
+    del edges  # (as ``nodes`` below)
     table = _node_table(nodes, vectors_file.with_name(NODES_FILE) if vectors_file else None)
+    # read here, unless the caller passed them: then nothing else holds them, and the
+    # vectors below are read without every node's text (in the node table's file now)
+    del nodes
 
     # The vector tables are read a batch at a time, ids and vectors only (texts only
     # for the probe rows), and each batch's rows are made unit and put in place: what
