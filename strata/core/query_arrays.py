@@ -52,8 +52,8 @@ NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "ti
                "start_line", "end_line", "page", "language")
 GRAPH_ARRAYS = ("kind", "parent", "child_ptr", "child_idx", "indptr", "indices", "etype",
                 "weight")
-# the columns of the nodes and entities tables the arrays are made from
-READ_COLUMNS = [*NODE_FIELDS, "parent_id", "ordinal"]
+# the columns of the nodes and entities tables the graph is made from
+GRAPH_COLUMNS = ["node_id", "kind", "parent_id", "ordinal"]
 PROBE_PER_TABLE = 16
 
 EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
@@ -259,51 +259,61 @@ def _large_strings(table):
                                  for f in table.schema]))
 
 
-def _node_table(nodes, path: Path | None):
-    """The nodes' query columns (:data:`NODE_FIELDS`) as an Arrow table, strings as
-    ``large_string`` (:func:`_large_strings`): in memory, or, given ``path``,
-    written there as Arrow IPC a slice of ``NODE_SLICE`` rows at a time and mapped
-    back. A publish writes into the file, so it never holds a second copy of every
-    node's text beside the frame it was given (polars' strings are views; Arrow's
-    are made anew)."""
-    def arrow(frame):
-        return _large_strings(frame.select(NODE_FIELDS).to_arrow())
+def _node_table(folder: Path, path: Path | None):
+    """The query columns (:data:`NODE_FIELDS`) of the nodes, then the entities, of
+    ``folder`` as one Arrow table, strings as ``large_string``
+    (:func:`_large_strings`): in memory, or, given ``path``, written there as
+    Arrow IPC a batch of ``NODE_SLICE`` rows at a time as the Parquet files are
+    read, and mapped back. A publish writes into the file, so it never holds
+    every node's text."""
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    files = [folder / TABLE_FILES["nodes"]]
+    if (folder / TABLE_FILES["entities"]).exists():
+        files.append(folder / TABLE_FILES["entities"])
+
+    schema = _large_strings(pl.read_parquet(files[0], columns=list(NODE_FIELDS), n_rows=0)
+                            .to_arrow()).schema
+
+    def parts():
+        for f in files:
+            for batch in pq.ParquetFile(f).iter_batches(NODE_SLICE, columns=list(NODE_FIELDS)):
+                # through polars, as the graph's frame is read: the same types
+                yield pl.from_arrow(batch).to_arrow().cast(schema)
 
     if path is None:
-        return arrow(nodes)
-    _write_arrow_parts(path, arrow(nodes.head(0)).schema,
-                       (arrow(nodes.slice(start, NODE_SLICE))
-                        for start in range(0, nodes.height, NODE_SLICE)))
+        import pyarrow as pa
+
+        return pa.Table.from_batches([b for part in parts() for b in part.to_batches()], schema)
+    _write_arrow_parts(path, schema, parts())
     return _read_arrow(path)
 
 
-def compute(folder: Path, dim: int, nodes=None, edges=None,
-            vectors_file: Path | None = None) -> QueryArrays:
+def compute(folder: Path, dim: int, vectors_file: Path | None = None) -> QueryArrays:
     """The arrays of the version (or build) in ``folder``, from its Parquet
-    tables and Lance vector tables; ``nodes`` (:func:`graph_nodes`) and
-    ``edges`` when the caller has read them already. With ``vectors_file`` the
-    node vectors go straight into that ``.npy`` file and come back mapped from it.
-    Raises what the readers raise; callers that answer users turn that into one
-    line naming the file."""
+    tables and Lance vector tables. With ``vectors_file`` the node vectors go
+    straight into that ``.npy`` file and come back mapped from it, and the
+    nodes' text into ``nodes.arrow`` beside it (:func:`_node_table`).
+
+    Each table is read when it is needed and let go once used: the graph is
+    made from the nodes' ids and hierarchy and the edges, then the node table
+    from their query columns, then the vectors are read. Raises what the
+    readers raise; callers that answer users turn that into one line naming the
+    file."""
     import polars as pl
     import pyarrow as pa
 
     from strata.core.lance_scan import connect, scan, table_names, vector_matrix
 
-    if nodes is None:
-        ent_path = folder / TABLE_FILES["entities"]
-        nodes = graph_nodes(pl.read_parquet(folder / TABLE_FILES["nodes"], columns=READ_COLUMNS),
-                            pl.read_parquet(ent_path, columns=READ_COLUMNS)
-                            if ent_path.exists() else None)
-    if edges is None:
-        edges = pl.read_parquet(folder / TABLE_FILES["edges"])
+    ent_path = folder / TABLE_FILES["entities"]
+    nodes = graph_nodes(pl.read_parquet(folder / TABLE_FILES["nodes"], columns=GRAPH_COLUMNS),
+                        pl.read_parquet(ent_path, columns=GRAPH_COLUMNS)
+                        if ent_path.exists() else None)
     lookup = row_lookup(nodes["node_id"])  # the graph's rows, and where each vector goes
-    graph = Graph.build(nodes, edges, lookup)
-    del edges  # (as ``nodes`` below)
-    table = _node_table(nodes, vectors_file.with_name(NODES_FILE) if vectors_file else None)
-    # read here, unless the caller passed them: then nothing else holds them, and the
-    # vectors below are read without every node's text (in the node table's file now)
+    graph = Graph.build(nodes, pl.read_parquet(folder / TABLE_FILES["edges"]), lookup)
     del nodes
+    table = _node_table(folder, vectors_file.with_name(NODES_FILE) if vectors_file else None)
 
     # The vector tables are read a batch at a time, ids and vectors only (texts only
     # for the probe rows), and each batch's rows are made unit and put in place: what
@@ -433,12 +443,11 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None,
     return target
 
 
-def write(folder: Path, dim: int, nodes=None, edges=None) -> Path:
-    """Compute the arrays of ``folder`` (a build or a version) and save them there
-    (``nodes`` and ``edges`` as for :func:`compute`)."""
+def write(folder: Path, dim: int) -> Path:
+    """Compute the arrays of ``folder`` (a build or a version) and save them there."""
     staged = _staging(folder)
     try:
-        arrays = compute(folder, dim, nodes, edges, vectors_file=staged / "vectors.npy")
+        arrays = compute(folder, dim, vectors_file=staged / "vectors.npy")
         return save(arrays, folder, staged=staged)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
