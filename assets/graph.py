@@ -68,17 +68,22 @@ def _entity_rows(layout):
         return ids, vectors, None
     listed = contents.of_kind(ENTITY).column("node_id").to_pylist()
 
+    def changed_by_hand():  # since the tables were written
+        unstamp(layout.build_lance)  # not trusted again: the next attempt reads the tables
+        return RuntimeError(f"{layout.build_lance}: the entity table does not hold the rows "
+                            "its contents file lists; the next attempt reads the tables")
+
     def blocks():
         table = connect(layout.build_lance).open_table(vector_table_name(ENTITY))
         at = 0
         for batch in scan(table, ["node_id", "vector"]):
             ids = batch.column("node_id").to_pylist()
-            if ids != listed[at:at + len(ids)]:  # changed by hand since they were written
-                unstamp(layout.build_lance)  # not trusted again: the next attempt reads the tables
-                raise RuntimeError(f"{layout.build_lance}: the entity table does not hold the "
-                                   "rows its contents file lists; the next attempt reads the tables")
+            if ids != listed[at:at + len(ids)]:
+                raise changed_by_hand()
             at += len(ids)
             yield vector_matrix(batch.column("vector"))
+        if at != len(listed):
+            raise changed_by_hand()
 
     return listed, blocks, contents.vectors_key(ENTITY)
 
