@@ -109,6 +109,10 @@ def test_a_building_process_keeps_its_threads_to_few_malloc_arenas():
 def test_the_users_own_arena_limit_is_kept():
     got, inherited = arenas("capped", {**os.environ, "MALLOC_ARENA_MAX": "5"})
     assert inherited == "5" and 2 < got <= 5, got
+    # set as glibc's tunable instead: the build neither caps nor sets the variable
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    got, inherited = arenas("capped", {**env, "GLIBC_TUNABLES": "glibc.malloc.arena_max=5"})
+    assert inherited == "None" and 2 < got <= 5, (got, inherited)
 
 
 MAPPED = LIBC + """

@@ -16,7 +16,7 @@ _M_ARENA_MAX = -8  # mallopt's parameter number for the arena limit (glibc's mal
 
 def few_malloc_arenas() -> None:
     """Cap the glibc malloc arenas of a building process and of the processes it
-    starts (``MALLOC_ARENA_MAX``, unless the variable is set).
+    starts (``MALLOC_ARENA_MAX``, unless the user set it or glibc's ``arena_max`` tunable).
 
     Why: glibc gives each new thread an arena of its own, up to eight per core, and
     an arena keeps what was freed in it for that arena's reuse. A build's native
@@ -30,7 +30,7 @@ def few_malloc_arenas() -> None:
     but whose native libraries have not yet made their threads: the build command and
     the Dagster code location call it first thing. Does nothing where glibc is
     absent."""
-    _build_setting("MALLOC_ARENA_MAX", _M_ARENA_MAX, BUILD_ARENAS)
+    _build_setting("MALLOC_ARENA_MAX", "arena_max", _M_ARENA_MAX, BUILD_ARENAS)
 
 
 def build_allocators() -> None:
@@ -84,12 +84,14 @@ def _glibc():
         return None
 
 
-def _build_setting(variable: str, param: int, value: int) -> None:
+def _build_setting(variable: str, tunable: str, param: int, value: int) -> None:
     """One of glibc's malloc parameters for a building process (``mallopt``, where
     glibc is the C library) and for the processes it starts (``variable``, which their
-    glibc reads when it starts), unless the user set the variable: glibc read it when
-    this process started, and it is theirs."""
-    if variable in os.environ:
+    glibc reads when it starts), unless the user set it, by the variable or by
+    ``tunable`` in ``GLIBC_TUNABLES``: glibc read it when this process started, and
+    it is theirs."""
+    if variable in os.environ or f"glibc.malloc.{tunable}=" in os.environ.get(
+            "GLIBC_TUNABLES", ""):
         return
     os.environ[variable] = str(value)
     libc = _glibc()
@@ -143,9 +145,7 @@ def pinned_mmap_threshold() -> None:
     A mapped block goes back to the system when it is freed. Setting the threshold
     ends glibc's moving rule. Encoding is the exception (:func:`heap_blocks`). Does
     nothing where glibc is absent."""
-    if "mmap_threshold" in os.environ.get("GLIBC_TUNABLES", ""):
-        return  # the user's own: glibc read it at start
-    _build_setting(MMAP_THRESHOLD_ENV, _M_MMAP_THRESHOLD, PINNED_THRESHOLD)
+    _build_setting(MMAP_THRESHOLD_ENV, "mmap_threshold", _M_MMAP_THRESHOLD, PINNED_THRESHOLD)
 
 
 @contextlib.contextmanager
