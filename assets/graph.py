@@ -28,64 +28,48 @@ class GraphConfig(dg.Config):
 NODE_COLUMNS = ["node_id", "parent_id", "kind", "subkind", "path", "node_path", "attrs"]
 
 
-def _entity_vectors(layout):
-    """(entity ids, normalized vectors) from the build's entity vector table: only
-    its id and vector columns are read (not the embedded texts)."""
-    import numpy as np
-
-    from strata.core.lance_scan import connect, scan, vector_matrix
-    from strata.core.schema import ENTITY, vector_table_name
-
-    path = layout.build_lance / f"{vector_table_name(ENTITY)}.lance"
-    if not path.exists():
-        return [], np.zeros((0, 0), np.float32)
-    table = connect(layout.build_lance).open_table(vector_table_name(ENTITY))
-    # the matrix is filled in place as batches come: a list of blocks joined at the
-    # end would hold every vector twice
-    vecs = np.zeros((table.count_rows(), table.schema.field("vector").type.list_size),
-                    np.float32)
-    ids: list[str] = []
-    for batch in scan(table, ["node_id", "vector"]):
-        if batch.num_rows:
-            vecs[len(ids):len(ids) + batch.num_rows] = vector_matrix(batch.column("vector"))
-            ids += batch.column("node_id").to_pylist()
-    return ids, vecs[:len(ids)]
-
-
 def _entity_rows(layout):
-    """(entity ids in table order, their vectors or a function reading them, a key
-    standing for the vectors or None). When the vector tables' contents file is
-    trusted, the ids and the key come from it, and the vectors are read (only if
-    the synonymy cache misses) a batch at a time, in passes (``synonymy_edges``'s
-    blocks); else ids and vectors are read now."""
+    """(entity ids in table order, a function reading their vectors, a key standing
+    for the vectors or None). The vectors are read only by synonymy, a batch at a
+    time, in passes (``synonymy_edges``'s blocks), and only the id and vector
+    columns (not the embedded texts). When the vector tables' contents file is
+    trusted, the ids and the key come from it, so a synonymy cache hit reads
+    nothing; else the ids are read from the table now, and the key is None (the
+    cache key then hashes the vectors themselves)."""
     from strata.core.lance_scan import connect, scan, vector_matrix
     from strata.core.schema import ENTITY, vector_table_name
     from strata.stages.vector_contents import read_contents, unstamp
 
+    name = vector_table_name(ENTITY)
     contents = read_contents(layout.build_lance)
-    if contents is None:
-        ids, vectors = _entity_vectors(layout)
-        return ids, vectors, None
-    listed = contents.of_kind(ENTITY).column("node_id").to_pylist()
+    if contents is not None:
+        listed = contents.of_kind(ENTITY).column("node_id").to_pylist()
+        key, source = contents.vectors_key(ENTITY), "its contents file lists"
+    elif (layout.build_lance / f"{name}.lance").exists():
+        table = connect(layout.build_lance).open_table(name)
+        listed = [i for batch in scan(table, ["node_id"]) for i in batch.column("node_id").to_pylist()]
+        key, source = None, "it held when the graph step began"
+    else:
+        return [], None, None
 
-    def changed_by_hand():  # since the tables were written
+    def changed():  # by hand, since the tables were written or the ids were read
         unstamp(layout.build_lance)  # not trusted again: the next attempt reads the tables
         return RuntimeError(f"{layout.build_lance}: the entity table does not hold the rows "
-                            "its contents file lists; the next attempt reads the tables")
+                            f"{source}; the next attempt reads the tables")
 
     def blocks():
-        table = connect(layout.build_lance).open_table(vector_table_name(ENTITY))
+        table = connect(layout.build_lance).open_table(name)
         at = 0
         for batch in scan(table, ["node_id", "vector"]):
             ids = batch.column("node_id").to_pylist()
             if ids != listed[at:at + len(ids)]:
-                raise changed_by_hand()
+                raise changed()
             at += len(ids)
             yield vector_matrix(batch.column("vector"))
         if at != len(listed):
-            raise changed_by_hand()
+            raise changed()
 
-    return listed, blocks, contents.vectors_key(ENTITY)
+    return listed, blocks, key
 
 
 def _node_ids(layout) -> pl.Series:
