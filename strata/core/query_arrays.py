@@ -62,23 +62,45 @@ KIND_CODE = {k: i for i, k in enumerate(NODE_KINDS)}
 
 def row_lookup(ids):
     """A polars table from each node id (``ids``, a polars Series) to its dense
-    row; for an id given twice, its last row (as a dict built in order would)."""
+    row, sorted by id; for an id given twice, its last row (as a dict built in
+    order would).
+
+    Sorted so that :func:`rows_of` finds a batch's rows by binary search. A join
+    would hash the whole table again for every batch it is asked about, and the
+    publish asks once per batch of vectors read: a cost that grew with the square
+    of the corpus."""
     import polars as pl
 
     return pl.DataFrame({"node_id": ids.cast(pl.String),
                          "row": pl.int_range(len(ids), dtype=pl.Int64, eager=True)}) \
-        .unique("node_id", keep="last")
+        .unique("node_id", keep="last").sort("node_id")
 
 
 def rows_of(lookup, ids) -> np.ndarray:
     """The dense rows of ``ids`` (a polars Series, or anything polars makes one of)
-    in their order, -1 for an id that is not a node (or null)."""
+    in their order, -1 for an id that is not a node (or null); ``lookup`` is
+    :func:`row_lookup`'s.
+
+    A few ids (a batch of vectors) are found by binary search, whatever the size
+    of ``lookup``; many (every edge's ends) by a join, whose hashing of the whole
+    lookup is then the cheaper part (at about an eighth of its size the two cost
+    the same)."""
     import polars as pl
 
     ids = ids.cast(pl.String) if isinstance(ids, pl.Series) else pl.Series(ids, dtype=pl.String)
-    asked = pl.DataFrame({"node_id": ids})
-    return asked.join(lookup, on="node_id", how="left", maintain_order="left")["row"] \
-        .fill_null(-1).to_numpy()
+    keys = lookup["node_id"]
+    if not len(keys) or not len(ids):
+        return np.full(len(ids), -1, dtype=np.int64)
+    if len(ids) * JOIN_SHARE >= len(keys):
+        return pl.DataFrame({"node_id": ids}).join(lookup, on="node_id", how="left",
+                                                   maintain_order="left")["row"] \
+            .fill_null(-1).to_numpy()
+    at = np.minimum(keys.search_sorted(ids, side="left").to_numpy(), len(keys) - 1)
+    found = (keys.gather(at) == ids).fill_null(False).to_numpy()
+    return np.where(found, lookup["row"].to_numpy()[at], -1).astype(np.int64, copy=False)
+
+
+JOIN_SHARE = 8  # rows_of joins when asked about at least 1/JOIN_SHARE of the lookup's ids
 
 
 class Graph:
