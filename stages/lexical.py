@@ -22,7 +22,8 @@ from pathlib import Path
 import polars as pl
 
 from strata.core.layout import replace_dir
-from strata.core.lexical import FORMAT, LexicalIndex, forget_token_memos, token_ids, tokenize
+from strata.core.lexical import (FORMAT, LexicalIndex, forget_token_memos, joined_token_ids,
+                                 tokenize)
 from strata.stages.lexical_tokens import cached_tokens, source_digest
 from strata.core.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
 
@@ -113,8 +114,8 @@ def build_lexical(items: pl.DataFrame, folder: Path,
                     for nid, (i, row) in zip(ids.filter(keep), _kept(rows, keep.to_list())))
             tokens = (cached_tokens(tokens_cache / f"{name}.parquet", docs, _text, TEXTS_KEY)
                       if tokens_cache is not None
-                      else (tokenize(_text(row)) for _, _, row in docs))
-            counted[name] = token_ids(tokens)
+                      else (" ".join(tokenize(_text(row))) for _, _, row in docs))
+            counted[name] = joined_token_ids(tokens)
     finally:  # the corpus's vocabulary, of no use to the steps after this one
         forget_token_memos()
     del rows, digests

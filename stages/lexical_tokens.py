@@ -66,8 +66,10 @@ def _stored(path: Path, key: str) -> Iterator[tuple[str, bytes, str]]:
 
 
 def cached_tokens(path: Path, docs: Iterable[tuple[str, bytes, Source]],
-                  text: Callable[[Source], str], key: str) -> Iterator[list[str]]:
-    """The tokens of each document of ``docs``: (node id, ascending; the digest
+                  text: Callable[[Source], str], key: str) -> Iterator[str]:
+    """The tokens of each document of ``docs``, joined by spaces as they are kept
+    (:func:`strata.core.lexical.joined_token_ids` numbers them so, never splitting
+    them into Python strings): (node id, ascending; the digest
     of its source; its source), reused from ``path`` where the digest did not
     change, else those of ``text(source)``; ``path`` then holds this build's
     tokens (see the module docstring). ``key`` names how the caller makes its
@@ -84,7 +86,7 @@ def cached_tokens(path: Path, docs: Iterable[tuple[str, bytes, Source]],
         import logging
 
         logging.getLogger(__name__).warning("lexical tokens are not kept in %s: %s", path, e)
-        yield from (tokenize(text(source)) for _, _, source in docs)
+        yield from (" ".join(tokenize(text(source))) for _, _, source in docs)
         return
     old = _stored(path, key)
     current = next(old, None)
@@ -95,16 +97,14 @@ def cached_tokens(path: Path, docs: Iterable[tuple[str, bytes, Source]],
                 current = next(old, None)
             if current is not None and current[0] == node_id and current[1] == digest:
                 joined = current[2]
-                tokens = joined.split(" ") if joined else []
             else:
-                tokens = tokenize(text(source))
-                joined = " ".join(tokens)
+                joined = " ".join(tokenize(text(source)))
             for column, value in zip(rows, (node_id, digest, joined)):
                 column.append(value)
             if len(rows[0]) >= BATCH:
                 writer.write_table(pa.table(list(rows), schema=schema))
                 rows = ([], [], [])
-            yield tokens
+            yield joined
         if rows[0]:
             writer.write_table(pa.table(list(rows), schema=schema))
         writer.close()

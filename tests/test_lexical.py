@@ -114,10 +114,13 @@ def test_the_flat_build_is_the_matrix_bm25s_builds_itself(sample_index):
     do not grow with a Python list per text); the matrix it saves must be, array for
     array and bit for bit, the one bm25s's own index makes of the same tokens. Real
     texts: the sample index's nodes, cut in pieces over several blocks of documents,
-    with empty, stop-word-only and repeated-token documents among them."""
+    with empty, stop-word-only and repeated-token documents among them. The
+    tokens are numbered a batch of documents at a time (several batches here, the
+    last one short, an empty document at a batch's start): the vocabulary must be
+    the one a dict lookup per token, in corpus order, makes."""
     import bm25s
 
-    from strata.core import bm25_matrix
+    from strata.core import bm25_matrix, lexical
     from strata.core.layout import IndexLayout
     from strata.core.schema import TABLE_FILES
 
@@ -127,13 +130,15 @@ def test_the_flat_build_is_the_matrix_bm25s_builds_itself(sample_index):
     texts[5:5] = ["", "the of and", "tide " * 40 + "gauge"]
     tokens = [tokenize(t) for t in texts]
     assert len(tokens) > 2 * 16 and sum(map(len, tokens)) > 5000
-    old_block = bm25_matrix.BLOCK_DOCS
+    old_block, old_batch = bm25_matrix.BLOCK_DOCS, lexical.TOKEN_BATCH
     bm25_matrix.BLOCK_DOCS = 16  # several blocks, one of them short, over this small corpus
+    lexical.TOKEN_BATCH = 5  # texts[5] is empty: the second batch starts with it
+    assert len(tokens) % lexical.TOKEN_BATCH
     try:
         ours = LexicalIndex.from_tokens([str(i) for i in range(len(tokens))],
                                         ["chunk"] * len(tokens), iter(tokens))._bm25
     finally:
-        bm25_matrix.BLOCK_DOCS = old_block
+        bm25_matrix.BLOCK_DOCS, lexical.TOKEN_BATCH = old_block, old_batch
     vocab: dict[str, int] = {}
     ids = [[vocab.setdefault(t, len(vocab)) for t in doc] for doc in tokens]
     stock = bm25s.BM25()

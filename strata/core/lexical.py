@@ -122,14 +122,33 @@ META_FILE = "lexical.json"
 def token_ids(tokens: Iterable[list[str]]):
     """Each document's tokens as vocabulary ids, end to end in one int32 array
     (a :class:`~strata.core.bm25_matrix.FlatCorpus`; None when no document has a
-    token, as when every word is a stop word).
+    token, as when every word is a stop word): :func:`joined_token_ids` of the
+    documents' tokens joined by spaces."""
+    return joined_token_ids(" ".join(doc) for doc in tokens)
 
-    The tokens of one text are held as strings at a time, and the whole corpus
-    as four bytes a token, never a Python list per text. The vocabulary is
-    numbered in order of first use: given the tokens, bm25s numbers a set of
-    them, whose order (and so the saved index's bytes) changes with each
-    process's string hashing. Scores do not depend on it."""
+
+TOKEN_BATCH = 4096  # documents numbered per pass of joined_token_ids
+
+
+def joined_token_ids(docs: Iterable[str]):
+    """:func:`token_ids` of documents given as their tokens joined by single
+    spaces, as the token cache keeps them (a token is never empty and never holds
+    whitespace, so the joined form is the tokens).
+
+    The whole corpus is held as four bytes a token, never a Python list per
+    text. The vocabulary is numbered in order of first use: given the tokens,
+    bm25s numbers a set of them, whose order (and so the saved index's bytes)
+    changes with each process's string hashing. Scores do not depend on it.
+
+    Numbered ``TOKEN_BATCH`` documents at a time in Arrow: a batch's tokens are
+    split and dictionary-encoded there (its distinct tokens, in order of first
+    appearance), and only the distinct ones meet the vocabulary, a Python dict.
+    Tokens new to the vocabulary get the next ids in the order they first appear
+    in the batch, which is the order they first appear in the corpus: the ids are
+    those a dict lookup per token gives, at the cost of one per distinct token of
+    a batch."""
     from array import array
+    from itertools import islice
 
     import numpy as np
 
@@ -137,14 +156,40 @@ def token_ids(tokens: Iterable[list[str]]):
 
     vocab: dict[str, int] = {}
     ids, lengths = array("i"), array("q")
-    for doc in tokens:
-        ids.extend([vocab.setdefault(t, len(vocab)) for t in doc])
-        lengths.append(len(doc))
+    docs = iter(docs)
+    while batch := list(islice(docs, TOKEN_BATCH)):
+        numbered, counts = _number_batch(batch, vocab)
+        ids.frombytes(numbered.tobytes())
+        lengths.frombytes(counts.tobytes())
     if not vocab:
         return None
     # ``ids`` lives on in the array alone, which the score matrix gives up once counted
     return FlatCorpus(FlatTokens(np.frombuffer(ids, dtype=np.int32),
                                  np.frombuffer(lengths, np.int64)), vocab)
+
+
+def _number_batch(batch: list[str], vocab: dict[str, int]):
+    """(the vocabulary ids of the tokens of ``batch``, end to end, as int32; each
+    document's token count, as int64), adding its new tokens to ``vocab``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    texts = pa.array(batch, pa.large_string())
+    empty = pc.equal(texts, "").to_numpy(zero_copy_only=False)
+    lists = pc.split_pattern(texts, " ")
+    # "" splits into one empty token: a document without tokens
+    counts = pc.list_value_length(lists).to_numpy().astype(np.int64) - empty
+    flat = pc.list_flatten(lists)
+    if empty.any():
+        flat = flat.filter(pc.not_equal(flat, ""))
+    if not len(flat):
+        return np.zeros(0, np.int32), counts
+    encoded = pc.dictionary_encode(flat)
+    distinct = encoded.dictionary.to_pylist()
+    numbers = np.fromiter((vocab.setdefault(t, len(vocab)) for t in distinct), np.int32,
+                          len(distinct))
+    return numbers[encoded.indices.to_numpy()], counts
 
 
 class LexicalIndex:
