@@ -92,7 +92,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
                                      "model": canonical_model(enc_spec.model)})
     record_stage(layout, "embed", seconds=result.seconds, computed=computed, reused=reused,
                  computed_in_shards=in_shards, dim=result.dim,
-                 tables_rewritten=not result.unchanged, lexical_docs=lexical.docs)
+                 tables_rewritten=not result.unchanged, tables_kept=len(result.tables_kept),
+                 lexical_docs=lexical.docs)
 
     # tables written now are read back; tables left as they were are known by their
     # contents file, trusted only while it agrees with their fingerprint stamp
@@ -113,6 +114,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
             "embeddings_computed_in_shards": in_shards,
             "embeddings_reused": reused,
             "tables_rewritten": not result.unchanged,
+            # a rewrite keeps the tables of kinds whose rows did not change, as they were
+            "tables_kept": ", ".join(result.tables_kept) or "none",
             "vectors_by_kind": md(result.by_kind, ("kind", "vectors")),
             "lexical_docs": lexical.docs,
             "lexical_rewritten": not lexical.unchanged,

@@ -28,9 +28,9 @@ from strata.core.memory import heap_blocks, release_freed_memory
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
                                           stage_vectors)
-from strata.stages.vector_contents import (VectorContents, fingerprint, read_contents,
-                                           read_stamp, stamp, unstamp)
-from strata.core.layout import replace_dir
+from strata.stages.vector_contents import (VectorContents, fingerprint, kind_fingerprints,
+                                           read_contents, read_stamp, stamp, unstamp)
+from strata.core.layout import link_or_copy, replace_dir
 from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
 
@@ -63,6 +63,7 @@ class EmbedResult:
     by_kind: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     unchanged: bool = False  # the tables on disk already held exactly these rows: not rewritten
+    tables_kept: list[str] = field(default_factory=list)  # kinds whose table was kept as it was
     contents: VectorContents | None = None  # when unchanged: the tables' trusted contents file
 
 
@@ -306,24 +307,47 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=0,
                            reused=len(hashes), by_kind=by_kind, unchanged=True, contents=known,
                            seconds=time.perf_counter() - t0)
+    per_kind = kind_fingerprints(rows, kinds, dim)
+    kept = _unchanged_tables(lance_dir, dim, per_kind, {kinds[i] for i in missing})
     unstamp(lance_dir)  # never left claiming tables that are being replaced
     tmp = lance_dir.with_name(lance_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for kind in kept:  # the same rows in the same order: the same table, linked
+        name = f"{vector_table_name(kind)}.lance"
+        shutil.copytree(lance_dir / name, tmp / name, copy_function=link_or_copy)
     own = dict(zip(missing, range(len(missing))))  # table row → row of ``encoded``
     staged = StagedVectors(lance_dir.with_name(lance_dir.name + ".vectors.tmp"), kinds, dim)
     computed, reused = len(missing), len(hashes) - len(missing)
     try:
-        stage_vectors(staged, hashes, sources, own, encoded)
+        stage_vectors(staged, hashes, sources, own, encoded,
+                      skip=[k in kept for k in kinds] if kept else None)
         # every vector is in the staged file now: the hashes, the stored vectors'
         # indexes and the encoded matrix go before the writer's buffers come
         del hashes, sources, own, encoded, missing
-        _write_tables(tmp, rows, kinds, dim, staged.read)
+        _write_tables(tmp, rows, kinds, dim, staged.read, kept)
     finally:
         staged.close()
     replace_dir(tmp, lance_dir)
-    stamp(lance_dir, rows, dim, digest)
+    stamp(lance_dir, rows, dim, digest, per_kind)
     return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=computed,
-                       reused=reused, by_kind=by_kind, seconds=time.perf_counter() - t0)
+                       reused=reused, by_kind=by_kind, tables_kept=sorted(kept),
+                       seconds=time.perf_counter() - t0)
+
+
+def _unchanged_tables(lance_dir: Path, dim: int, per_kind: dict[str, str],
+                      encoded: set[str]) -> set[str]:
+    """The kinds whose table on disk already holds exactly the rows it would be
+    written with (its fingerprint in the trusted contents file is ``per_kind``'s,
+    with vectors of ``dim``), none of whose rows were encoded now (``encoded``: the
+    kinds of those rows). Their tables are kept as they are (hard links into the
+    new folder): a small edit rewrites the tables of the kinds it touched, not
+    the entities' and facts' too."""
+    known = read_contents(lance_dir)
+    if known is None or known.dim != dim:
+        return set()
+    return {kind for kind, digest in per_kind.items()
+            if kind not in encoded and known.kinds.get(kind) == digest}
 
 
 def _rows_table(todo: pl.DataFrame, hashes: list[str], texts: list[str]) -> pa.Table:
@@ -344,13 +368,15 @@ def _stored_dim(sources: list[StoredVectors], h: str) -> int | None:
 
 
 def _write_tables(folder: Path, rows: pa.Table, kinds: list[str], dim: int,
-                  gather: Callable[[list[int], np.ndarray], None]) -> None:
-    """One Lance table per kind in ``folder``, written from :func:`_kind_batches`."""
+                  gather: Callable[[list[int], np.ndarray], None],
+                  kept: set[str] = frozenset()) -> None:
+    """One Lance table per kind in ``folder``, written from :func:`_kind_batches`,
+    but for the ``kept`` kinds (their tables are there already)."""
     names = vector_schema(dim).names
     vector = pa.field("vector", pa.list_(pa.float32(), dim))
     schema = pa.schema([vector if n == "vector" else rows.schema.field(n) for n in names])
     db = connect(folder)
-    for kind in sorted(set(kinds)):
+    for kind in sorted(set(kinds) - set(kept)):
         at = [i for i, k in enumerate(kinds) if k == kind]
         db.create_table(vector_table_name(kind), mode="overwrite",
                         data=pa.RecordBatchReader.from_batches(

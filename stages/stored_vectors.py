@@ -182,13 +182,16 @@ class StagedVectors:
 
 
 def stage_vectors(staged: StagedVectors, hashes: list[str], sources: list[StoredVectors],
-                  own: dict[int, int], encoded: np.ndarray) -> None:
+                  own: dict[int, int], encoded: np.ndarray, skip: list[bool] | None = None) -> None:
     """Write every row's vector into ``staged``: encoded here (``own``: table row →
     row of ``encoded``), else from the first source that holds its hash if of the
     tables' width (else it stays zero, as a vector of another model would). Each
-    source is read through once."""
+    source is read through once. Rows ``skip`` marks are left out (their table is
+    not written)."""
     wanted: list[dict[str, list[int]]] = [{} for _ in sources]
     for i, h in enumerate(hashes):
+        if skip is not None and skip[i]:
+            continue
         at = int(staged.position[i])
         if i in own:
             staged[[at]] = encoded[own[i]]

@@ -4,7 +4,9 @@ The embeddings step writes one Lance table per kind, then two small files beside
 the Lance folder:
 
 * ``lance.rows.parquet``, the contents: each row's node id, kind and text hash,
-  in table order, with the vectors' dimension and the fingerprint below;
+  in table order, with the vectors' dimension, the fingerprint below and each
+  kind's table's own fingerprint (so that a build rewrites only the tables whose
+  rows changed);
 * ``lance.fingerprint``, a digest of every row but its vector (the text hash,
   which names the model and the text, stands for it) and of the dimension,
   written last, once the tables and their contents are whole.
@@ -24,7 +26,8 @@ otherwise :func:`read_contents` gives None and the caller reads the tables.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,6 +48,7 @@ class VectorContents:
     rows: pa.Table
     dim: int
     fingerprint: str
+    kinds: dict[str, str] = field(default_factory=dict)  # kind → its table's fingerprint
 
     def hashes(self) -> set[str]:
         return set(self.rows.column("text_hash").to_pylist())
@@ -74,6 +78,16 @@ def fingerprint(rows: pa.Table, dim: int) -> str:
     return digest.hash.hexdigest()
 
 
+def kind_fingerprints(rows: pa.Table, kinds: list[str], dim: int) -> dict[str, str]:
+    """Each kind's :func:`fingerprint`: its table's rows (``rows`` of that kind,
+    in their order; ``kinds`` is ``rows``' kind column as a list)."""
+    out = {}
+    for kind in sorted(set(kinds)):
+        at = pa.array([i for i, k in enumerate(kinds) if k == kind], pa.int64())
+        out[kind] = fingerprint(rows.take(at), dim)
+    return out
+
+
 def stamp_path(lance_dir: Path) -> Path:
     return lance_dir.with_name(lance_dir.name + FINGERPRINT_SUFFIX)
 
@@ -89,12 +103,17 @@ def read_stamp(lance_dir: Path) -> str | None:
         return None
 
 
-def stamp(lance_dir: Path, rows: pa.Table, dim: int, digest: str) -> None:
+def stamp(lance_dir: Path, rows: pa.Table, dim: int, digest: str,
+          kinds: dict[str, str] | None = None) -> None:
     """Record that the tables in ``lance_dir`` hold ``rows`` of ``dim``-long vectors
-    (``digest``: their :func:`fingerprint`): the contents first, the stamp last."""
+    (``digest``: their :func:`fingerprint`; ``kinds``: :func:`kind_fingerprints`,
+    made here when not given): the contents first, the stamp last."""
+    if kinds is None:
+        kinds = kind_fingerprints(rows, rows.column("kind").to_pylist(), dim)
     contents = rows.select(CONTENTS_COLUMNS)
     contents = contents.replace_schema_metadata(
-        {"dim": str(dim), "fingerprint": digest, "rows": fingerprint(contents, dim)})
+        {"dim": str(dim), "fingerprint": digest, "rows": fingerprint(contents, dim),
+         "kinds": json.dumps(kinds, sort_keys=True)})
     write_parquet_atomic(contents, contents_path(lance_dir))
     stamp_path(lance_dir).write_text(digest + "\n")
 
@@ -117,6 +136,9 @@ def read_contents(lance_dir: Path) -> VectorContents | None:
         table = pq.read_table(contents_path(lance_dir))
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         dim = int(meta["dim"])
+        kinds = json.loads(meta.get("kinds", "{}"))  # absent from files written before it
+        if not isinstance(kinds, dict):
+            kinds = {}
     except (OSError, ValueError, KeyError, pa.ArrowException):
         return None
     if meta.get("fingerprint") != digest or table.column_names != CONTENTS_COLUMNS:
@@ -128,7 +150,7 @@ def read_contents(lance_dir: Path) -> VectorContents | None:
         folder = lance_dir / f"{vector_table_name(kind)}.lance"
         if not folder.is_dir() or damaged_lance_file(folder) is not None:
             return None
-    return VectorContents(table, dim, digest)
+    return VectorContents(table, dim, digest, {str(k): str(v) for k, v in kinds.items()})
 
 
 class _Digest:

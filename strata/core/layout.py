@@ -191,10 +191,10 @@ class IndexLayout:
         for fname in TABLE_FILES.values():
             src = self.build / fname
             if src.exists():
-                _link_or_copy(src, tmp / fname)
+                link_or_copy(src, tmp / fname)
         for folder in PUBLISHED_DIRS:
             if (self.build / folder).exists():
-                shutil.copytree(self.build / folder, tmp / folder, copy_function=_link_or_copy)
+                shutil.copytree(self.build / folder, tmp / folder, copy_function=link_or_copy)
         manifest = dict(manifest, version=version)
         write_json_atomic(tmp / MANIFEST, manifest)
         os.replace(tmp, target)
@@ -299,7 +299,7 @@ def same_files(build: Path, version_dir: Path) -> bool:
     return True
 
 
-def _link_or_copy(src, dst) -> str:
+def link_or_copy(src, dst) -> str:
     # Build files are never modified in place (Parquet is rewritten whole, Lance
     # writes new fragment files), so a hard link is a safe, free snapshot.
     try:

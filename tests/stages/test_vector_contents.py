@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 import strata.stages.embed as embed
-from strata.core.embedding import EncoderSpec, load_encoder
+from strata.core.embedding import TORCH_RUNTIMES, EncoderSpec, load_encoder
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.embed import build_vectors, encode_shard
 from strata.stages.enrich.semantic_graph import synonymy_edges, synonymy_edges_cached
@@ -145,3 +145,66 @@ def test_an_entity_table_shorter_than_its_contents_file_is_not_trusted_again(bui
     ids, blocks, key = _entity_rows(SimpleNamespace(build_lance=lance))
     assert key is None and "n0028" not in ids and len(ids) == 9
     assert sum(len(block) for block in blocks()) == 9
+
+
+def _data_files(lance, kind: str) -> dict[str, int]:
+    """The inode of each data file of one kind's table."""
+    folder = lance / f"{kind}_vectors.lance" / "data"
+    return {p.name: p.stat().st_ino for p in folder.glob("*.lance")}
+
+
+def _rows(lance, kind: str) -> list[tuple]:
+    table = connect(lance).open_table(f"{kind}_vectors")
+    return [(r["node_id"], r["text_hash"], tuple(r["vector"]))
+            for b in scan(table, ["node_id", "text_hash", "vector"]) for r in b.to_pylist()]
+
+
+def test_an_edit_rewrites_only_the_tables_of_the_kinds_it_touched(built, encoder):
+    """A changed section text rewrites the section table; the entity and fact
+    tables, whose rows did not change, are the same files (hard links), and the
+    tables read back as a fresh build of the edited rows writes them."""
+    items, lance = built
+    before = {kind: _data_files(lance, kind) for kind in ("section", "entity", "fact")}
+    edited = items.with_columns(pl.when(pl.col("node_id") == "n0003")
+                                .then(pl.lit("a changed tide gauge survey"))
+                                .otherwise(pl.col("text")).alias("text"))
+    again = build_vectors(edited, EncoderSpec(), lambda: encoder, lance, dim=384)
+    assert again.computed == 1 and not again.unchanged
+    assert again.tables_kept == ["entity", "fact"]
+    for kind in ("entity", "fact"):
+        assert _data_files(lance, kind) == before[kind]  # not written again: linked
+    assert set(_data_files(lance, "section").values()).isdisjoint(before["section"].values())
+    contents = read_contents(lance)
+    assert contents is not None and set(contents.kinds) == {"section", "entity", "fact"}
+    # what the tables hold is what a build of the edited rows from nothing writes
+    fresh = lance.parent / "fresh"
+    build_vectors(edited, EncoderSpec(), lambda: encoder, fresh)
+    assert read_contents(fresh).kinds == contents.kinds
+    exact = encoder.runtime in TORCH_RUNTIMES  # ONNX: a vector carries its batch's float noise
+    for kind in ("section", "entity", "fact"):
+        kept, written = _rows(lance, kind), _rows(fresh, kind)
+        assert [r[:2] for r in kept] == [r[:2] for r in written]
+        x, y = (np.array([r[2] for r in rows], np.float32) for rows in (kept, written))
+        assert np.array_equal(x, y) if exact else np.allclose(x, y, atol=1e-4)
+    # and nothing is left to do: the next build with the same rows opens no table
+    assert build_vectors(edited, EncoderSpec(), lambda: pytest.fail("model loaded"), lance,
+                         dim=384).unchanged
+
+
+def test_a_contents_file_without_the_kinds_fingerprints_keeps_no_table(built, encoder):
+    """A contents file written before it named each kind's fingerprint: every table
+    is written again, and the file written then names them."""
+    import pyarrow.parquet as pq
+
+    items, lance = built
+    path = contents_path(lance)
+    table = pq.read_table(path)
+    meta = {k: v for k, v in table.schema.metadata.items() if k != b"kinds"}
+    pq.write_table(table.replace_schema_metadata(meta), path)
+    assert read_contents(lance) is not None and read_contents(lance).kinds == {}
+    edited = items.with_columns(pl.when(pl.col("node_id") == "n0003")
+                                .then(pl.lit("a changed tide gauge survey"))
+                                .otherwise(pl.col("text")).alias("text"))
+    again = build_vectors(edited, EncoderSpec(), lambda: encoder, lance, dim=384)
+    assert again.tables_kept == [] and again.computed == 1
+    assert set(read_contents(lance).kinds) == {"section", "entity", "fact"}
