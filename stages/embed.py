@@ -29,7 +29,8 @@ from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
                                           stage_vectors)
 from strata.stages.vector_contents import (VectorContents, fingerprint, kind_fingerprints,
-                                           read_contents, read_stamp, stamp, unstamp)
+                                           read_contents, read_stamp, rows_by_kind, stamp,
+                                           unstamp)
 from strata.core.layout import link_or_copy, replace_dir
 from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            vector_schema, vector_table_name)
@@ -269,7 +270,8 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     rows = _rows_table(todo, hashes, texts)
     del todo, texts  # the rows hold the texts: those to encode are read back from them
     kinds = rows.column("kind").to_pylist()
-    by_kind = {kind: kinds.count(kind) for kind in sorted(set(kinds))}
+    tables = rows_by_kind(kinds)  # each kind's table: its rows, in table order
+    by_kind = {kind: int(len(at)) for kind, at in tables.items()}
     if not precomputed and dim:
         # the contents file says the tables hold exactly these rows: nothing to encode,
         # read or write, and the tables are not opened at all
@@ -307,7 +309,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=0,
                            reused=len(hashes), by_kind=by_kind, unchanged=True, contents=known,
                            seconds=time.perf_counter() - t0)
-    per_kind = kind_fingerprints(rows, kinds, dim)
+    per_kind = kind_fingerprints(rows, tables, dim)
     kept = _unchanged_tables(lance_dir, dim, per_kind, {kinds[i] for i in missing})
     unstamp(lance_dir)  # never left claiming tables that are being replaced
     tmp = lance_dir.with_name(lance_dir.name + ".tmp")
@@ -317,7 +319,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         name = f"{vector_table_name(kind)}.lance"
         shutil.copytree(lance_dir / name, tmp / name, copy_function=link_or_copy)
     own = dict(zip(missing, range(len(missing))))  # table row → row of ``encoded``
-    staged = StagedVectors(lance_dir.with_name(lance_dir.name + ".vectors.tmp"), kinds, dim)
+    staged = StagedVectors(lance_dir.with_name(lance_dir.name + ".vectors.tmp"), tables, dim)
     computed, reused = len(missing), len(hashes) - len(missing)
     try:
         stage_vectors(staged, hashes, sources, own, encoded,
@@ -325,7 +327,7 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         # every vector is in the staged file now: the hashes, the stored vectors'
         # indexes and the encoded matrix go before the writer's buffers come
         del hashes, sources, own, encoded, missing
-        _write_tables(tmp, rows, kinds, dim, staged.read, kept)
+        _write_tables(tmp, rows, tables, dim, staged.read, kept)
     finally:
         staged.close()
     replace_dir(tmp, lance_dir)
@@ -367,24 +369,26 @@ def _stored_dim(sources: list[StoredVectors], h: str) -> int | None:
     return None
 
 
-def _write_tables(folder: Path, rows: pa.Table, kinds: list[str], dim: int,
-                  gather: Callable[[list[int], np.ndarray], None],
+def _write_tables(folder: Path, rows: pa.Table, tables: dict[str, np.ndarray], dim: int,
+                  gather: Callable[[np.ndarray, np.ndarray], None],
                   kept: set[str] = frozenset()) -> None:
-    """One Lance table per kind in ``folder``, written from :func:`_kind_batches`,
-    but for the ``kept`` kinds (their tables are there already)."""
+    """One Lance table per kind of ``tables`` (:func:`rows_by_kind`) in ``folder``,
+    written from :func:`_kind_batches`, but for the ``kept`` kinds (their tables
+    are there already)."""
     names = vector_schema(dim).names
     vector = pa.field("vector", pa.list_(pa.float32(), dim))
     schema = pa.schema([vector if n == "vector" else rows.schema.field(n) for n in names])
     db = connect(folder)
-    for kind in sorted(set(kinds) - set(kept)):
-        at = [i for i, k in enumerate(kinds) if k == kind]
+    for kind, at in tables.items():
+        if kind in kept:
+            continue
         db.create_table(vector_table_name(kind), mode="overwrite",
                         data=pa.RecordBatchReader.from_batches(
                             schema, _kind_batches(rows, at, schema, gather)))
 
 
-def _kind_batches(rows: pa.Table, at: list[int], schema: pa.Schema,
-                  gather: Callable[[list[int], np.ndarray], None]) -> Iterator[pa.RecordBatch]:
+def _kind_batches(rows: pa.Table, at: np.ndarray, schema: pa.Schema,
+                  gather: Callable[[np.ndarray, np.ndarray], None]) -> Iterator[pa.RecordBatch]:
     """The rows ``at`` of ``rows`` with their vectors, as record batches of
     ``WRITE_BATCH`` rows that own their buffers.
 

@@ -156,21 +156,23 @@ class StagedVectors:
     corpus. Written with ``pwrite`` and read with ``pread`` (no mapping), so the
     vectors sit in the page cache, not in this process's memory."""
 
-    def __init__(self, path: Path, kinds: list[str], dim: int):
+    def __init__(self, path: Path, tables: dict[str, np.ndarray], dim: int):
+        """``tables``: each kind's table rows, in the order the tables are written
+        (:func:`strata.stages.vector_contents.rows_by_kind`)."""
         self.path, self.dim = path, dim
-        order = [i for kind in sorted(set(kinds)) for i, k in enumerate(kinds) if k == kind]
-        self.position = np.empty(len(kinds), dtype=np.int64)  # table row → row in the file
-        self.position[order] = np.arange(len(kinds), dtype=np.int64)
-        self.shape = (len(kinds), dim)
+        order = np.concatenate(list(tables.values())) if tables else np.zeros(0, np.int64)
+        self.position = np.empty(len(order), dtype=np.int64)  # table row → row in the file
+        self.position[order] = np.arange(len(order), dtype=np.int64)
+        self.shape = (len(order), dim)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.ftruncate(self.fd, len(kinds) * dim * 4)  # zeros: a vector nobody holds
+        os.ftruncate(self.fd, len(order) * dim * 4)  # zeros: a vector nobody holds
 
     def __setitem__(self, rows: list[int], vector: np.ndarray) -> None:
         data = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
         for r in rows:
             os.pwrite(self.fd, data, int(r) * self.dim * 4)
 
-    def read(self, at: list[int], out: np.ndarray) -> None:
+    def read(self, at: np.ndarray, out: np.ndarray) -> None:
         """``out`` = the vectors of table rows ``at`` (one kind's, consecutive)."""
         start = int(self.position[at[0]])
         raw = os.pread(self.fd, len(at) * self.dim * 4, start * self.dim * 4)

@@ -30,6 +30,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from strata.core.layout import damaged_lance_file, write_parquet_atomic
@@ -81,14 +82,25 @@ def fingerprint(rows: pa.Table, dim: int) -> str:
 FINGERPRINT_BLOCK = 4096  # rows of one kind copied at a time to be hashed
 
 
-def kind_fingerprints(rows: pa.Table, kinds: list[str], dim: int) -> dict[str, str]:
-    """A digest of each kind's table: its rows (``rows`` of that kind, in their
-    order; ``kinds`` is ``rows``' kind column as a list) and the dimension. The
-    rows are gathered ``FINGERPRINT_BLOCK`` at a time, so hashing a kind does not
-    copy its texts whole."""
+def rows_by_kind(kinds: list[str]) -> dict[str, np.ndarray]:
+    """Each kind's table as positions into the rows whose kinds are ``kinds``: the
+    kinds in sorted order, each one's rows in their order (the tables' order), as
+    int64 arrays (a build holds them while it writes the tables)."""
+    if not kinds:
+        return {}
+    names, inverse = np.unique(np.asarray(kinds), return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(names)))[:-1]
+    return {str(name): part.astype(np.int64, copy=False)
+            for name, part in zip(names, np.split(order, bounds))}
+
+
+def kind_fingerprints(rows: pa.Table, tables: dict[str, np.ndarray], dim: int) -> dict[str, str]:
+    """A digest of each kind's table: its rows (``tables``: :func:`rows_by_kind`
+    of ``rows``) and the dimension. The rows are gathered ``FINGERPRINT_BLOCK``
+    at a time, so hashing a kind does not copy its texts whole."""
     out = {}
-    for kind in sorted(set(kinds)):
-        at = [i for i, k in enumerate(kinds) if k == kind]
+    for kind, at in tables.items():
         digest = _Digest(hashlib.sha256(f"{dim}:".encode()))
         with pa.ipc.new_stream(pa.PythonFile(digest, mode="w"), rows.schema) as writer:
             for start in range(0, len(at), FINGERPRINT_BLOCK):
@@ -119,7 +131,7 @@ def stamp(lance_dir: Path, rows: pa.Table, dim: int, digest: str,
     (``digest``: their :func:`fingerprint`; ``kinds``: :func:`kind_fingerprints`,
     made here when not given): the contents first, the stamp last."""
     if kinds is None:
-        kinds = kind_fingerprints(rows, rows.column("kind").to_pylist(), dim)
+        kinds = kind_fingerprints(rows, rows_by_kind(rows.column("kind").to_pylist()), dim)
     contents = rows.select(CONTENTS_COLUMNS)
     contents = contents.replace_schema_metadata(
         {"dim": str(dim), "fingerprint": digest, "rows": fingerprint(contents, dim),
