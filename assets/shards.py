@@ -19,6 +19,7 @@ speed (the merging asset parses or encodes what is missing itself).
 
 
 import functools
+import importlib
 import os
 import time
 
@@ -70,7 +71,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
            description=f"Parse the documents whose path hash falls in shard {shard} of {shards}.")
     @stoppable
     def parse_shard(context: dg.OpExecutionContext, config: ParseConfig,
-                    corpora: CorpusRegistry) -> None:
+                    corpora: CorpusRegistry, embedder: EmbedderResource) -> None:
         import pyarrow as pa
 
         from strata.stages.discover import detect_format, discover, iter_paths
@@ -93,6 +94,11 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                              blob_dir=layout.build_blobs,
                              progress=progress_logger(context, f"parse shard {shard}"),
                              python_paths=python_paths)
+        if result.parsed:  # texts to encode ahead: the encoder loads on another core meanwhile
+            from strata.core import encoder_process
+
+            encoder_process.start(embedder.spec_for(spec.embedding, built_encoder(layout)),
+                                  embedder.batch_size)
         for name, table in (("nodes", result.nodes), ("references", result.references),
                             ("documents", result.documents)):  # the cache index last
             write_parquet_atomic(table, out / TABLE_FILES[name])
@@ -154,9 +160,20 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         threads = encoder_threads(processes)
 
         def load():
-            encoder = embedder.load(enc_spec)
+            from strata.core import encoder_process
+
+            # the encoder a parse shard of this run started loading in its own process,
+            # else this process's own
+            # While it finishes loading, the table library is imported: the embeddings
+            # step imports it next, in this same process (a warm encoder means one process)
+            warm = encoder_process.take(enc_spec, embedder.batch_size,
+                                        meanwhile=lambda: importlib.import_module("lancedb"))
+            encoder = warm or embedder.load(enc_spec)
             encoder.set_threads(threads)
+            used["encoder_pid"] = warm.pid if warm is not None else os.getpid()
             return encoder
+
+        used: dict = {}
 
         with stop_on_dead_endpoint():
             result = encode_shard(items, enc_spec, load, layout.build_lance, shard, shards, sink,
@@ -164,7 +181,8 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                                   known=known)
         summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
                    "computed": result.computed, "seconds": round(result.seconds, 3),
-                   "pid": os.getpid(), "threads": threads, "encoding_processes": processes}
+                   "pid": os.getpid(), "threads": threads, "encoding_processes": processes,
+                   "encoder_pid": used.get("encoder_pid")}  # another pid: a warm encoder process
         write_json_atomic(cache / f"{shard:03d}.json", summary)
         context.log.info(f"embed shard {shard}/{shards}: {result.computed} texts encoded "
                          f"({threads} threads, {processes} encoding processes)")
@@ -178,6 +196,10 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
     @stoppable
     def collect(context: dg.OpExecutionContext, corpora: CorpusRegistry) -> dg.Output:
         _, layout = corpus_and_layout(context, corpora)
+        if what == "embedding":  # every shard has encoded: a warm encoder has nothing left to do
+            from strata.core.encoder_process import release
+
+            release()
         # Read from the shards' summary files, not from op outputs: some executors
         # (dagster-dask) do not pass fanned-in outputs along.
         folder, pattern = ((parse_shards_root(layout), f"*/{SUMMARY}") if what == "parse"
@@ -190,6 +212,9 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
         # the slowest shard stands for the stage's time: shards may run side by side
         extra = {k: max(s.get(k, 0) for s in rows) for k in ("threads", "encoding_processes")
                  if rows and what == "embedding"}  # how the shards shared the cores
+        if what == "embedding":  # whether a shard encoded in a warm encoder process
+            extra["warm_encoder"] = any(s.get("encoder_pid") not in (None, s["pid"])
+                                        for s in rows)
         record_stage(layout, f"{what}_shards", seconds=busiest, shards=len(rows),
                      shard_seconds_total=round(total, 3), processes=processes, **extra)
         columns = [k for k in (rows[0] if rows else {"shard": 0}) if k not in ("run_id", "shards")]

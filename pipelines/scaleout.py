@@ -135,7 +135,10 @@ class _CorpusExecutor(dg.Executor):
             yield dg.DagsterEvent.engine_event(
                 plan_context, f"strata executor: every step in this process ({why})",
                 EngineEventData(metadata={"workers": 1, "why": why}))
-            yield from self._in_process.execute(plan_context, execution_plan)
+            from strata.core.encoder_process import warm_encoders_allowed
+
+            with warm_encoders_allowed():  # every step here: one may warm an encoder for another
+                yield from self._in_process.execute(plan_context, execution_plan)
             return
         from strata.assets.shards import STEP_PROCESSES_TAG
 

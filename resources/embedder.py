@@ -12,7 +12,7 @@ from strata.core.settings import EmbedSettings, settings_base
 
 # Settings of the encoding processes a build starts (how many, their threads, where
 # exported graphs are kept): read where those processes start, not a choice of encoder
-PROCESS_SETTINGS = ("model_cache", "encoding_processes", "torch_threads")
+PROCESS_SETTINGS = ("model_cache", "encoding_processes", "torch_threads", "warm_encoder")
 
 
 class EmbedderResource(settings_base(EmbedSettings, dg.ConfigurableResource,

@@ -36,6 +36,20 @@ def test_bf16_vectors_agree_with_float32():
     assert not np.array_equal(a, b)  # really computed in bfloat16
 
 
+def test_native_bf16_reads_the_cpu_flags_as_torch_probes_them(monkeypatch):
+    import torch
+
+    probed = bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    assert embedding._cpu_flags() is not None  # Linux: the kernel's flags, no torch needed
+    assert embedding.native_bf16() is probed
+    monkeypatch.setattr(embedding, "_cpu_flags", lambda: {"fpu", "avx2"})
+    assert embedding.native_bf16() is False
+    monkeypatch.setattr(embedding, "_cpu_flags", lambda: {"avx2", "amx_tile"})
+    assert embedding.native_bf16() is True
+    monkeypatch.setattr(embedding, "_cpu_flags", lambda: None)  # no /proc: torch is asked
+    assert embedding.native_bf16() is probed
+
+
 def test_auto_takes_bf16_only_where_the_cpu_computes_it(monkeypatch):
     monkeypatch.setattr(embedding, "native_bf16", lambda: True)
     assert resolve_runtime(AUTO) == "torch-bf16"

@@ -157,8 +157,11 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
     code = ("import sys; from strata.pipelines.cli import main; rc = main(sys.argv[1:]); "
             "print('imported:', sorted(m for m in ('lancedb', 'torch') if m in sys.modules)); "
             "sys.exit(rc)")
-    runs = [subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=900) for _ in range(2)]
+    runs, reports = [], []
+    for _ in range(2):
+        runs.append(subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, env=env,
+                                   capture_output=True, text=True, timeout=900))
+        reports.append(json.loads((out / "build" / "build_report.json").read_text()))
     for run in runs:
         assert run.returncode == 0, run.stderr[-3000:]
     assert "unchanged, still" not in runs[0].stdout + runs[0].stderr
@@ -168,9 +171,12 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
                                r"computed, (\d+) reused", run.stdout).groups() for run in runs)
     assert int(first[0]) > 0 and int(first[2]) > 0
     assert (second[0], second[1], second[2]) == ("0", first[0], "0")
-    # nothing to encode, read or write: the vector tables are known by their contents
-    # file and never opened, and the model is never loaded
-    assert "imported: ['lancedb', 'torch']" in runs[0].stdout
+    # the first build encoded in the encoder process its parse started (torch never
+    # entered the command's own process); the rebuild had nothing to encode, read or
+    # write: the vector tables are known by their contents file and never opened, and
+    # the model is never loaded
+    assert "imported: ['lancedb']" in runs[0].stdout
+    assert [r["embedding_shards"]["warm_encoder"] for r in reports] == [True, False]
     assert "imported: []" in runs[1].stdout
     listed = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "map", "--index",
                              str(out), "--versions", "--json"], cwd=REPO, env=env,

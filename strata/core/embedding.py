@@ -37,11 +37,35 @@ AUTO = "auto"
 TORCH_RUNTIMES = ("torch", "torch-bf16")  # the ones sentence-transformers runs itself
 
 
+# The CPU flags (as Linux names them in /proc/cpuinfo) of native bfloat16 matmuls:
+# the ones torch's own probes test for
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_tile"})
+
+
+def _cpu_flags() -> set[str] | None:
+    """The CPU's feature flags as the kernel reports them (None off Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return None
+
+
 def native_bf16() -> bool:
     """Whether this CPU computes bfloat16 matmuls in hardware (AVX512-BF16 or
     AMX), where torch-bf16 encodes markedly faster than float32 with vectors that
     agree with it (benchmarks.throughput has the figures). Without it bfloat16 is
-    emulated and slower than float32."""
+    emulated and slower than float32.
+
+    Read from the kernel's CPU flags where there are some: asking torch meant
+    importing it, a second of a first build's start (the runtime is settled
+    before the run) even when the encoder then loads in a process of its own."""
+    flags = _cpu_flags()
+    if flags is not None:
+        return bool(flags & BF16_FLAGS)
     try:
         import torch
 

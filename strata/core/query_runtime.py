@@ -79,12 +79,60 @@ def _key(built: EncoderSpec, encoder, texts: list[str], stored: np.ndarray) -> s
     return h.hexdigest()[:32]
 
 
+# Cosines of single probe texts kept per (built runtime, querying encoder): enough
+# for the probes of many versions of many indexes, bounded so the file stays small
+TEXT_COSINES_KEPT = 4096
+
+
+def _write_json(path: Path, value) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(value, indent=2) + "\n")
+        os.replace(tmp, path)
+    except OSError as e:  # a read-only cache: measured again next time, still correct
+        log.debug("could not record the runtime agreement in %s: %s", path, e)
+
+
+def _text_cosines(built: EncoderSpec, encoder, texts: list[str],
+                  stored: np.ndarray) -> np.ndarray:
+    """The cosine between ``encoder``'s vector of each text and its stored vector.
+
+    Each is a function of the text, its stored vector and the two runtimes alone,
+    so it is recorded per text and only texts never measured against these vectors
+    are encoded: a rebuild that changed one row of a probe encodes that row, not
+    the whole probe (whose long texts made most of a small rebuild's publish)."""
+    pair = _key(built, encoder, [], np.zeros((0,), np.float32))
+    path = _agreements_dir() / "texts" / f"{pair}.json"
+    try:
+        known = json.loads(path.read_text())
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError):
+        known = {}
+    keys = []
+    for text, vector in zip(texts, stored):
+        h = hashlib.sha256(text.encode("utf-8", "surrogatepass") + b"\0")
+        h.update(np.ascontiguousarray(vector, dtype=np.float32).tobytes())
+        keys.append(h.hexdigest()[:32])
+    cached = [known.get(k) for k in keys]
+    todo = [i for i, c in enumerate(cached) if not isinstance(c, float)]
+    cos = np.array([c if isinstance(c, float) else 0.0 for c in cached], np.float64)
+    if todo:
+        got = encoder.encode([texts[i] for i in todo])
+        cos[todo] = (got * stored[todo]).sum(1)
+        for i in todo:
+            known.pop(keys[i], None)
+            known[keys[i]] = float(cos[i])  # the newest last: the oldest are dropped first
+        _write_json(path, dict(list(known.items())[-TEXT_COSINES_KEPT:]))
+    return cos
+
+
 def agreement(built: EncoderSpec, encoder, texts: list[str],
               stored: np.ndarray) -> tuple[float | None, str | None]:
     """(mean cosine, None) when ``encoder`` agrees with the vectors ``stored``
     for ``texts`` (the index's probe), else (None, why). Read from the model
-    cache when this probe was checked before with this encoder; measured and
-    recorded otherwise."""
+    cache when this probe was checked before with this encoder; measured (the
+    texts not measured before) and recorded otherwise."""
     key = _key(built, encoder, texts, stored)
     path = _agreements_dir() / f"{key}.json"
     try:
@@ -92,19 +140,12 @@ def agreement(built: EncoderSpec, encoder, texts: list[str],
         return rec.get("mean"), rec.get("why")
     except (OSError, ValueError, AttributeError):
         pass
-    got = encoder.encode(texts) if texts else np.zeros((0, stored.shape[1]), np.float32)
-    cos = (got * stored).sum(1) if len(texts) else np.zeros(0, np.float32)
+    cos = _text_cosines(built, encoder, texts, stored) if len(texts) else np.zeros(0)
     why = disagreement(cos)
     mean = None if why else round(float(cos.mean()), 5)
-    rec = {"built": built.label, "query": encoder.spec.label, "probe_texts": len(texts),
-           "mean": mean, "lowest": round(float(cos.min()), 5) if len(cos) else None, "why": why}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(rec, indent=2) + "\n")
-        os.replace(tmp, path)
-    except OSError as e:  # a read-only cache: measured again next time, still correct
-        log.debug("could not record the runtime agreement in %s: %s", path, e)
+    _write_json(path, {"built": built.label, "query": encoder.spec.label,
+                       "probe_texts": len(texts), "mean": mean,
+                       "lowest": round(float(cos.min()), 5) if len(cos) else None, "why": why})
     return mean, why
 
 

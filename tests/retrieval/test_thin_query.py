@@ -188,9 +188,20 @@ def test_a_runtime_agreement_is_measured_once_and_then_read(torch_index, tmp_pat
     assert second == first
     assert encoder.texts == len(texts)  # read back, not measured again
     assert len(list((tmp_path / "agreements").glob("*.json"))) == 1
-    # another probe (another index's content) is another decision
-    query_runtime.agreement(built, encoder, texts[:-1], stored[:-1])
-    assert encoder.texts == 2 * len(texts) - 1
+    # another probe (another version's content) is another decision, but a text measured
+    # before against the same stored vector is not encoded again: only the new one is
+    other = query_runtime.agreement(built, encoder, texts[:-1] + ["a text no probe had"],
+                                    np.vstack([stored[:-1], stored[-1:]]))
+    assert encoder.texts == len(texts) + 1
+    assert len(list((tmp_path / "agreements").glob("*.json"))) == 2
+    # the text's own cosine with a vector that is not its own disagrees, and decides
+    assert other[0] is None and "lowest" in other[1]
+    # measured whole, the same probe gives the same decision
+    (tmp_path / "agreements" / "texts").rename(tmp_path / "forgotten")
+    for f in (tmp_path / "agreements").glob("*.json"):
+        f.unlink()
+    assert query_runtime.agreement(built, encoder, texts, stored) == first
+    assert encoder.texts == 2 * len(texts) + 1
 
 
 def test_a_recorded_disagreement_sends_queries_to_the_built_runtime(torch_index, tmp_path,

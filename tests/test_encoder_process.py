@@ -1,0 +1,97 @@
+"""The warm encoder process (strata/core/encoder_process.py): the encoder a run's
+parse starts loading on another core gives the vectors the run's own process
+would have, is only started where every step shares the process, falls back
+when it cannot load, and never outlives the process that started it. The CLI
+build that uses it is tests/test_unchanged_rebuild.py (torch never enters the
+command's own process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from strata.core import encoder_process
+from strata.core.embedding import EncoderSpec, load_encoder, resolve_runtime
+from tests.conftest import REPO, SAMPLE
+
+SPEC = EncoderSpec(runtime=resolve_runtime("auto"))
+
+
+def _texts() -> list[str]:
+    texts = [p.read_text(errors="replace")[:1500] for p in sorted(SAMPLE.rglob("*.md"))]
+    return texts + ["", "x", "Calibration " * 300]  # empty, one token, past the model's length
+
+
+@pytest.fixture
+def allowed():
+    with encoder_process.warm_encoders_allowed():
+        yield
+    assert encoder_process._warm is None  # what the run did not take ends with it
+
+
+def test_the_warm_encoder_gives_the_vectors_of_the_processs_own(allowed):
+    encoder_process.start(SPEC, 8)
+    warm = encoder_process.take(SPEC, 8)
+    assert warm is not None and warm.pid != psutil.Process().pid
+    assert warm.spec.runtime == SPEC.runtime and warm.dim == 384
+    warm.set_threads(2)
+    own = load_encoder(SPEC, batch_size=8)
+    own.set_threads(2)
+    texts = _texts()
+    for part in (texts[:5], texts[5:], texts[:1]):
+        a, b = warm.encode(part), own.encode(part)
+        assert a.dtype == np.float32 and a.shape == (len(part), 384)
+        assert np.array_equal(a, b)  # the same bytes, not only close
+    # another batch size is another encoder: not this one
+    assert encoder_process.take(SPEC, 16) is None
+
+
+def test_nothing_is_warmed_outside_a_one_process_run_or_when_switched_off(monkeypatch):
+    encoder_process.start(SPEC, 8)  # no executor said every step runs here
+    assert encoder_process._warm is None and encoder_process.take(SPEC, 8) is None
+    with encoder_process.warm_encoders_allowed():
+        monkeypatch.setenv("STRATA_WARM_ENCODER", "0")
+        encoder_process.start(SPEC, 8)
+        assert encoder_process._warm is None
+        monkeypatch.delenv("STRATA_WARM_ENCODER")
+        encoder_process.start(EncoderSpec(backend="openai", model="m", runtime="torch"), 8)
+        assert encoder_process._warm is None  # an endpoint has nothing to load
+
+
+def test_an_encoder_that_cannot_load_is_not_used_and_its_process_ends(allowed, tmp_path):
+    broken = EncoderSpec(model=str(tmp_path / "no-such-model"), runtime=SPEC.runtime)
+    encoder_process.start(broken, 8)
+    child = psutil.Process(encoder_process._warm.pid)
+    assert encoder_process.take(broken, 8) is None  # the caller loads (and reports) itself
+    assert encoder_process._warm is None
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_process_ends_when_the_one_that_started_it_is_gone():
+    """Killed parents leave no encoder behind: its pipe closes and it exits."""
+    code = ("import os, sys\n"
+            "from strata.core import encoder_process as ep\n"
+            "from strata.core.embedding import EncoderSpec\n"
+            f"spec = EncoderSpec(runtime={SPEC.runtime!r})\n"
+            "with ep.warm_encoders_allowed():\n"
+            "    ep.start(spec, 8)\n"
+            "    print(ep._warm.pid, flush=True)\n"
+            "    os._exit(0)  # no cleanup at all, as after SIGKILL\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    pid = int(run.stdout.split()[0])
+    deadline = time.monotonic() + 120  # a wait for the exit, not a figure: it may be loading
+    while psutil.pid_exists(pid) and time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.2)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
