@@ -46,6 +46,13 @@ def shard_count() -> int:
     return load(BuildSettings).shards
 
 
+# A parse shard that parsed at most this share of its files starts loading the
+# encoder in a process of its own (strata.core.encoder_process). Why not always: the
+# loading is a second or two, which matters in a rebuild of a few seconds, not in a
+# build that parses most of a corpus for minutes, where the encoder would only sit
+# in memory beside the steps before the embedding.
+WARM_SHARE = 0.5
+
 STEP_PROCESSES_TAG = "strata/step_processes"  # the executor's: steps it runs side by side
 
 
@@ -94,7 +101,9 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                              blob_dir=layout.build_blobs,
                              progress=progress_logger(context, f"parse shard {shard}"),
                              python_paths=python_paths)
-        if result.parsed:  # texts to encode ahead: the encoder loads on another core meanwhile
+        if 0 < len(result.parsed) <= len(sources) * WARM_SHARE:
+            # a few changed files: texts to encode soon, in a run too short to hide the
+            # encoder's loading, which starts now on another core (encoder_process)
             from strata.core import encoder_process
 
             encoder_process.start(embedder.spec_for(spec.embedding, built_encoder(layout)),

@@ -3,7 +3,8 @@
 ``python -m benchmarks.measure -- CMD ...``: the peak RSS is
 ``RUSAGE_CHILDREN.ru_maxrss`` of this wrapper, i.e. the largest resident set
 of the command or any process it waited for — the build process, not the
-benchmark that started it. The command's own output passes through to stderr
+benchmark that started it. One process's, not a sum: a rebuild's warm encoder
+process (strata.core.encoder_process) counts as a process of its own. The command's own output passes through to stderr
 so the JSON line is the only thing on stdout.
 """
 

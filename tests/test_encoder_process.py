@@ -7,6 +7,7 @@ command's own process)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -95,3 +96,46 @@ def test_the_process_ends_when_the_one_that_started_it_is_gone():
             break
         time.sleep(0.2)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_an_edit_rebuilt_by_the_cli_encodes_in_the_warm_process_and_equals_a_fresh_build(
+        sample_copy, builder, tmp_path):
+    """`strata index` after an edit: the parse finds the changed file, the encoder loads
+    in its own process, torch never enters the command's process, and the index is
+    table by table (vectors bit for bit) a fresh in-process build of the edited folder."""
+    import json
+
+    from strata.core.layout import IndexLayout
+    from tests.conftest import write_corpora
+    from tests.index_equality import index_differences
+
+    out = tmp_path / "index"
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"),
+           "STRATA_CORPORA": str(tmp_path / "cli.yaml")}
+    code = ("import sys; from strata.pipelines.cli import main; rc = main(sys.argv[1:]); "
+            "print('imported:', sorted(m for m in ('lancedb', 'torch') if m in sys.modules)); "
+            "sys.exit(rc)")
+    argv = ["index", str(sample_copy), "--corpus", "warm", "--out", str(out), "-q"]
+
+    def cli() -> subprocess.CompletedProcess:
+        run = subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return run
+
+    cli()
+    edited = sorted(sample_copy.rglob("*.md"))[0]
+    edited.write_text(edited.read_text() + "\n\n## Drift log\n\nThe gauge drifted by two "
+                      "hectopascals after the storm and was corrected against the reference.\n")
+    again = cli()
+    assert "imported: ['lancedb']" in again.stdout  # no torch here: the encoder process had it
+    report = json.loads((out / "build" / "build_report.json").read_text())
+    assert report["embedding_shards"]["warm_encoder"] is True
+    assert report["embed"]["computed"] > 0
+
+    # the same corpus name: node ids carry it
+    write_corpora(builder.config_path, {"warm": {"root": str(sample_copy),
+                                                 "out": str(tmp_path / "fresh")}})
+    builder.build("warm")
+    diffs = index_differences(IndexLayout(out).resolve(), IndexLayout(tmp_path / "fresh").resolve())
+    assert diffs == []

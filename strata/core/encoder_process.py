@@ -33,7 +33,8 @@ import pickle
 import subprocess
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
@@ -230,9 +231,7 @@ def main() -> None:
     # the pipe is a private copy of stdout; fd 1 itself goes to the null device, so
     # nothing a library prints can land inside a pickled reply
     replies = os.fdopen(os.dup(1), "wb")
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # sys.stdout writes to fd 1: there too
     try:
         _serve(sys.stdin.buffer, replies)
     except OSError:  # the parent is gone
