@@ -9,8 +9,9 @@ benchmark, in one run:
 1. builds the corpus with ``strata index`` in a child process (MuSiQue twice:
    once plain, for the first-build time, once under ``STRATA_PROFILE``);
 2. encodes the very texts the build encoded (read back from its vector tables)
-   with the bare model in a fresh child process: a batch-size sweep on a sample,
-   then every text in one call at the best batch size;
+   with the bare model in a fresh child process: a batch-size sweep on a sample
+   (ONNX only: torch's forward passes have a fixed shape), then every text in one
+   call at the best batch size;
 3. reports texts/s of the build's embedding step against the bare model's (the
    ratio is what matters on a shared machine: both ran in the same minutes), and
    the per-step profile: wall, CPU seconds of the process (all threads), CPU
@@ -65,7 +66,7 @@ def bare_child(texts_file: Path, runtime: str) -> None:
     """In a fresh process (torch's threads as a build process gets them): the
     batch-size sweep on a sample, then every text in one call."""
     from strata.stages.embed import ENCODE_BATCH
-    from strata.core.embedding import EncoderSpec, encoder_threads, load_encoder
+    from strata.core.embedding import TORCH_RUNTIMES, EncoderSpec, encoder_threads, load_encoder
 
     texts = json.loads(texts_file.read_text())
     encoder = load_encoder(EncoderSpec(runtime=runtime))
@@ -74,11 +75,12 @@ def bare_child(texts_file: Path, runtime: str) -> None:
     model.encode(texts[:64], batch_size=64)  # warm
     sample = random.Random(0).sample(texts, min(SWEEP_SAMPLE, len(texts)))
     sweep = {}
-    for bs in SWEEP:
+    # torch runs fixed passes whatever the batch size (strata.core.torch_trace.shape_batches)
+    for bs in () if runtime in TORCH_RUNTIMES else SWEEP:
         t0 = time.perf_counter()
         model.encode(sample, batch_size=bs)
         sweep[bs] = round(len(sample) / (time.perf_counter() - t0), 1)
-    best = max(sweep, key=sweep.get)
+    best = max(sweep, key=sweep.get) if sweep else ENCODE_BATCH
     t0, c0 = time.perf_counter(), time.process_time()
     model.encode(texts, batch_size=best)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -205,7 +207,7 @@ def tables(results: dict, runtime: str) -> str:
              "|---|" + "---|" * len(SWEEP)]
     for name, r in results.items():
         sw = r["bare"]["sweep_texts_per_s"]
-        sweep.append(f"| {name} | " + " | ".join(str(sw.get(str(b), sw.get(b))) for b in SWEEP)
+        sweep.append(f"| {name} | " + " | ".join(str(sw.get(str(b), sw.get(b, "–"))) for b in SWEEP)
                      + " |")
     prof = ["", "Per-step profile of the profiled builds (cProfile on; CPU = the process's, "
             "every thread; CPU % of the cores the process may use; top costs by own time):", "",

@@ -166,10 +166,15 @@ def encode_sorted(texts: list[str], encoder: Encoder, batch_size: int = ENCODE_B
     call's positions (into ``texts``) and vectors to ``emit`` as they come.
 
     Sorting the whole set once is what makes many small calls as fast as one
-    large one: every call pads to its longest text, and sorted neighbours have
-    nearly the same length. Between two calls a stop request is honoured. The
-    encoder's activations come from the heap (:func:`heap_blocks`)."""
-    order = sorted(range(len(texts)), key=lambda i: (len(texts[i]), i))
+    large one: sorted neighbours have nearly the same length, so a call pads
+    little. Where the encoder counts tokens (torch, whose forward passes have a
+    fixed number of rows per padded length) the order is by that count, so a
+    call's texts fill whole passes, not the ends of two; else by characters.
+    Between two calls a stop request is honoured. The encoder's activations come
+    from the heap (:func:`heap_blocks`)."""
+    counts = getattr(encoder, "token_counts", lambda texts: None)(texts)
+    size = counts if counts is not None else [len(t) for t in texts]
+    order = sorted(range(len(texts)), key=lambda i: (size[i], i))
     total = len(order)
     step = max(1, batch_size)
     with heap_blocks():

@@ -339,21 +339,32 @@ class SentenceTransformerEncoder:
         v /= np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
         return v
 
+    def token_counts(self, texts: list[str]) -> list[int] | None:
+        """Each text's token count where torch runs it (its forward pass's shape
+        follows it), else None: a build orders its texts by it, so that the texts of
+        one call fill whole passes (:func:`strata.core.torch_trace.shape_batches`)."""
+        if self.runtime not in TORCH_RUNTIMES:
+            return None
+        m = self._model
+        if isinstance(m, TracedSentenceModel):
+            return m.token_counts(texts)
+        return [len(ids) for ids in m.tokenizer(
+            texts, add_special_tokens=True, truncation=True, max_length=m.max_seq_length)["input_ids"]]
+
     def _encode_fixed_shapes(self, texts: list[str]) -> np.ndarray:
         """A model sentence-transformers loads itself (not a local folder, so not
         traced), encoded as the traced ones are: each text at the padded length of
-        its own token count, batched only with texts of that length
+        its own token count, in passes of a fixed number of texts of that length
         (:func:`strata.core.torch_trace.shape_batches` says why)."""
         import torch
         from sentence_transformers.util import batch_to_device
 
         m = self._model
-        counts = [len(ids) for ids in m.tokenizer(
-            texts, add_special_tokens=True, truncation=True, max_length=m.max_seq_length)["input_ids"]]
+        counts = self.token_counts(texts)
         pad_id = m.tokenizer.pad_token_id or 0
         tokenize = getattr(m, "preprocess", None) or m.tokenize  # renamed in sentence-transformers 5
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for length, part in shape_batches(counts, max_positions(m), self.batch_size):
+        for length, part in shape_batches(counts, max_positions(m)):
             features = tokenize([texts[i] for i in part])
             for key, value in features.items():
                 if torch.is_tensor(value) and value.dim() == 2 and value.shape[1] < length:

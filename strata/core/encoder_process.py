@@ -19,21 +19,24 @@ loads the encoder itself, which reports the real error where it always did.
 Runs with step processes, other executors and ``STRATA_WARM_ENCODER=0`` never
 start one.
 
-The protocol is pickled tuples on the child's stdin and a private copy of its
-stdout (pickle frames itself); the child's own stdout and stderr go to the
-null device, so a library's chatter can neither reach the terminal nor
-corrupt the pipe.
+The protocol is frames on the child's stdin and a private copy of its stdout:
+a length, a JSON header, and for vectors their float32 bytes (nothing is
+unpickled: a frame can only ever be data). The child's own stdout and stderr
+go to the null device, so a library's chatter can neither reach the terminal
+nor corrupt the pipe.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-import pickle
+import struct
 import subprocess
 import sys
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import asdict
+from typing import IO, Any
 from collections.abc import Callable
 
 import numpy as np
@@ -50,6 +53,27 @@ class EncoderProcessError(RuntimeError):
     """The encoder process failed or exited while it was in use."""
 
 
+_FRAME = struct.Struct("<II")  # header bytes, payload bytes
+
+
+def _write_frame(stream: IO[bytes], header: dict, payload: bytes = b"") -> None:
+    head = json.dumps(header).encode()
+    stream.write(_FRAME.pack(len(head), len(payload)) + head + payload)
+    stream.flush()
+
+
+def _read_frame(stream: IO[bytes]) -> tuple[dict, bytes]:
+    """One frame; EOFError when the other side closed the pipe (or cut a frame short)."""
+    sizes = stream.read(_FRAME.size)
+    if len(sizes) < _FRAME.size:
+        raise EOFError
+    n_head, n_payload = _FRAME.unpack(sizes)
+    head, payload = stream.read(n_head), stream.read(n_payload)
+    if len(head) < n_head or len(payload) < n_payload:
+        raise EOFError
+    return json.loads(head), payload
+
+
 class EncoderProcess:
     """The parent's handle: start the child, wait for its encoder, encode through it.
     It has the attributes and methods of an encoder that the embedding stage uses
@@ -63,29 +87,28 @@ class EncoderProcess:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)  # a terminal's Ctrl-C is the parent's
-        self._send(("load", spec, batch_size))
+        self._send({"op": "load", "spec": asdict(spec), "batch_size": batch_size})
 
     @property
     def pid(self) -> int:
         return self._proc.pid
 
-    def _send(self, message: tuple) -> None:
+    def _send(self, message: dict) -> None:
         assert self._proc.stdin is not None
-        pickle.dump(message, self._proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-        self._proc.stdin.flush()
+        _write_frame(self._proc.stdin, message)
 
-    def _receive(self) -> tuple:
+    def _receive(self) -> tuple[dict, bytes]:
         assert self._proc.stdout is not None
         try:
-            reply = pickle.load(self._proc.stdout)
-        except (EOFError, pickle.UnpicklingError, OSError) as e:
+            reply, payload = _read_frame(self._proc.stdout)
+        except (EOFError, ValueError, OSError) as e:
             raise EncoderProcessError(
                 f"the encoder process exited (code {self._proc.poll()})") from e
-        if reply[0] == "error":
-            raise EncoderProcessError(reply[1])
-        return reply
+        if reply.get("op") == "error":
+            raise EncoderProcessError(str(reply.get("message")))
+        return reply, payload
 
-    def _call(self, message: tuple) -> tuple:
+    def _call(self, message: dict) -> tuple[dict, bytes]:
         try:
             self._send(message)
         except (BrokenPipeError, OSError) as e:
@@ -107,7 +130,8 @@ class EncoderProcess:
         not (why is logged at debug level: the caller loads the encoder itself)."""
         if self._ready is None:
             try:
-                _, self.spec, self.dim = self._receive()
+                reply, _ = self._receive()
+                self.spec, self.dim = EncoderSpec(**reply["spec"]), int(reply["dim"])
                 self._ready = True
             except EncoderProcessError as e:
                 log.debug("the warm encoder process is not used: %s", e)
@@ -115,10 +139,11 @@ class EncoderProcess:
         return self._ready
 
     def set_threads(self, n: int) -> None:
-        self._call(("threads", int(n)))
+        self._call({"op": "threads", "n": int(n)})
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        return self._call(("encode", list(texts)))[1]
+        reply, payload = self._call({"op": "encode", "texts": list(texts)})
+        return np.frombuffer(payload, dtype=np.float32).reshape(reply["shape"]).copy()
 
     def close(self) -> None:
         """End the child: its pipe closes, it exits at once; killed if it has not
@@ -200,36 +225,38 @@ def _serve(requests, replies) -> None:
     from strata.core.embedding import load_encoder
     from strata.core.memory import heap_blocks
 
-    def reply(message: tuple) -> None:
-        pickle.dump(message, replies, protocol=pickle.HIGHEST_PROTOCOL)
-        replies.flush()
-
     encoder: Any = None
     while True:
         try:
-            request = pickle.load(requests)
-        except (EOFError, OSError, pickle.UnpicklingError):
+            request, _ = _read_frame(requests)
+        except (EOFError, OSError, ValueError):
             return  # the parent closed the pipe or is gone
+        payload = b""
         try:
-            if request[0] == "load":
-                encoder = load_encoder(request[1], batch_size=request[2])
-                answer: tuple = ("ready", encoder.spec, int(encoder.dim))
-            elif request[0] == "threads":
-                encoder.set_threads(request[1])
-                answer = ("ok",)
-            elif request[0] == "encode":
+            op = request.get("op")
+            if op == "load":
+                encoder = load_encoder(EncoderSpec(**request["spec"]),
+                                       batch_size=request["batch_size"])
+                answer: dict = {"op": "ready", "spec": asdict(encoder.spec),
+                                "dim": int(encoder.dim)}
+            elif op == "threads":
+                encoder.set_threads(request["n"])
+                answer = {"op": "ok"}
+            elif op == "encode":
                 with heap_blocks():  # as the parent's encoding loop does
-                    answer = ("vectors", encoder.encode(request[1]))
+                    vectors = np.ascontiguousarray(encoder.encode(request["texts"]),
+                                                   dtype=np.float32)
+                answer, payload = {"op": "vectors", "shape": list(vectors.shape)}, vectors.tobytes()
             else:
-                answer = ("error", f"unknown request {request[0]!r}")
+                answer = {"op": "error", "message": f"unknown request {op!r}"}
         except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
-            answer = ("error", f"{type(e).__name__}: {e}"[:2000])
-        reply(answer)  # an OSError when the parent is gone: this process ends
+            answer, payload = {"op": "error", "message": f"{type(e).__name__}: {e}"[:2000]}, b""
+        _write_frame(replies, answer, payload)  # an OSError when the parent is gone: this ends
 
 
 def main() -> None:
     # the pipe is a private copy of stdout; fd 1 itself goes to the null device, so
-    # nothing a library prints can land inside a pickled reply
+    # nothing a library prints can land inside a reply
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # sys.stdout writes to fd 1: there too
     try:

@@ -186,7 +186,8 @@ class EmbedSettings(_Group):
                                 "endpoint")
     api_key_env: str = _env("STRATA_EMBED_API_KEY_ENV", "OPENAI_API_KEY",
                             "Name of the variable holding the embeddings endpoint's key")
-    batch_size: int = _env("STRATA_EMBED_BATCH_SIZE", 64, "Texts encoded per batch",
+    batch_size: int = _env("STRATA_EMBED_BATCH_SIZE", 64, "Texts handed to the encoder at a time "
+                           "(an endpoint's request; a local model's vectors do not depend on it)",
                            ge=1, le=4096)
     runtime: Literal[RUNTIME_CHOICES] = _env(  # type: ignore[valid-type]
         "STRATA_EMBED_RUNTIME", "auto",

@@ -39,6 +39,11 @@ from strata.core.model_cache import derived_folder
 
 TRACE_VERSION = "1"  # bump when the trace changes: modules are traced again
 PAD_STEP = 16  # the sequence tile of the CPU kernels: lengths in one step share a padding
+# Token positions in one forward pass (:func:`rows_per_pass`), and the bounds on
+# its rows: about as many texts a second as the fastest row count at every length,
+# and a pass small enough that a small edit, which pays a whole pass for each
+# padded length it touches, stays cheap.
+PASS_TOKENS, MIN_ROWS, MAX_ROWS = 1024, 8, 64
 _META = "strata.json"  # what the loader needs, stored inside the module file
 _TOKENIZER = "tokenizer.json"  # the tokenizer as sentence-transformers set it up
 log = logging.getLogger(__name__)
@@ -50,27 +55,42 @@ def padded_length(tokens: int) -> int:
     return PAD_STEP * (tokens // PAD_STEP + 1)
 
 
-def shape_batches(counts: list[int], cap: int,
-                  batch_size: int) -> Iterator[tuple[int, list[int]]]:
-    """(padded length, positions) for each batch of texts of ``counts`` tokens:
-    texts grouped by the padded length each is computed at (never above ``cap``,
-    the model's longest input), shortest first, ``batch_size`` at most per batch.
+def rows_per_pass(length: int) -> int:
+    """The rows of every forward pass at padded ``length``: ``PASS_TOKENS``
+    positions, as a power of two within the bounds (64 rows of the shortest
+    texts, 8 of the longest). A function of the length alone: that is what keeps
+    a text's vector independent of what it is encoded with."""
+    rows = MAX_ROWS
+    while rows > MIN_ROWS and rows * length > PASS_TOKENS:
+        rows //= 2
+    return rows
+
+
+def shape_batches(counts: list[int], cap: int) -> Iterator[tuple[int, list[int]]]:
+    """(padded length, rows) for each forward pass over texts of ``counts``
+    tokens: texts grouped by the padded length each is computed at (never above
+    ``cap``, the model's longest input), shortest first, and every pass at a
+    length exactly :func:`rows_per_pass` rows: a group's last pass is filled with
+    its first text again (those rows' outputs are the same vector, written to the
+    same place).
 
     Why: the kernels a transformer runs on CPU depend on the shape of the batch. A
-    batch with no padding takes the attention path without a mask, and the padded
-    length decides how the sequence is tiled; either changes the rounding of a
-    text's vector in bfloat16 (and its last bits in float32). Batch size and a
-    text's place in the batch do not. So a text is batched only with texts of its
-    own padded length, and its vector is the same whatever else is encoded with it:
-    an incremental build, which encodes other batches than a fresh one, gives every
-    text the vector a fresh build gives it."""
+    batch with no padding takes the attention path without a mask, the padded
+    length decides how the sequence is tiled, and on CPUs with AMX the number of
+    rows decides how the matmuls are blocked; each changes the rounding of a
+    text's vector in bfloat16 (and its last bits in float32). A text's place in
+    the batch, the other rows and the thread count do not. So every pass has one
+    shape per padded length, and a text's vector is the same whatever else is
+    encoded with it: an incremental build, which encodes other batches than a
+    fresh one, gives every text the vector a fresh build gives it."""
     groups: dict[int, list[int]] = {}
     for i, n in enumerate(counts):
         groups.setdefault(min(padded_length(n), cap), []).append(i)
-    step = max(1, batch_size)
     for length, members in sorted(groups.items()):
+        step = rows_per_pass(length)
         for start in range(0, len(members), step):
-            yield length, members[start:start + step]
+            rows = members[start:start + step]
+            yield length, rows + [rows[0]] * (step - len(rows))
 
 
 def traceable(location: str) -> bool:
@@ -179,16 +199,24 @@ class TracedSentenceModel:
     def get_sentence_embedding_dimension(self) -> int:
         return self.dim
 
+    def _encodings(self, texts: list[str]):
+        return self.tokenizer.encode_batch(list(texts))
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Each text's token count, truncation included: what its pass's shape follows."""
+        return [len(e.ids) for e in self._encodings(texts)]
+
     def encode(self, texts: list[str], batch_size: int = 16, normalize_embeddings: bool = True,
                convert_to_numpy: bool = True, show_progress_bar: bool = False) -> np.ndarray:
         """The model's output for each text (normalised in the model's dtype),
-        computed at :func:`padded_length` of its own token count in batches of
-        texts of that length only (:func:`shape_batches`)."""
+        computed at :func:`padded_length` of its own token count in passes of
+        texts of that length only, a fixed number of rows each (:func:`shape_batches`);
+        ``batch_size`` is accepted for sentence-transformers' signature and unused."""
         import torch
 
-        encodings = self.tokenizer.encode_batch(list(texts))
+        encodings = self._encodings(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for length, part in shape_batches([len(e.ids) for e in encodings], self.cap, batch_size):
+        for length, part in shape_batches([len(e.ids) for e in encodings], self.cap):
             ids = np.full((len(part), length), self.pad_id, dtype=np.int64)
             mask = np.zeros_like(ids)
             types = np.zeros_like(ids)
