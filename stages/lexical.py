@@ -54,11 +54,12 @@ def lexical_text(kind: str, title: str | None, breadcrumb: str | None, text: str
 
 
 def _readable(folder: Path) -> bool:
-    """Whether both collections load: the build folder shares its files with the
-    published versions (hard links), so a damaged version is a damaged cache."""
+    """Whether both collections would load (:meth:`LexicalIndex.check`): the build
+    folder shares its files with the published versions (hard links), so a
+    damaged version is a damaged cache."""
     try:
         for name in (LEXICAL_UNITS, LEXICAL_GRAPH):
-            LexicalIndex.load(folder / name)
+            LexicalIndex.check(folder / name)
     except Exception:  # noqa: BLE001 - any unreadable part: rebuild the index
         return False
     return True

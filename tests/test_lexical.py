@@ -168,3 +168,32 @@ def test_a_lexical_build_leaves_no_memo_of_the_corpus_vocabulary(sample_index, t
     assert len(LexicalIndex.load(tmp_path / "lexical" / "units"))
     assert tokenize("read_chunked") == ["read_chunked", "read", "chunk"]
     assert _identifier.cache_info().currsize
+
+
+@pytest.mark.parametrize("damage", ["truncated scores", "broken vocabulary", "docs lost"])
+def test_an_unchanged_lexical_index_is_kept_only_while_it_would_load(sample_index, tmp_path,
+                                                                      damage):
+    """A rebuild with nothing to re-index keeps the lexical index after a check that
+    reads its files as data (no bm25s); a damaged file makes it index again, and
+    what it writes loads."""
+    from strata.assets.shard_cache import load_embedding_items
+    from strata.core.layout import IndexLayout
+    from strata.stages.lexical import build_lexical
+
+    items = load_embedding_items(IndexLayout(sample_index))
+    folder = tmp_path / "lexical"
+    assert not build_lexical(items, folder).unchanged
+    assert build_lexical(items, folder).unchanged
+    units = folder / "units"
+    if damage == "truncated scores":
+        f = units / "data.csc.index.npy"
+        f.write_bytes(f.read_bytes()[:-8])
+    elif damage == "broken vocabulary":
+        (units / "vocab.index.json").write_text('{"tide": 0, "gau')
+    else:
+        (units / "docs.parquet").unlink()
+    with pytest.raises((ValueError, OSError)):
+        LexicalIndex.check(units)
+    assert not build_lexical(items, folder).unchanged
+    LexicalIndex.check(units)
+    assert len(LexicalIndex.load(units)) > 0

@@ -372,11 +372,11 @@ def near_duplicate_pairs(hashes: Sequence[int],
     An exact range search of faiss's binary flat index (SIMD popcounts over the
     8-byte codes): no pair within the threshold is missed, whatever the
     threshold, and nothing else is compared in Python."""
+    n = len(hashes)
+    if n < 2:  # nothing to compare: faiss is not even imported
+        return
     import faiss
 
-    n = len(hashes)
-    if n < 2:
-        return
     vals = np.fromiter((int(h) & 0xFFFFFFFFFFFFFFFF for h in hashes), dtype=np.uint64, count=n)
     codes = vals.view(np.uint8).reshape(n, HASH_BITS // 8)
     index = faiss.IndexBinaryFlat(HASH_BITS)

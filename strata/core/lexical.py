@@ -117,6 +117,9 @@ def tokenize(text: str | None) -> list[str]:
 FORMAT = "strata-lexical/1"  # bump when tokenize() changes: the build re-indexes
 DOCS_FILE = "docs.parquet"  # node_id and kind per BM25 document, in index order
 META_FILE = "lexical.json"
+# what bm25s's save writes for a collection with a vocabulary (read by :meth:`LexicalIndex.check`)
+BM25_JSON = ("params.index.json", "vocab.index.json")
+BM25_ARRAYS = ("data", "indices", "indptr")  # each in <name>.csc.index.npy
 
 
 def token_ids(tokens: Iterable[list[str]]):
@@ -274,6 +277,35 @@ class LexicalIndex:
                      schema={"node_id": pl.Utf8, "kind": pl.Utf8}).write_parquet(folder / DOCS_FILE)
         (folder / META_FILE).write_text(json.dumps({"format": FORMAT, "docs": len(self.node_ids),
                                                     "vocabulary": self._bm25 is not None}))
+
+    @classmethod
+    def check(cls, folder) -> None:
+        """Raise where :meth:`load` could not read the collection at ``folder``:
+        the files it reads, read as data (JSON parsed, the Parquet footer, the
+        arrays' headers and lengths against each other), without importing
+        bm25s and scipy, which a rebuild with nothing to re-index would import
+        for this check alone. A false alarm only costs a re-index."""
+        import json
+        from pathlib import Path
+
+        import numpy as np
+        import pyarrow.parquet as pq
+
+        folder = Path(folder)
+        meta = json.loads((folder / META_FILE).read_text())
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{folder} holds lexical index format {meta.get('format')!r}")
+        rows = pq.read_metadata(folder / DOCS_FILE).num_rows
+        if rows != meta.get("docs"):
+            raise ValueError(f"{folder}: {rows} documents where {meta.get('docs')} were written")
+        if not rows or not meta.get("vocabulary", True):
+            return
+        for name in BM25_JSON:
+            json.loads((folder / name).read_text())
+        data, indices, indptr = (np.load(folder / f"{name}.csc.index.npy", mmap_mode="r",
+                                         allow_pickle=False) for name in BM25_ARRAYS)
+        if len(data) != len(indices) or not len(indptr) or int(indptr[-1]) != len(data):
+            raise ValueError(f"{folder}: the score matrix's arrays do not fit together")
 
     @classmethod
     def load(cls, folder) -> LexicalIndex:
