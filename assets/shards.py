@@ -172,9 +172,9 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
             from strata.core import encoder_process
 
             # the encoder a parse shard of this run started loading in its own process,
-            # else this process's own
-            # While it finishes loading, the table library is imported: the embeddings
-            # step imports it next, in this same process (a warm encoder means one process)
+            # else this process's own; while the former finishes loading, the table
+            # library is imported: the embeddings step imports it next, in this same
+            # process (a warm encoder means every step runs here)
             warm = encoder_process.take(enc_spec, embedder.batch_size,
                                         meanwhile=lambda: importlib.import_module("lancedb"))
             encoder = warm or embedder.load(enc_spec)

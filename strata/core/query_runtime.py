@@ -27,12 +27,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from strata.core.layout import write_text_atomic
 from strata.core.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement,
                                    load_encoder, onnx_ready)
 
@@ -85,11 +85,11 @@ TEXT_COSINES_KEPT = 4096
 
 
 def _write_json(path: Path, value) -> None:
+    """``value`` at ``path``, keys in their order (the text cosines' oldest first:
+    :func:`strata.core.layout.write_json_atomic` would sort them)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(value, indent=2) + "\n")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(value, indent=2) + "\n")
     except OSError as e:  # a read-only cache: measured again next time, still correct
         log.debug("could not record the runtime agreement in %s: %s", path, e)
 
