@@ -88,10 +88,11 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         from strata.core.layout import write_parquet_atomic
 
         spec, layout = corpus_and_layout(context, corpora)
-        paths = [rel for rel, _ in iter_paths(spec.root, spec.include, spec.exclude)]
-        python_paths = [p for p in paths if detect_format(p) == "python"]
-        sources = discover(spec.root, spec.include, spec.exclude,
-                           select=lambda rel: shard_of(rel, shards) == shard)
+        # every path (module names need the whole package layout), this shard's read
+        listing = list(iter_paths(spec.root, spec.include, spec.exclude))
+        python_paths = [rel for rel, _ in listing if detect_format(rel) == "python"]
+        sources = discover(spec.root, select=lambda rel: shard_of(rel, shards) == shard,
+                           listing=listing)
         out = parse_shard_dir(layout, shard)
         # what this shard parsed in an interrupted earlier run is not parsed again
         earlier = read_previous(out)
@@ -122,6 +123,13 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                          f"{len(result.parsed)} parsed, {len(result.reused)} reused")
 
     return parse_shard
+
+
+def _import_next() -> None:
+    """Import what the embeddings step uses after texts were encoded: LanceDB and
+    the lexical index's score matrices (bm25s, scipy)."""
+    for module in ("lancedb", "strata.core.bm25_matrix"):
+        importlib.import_module(module)
 
 
 def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
@@ -172,11 +180,11 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
             from strata.core import encoder_process
 
             # the encoder a parse shard of this run started loading in its own process,
-            # else this process's own; while the former finishes loading, the table
-            # library is imported: the embeddings step imports it next, in this same
-            # process (a warm encoder means every step runs here)
-            warm = encoder_process.take(enc_spec, embedder.batch_size,
-                                        meanwhile=lambda: importlib.import_module("lancedb"))
+            # else this process's own; while the former loads and encodes, the libraries
+            # of the vector tables and of the lexical index are imported in a thread: the
+            # embeddings step needs them next, in this same process (a warm encoder means
+            # every step runs here, and texts to encode mean the lexical index changes)
+            warm = encoder_process.take(enc_spec, embedder.batch_size, meanwhile=_import_next)
             encoder = warm or embedder.load(enc_spec)
             encoder.set_threads(threads)
             used["encoder_pid"] = warm.pid if warm is not None else os.getpid()

@@ -402,11 +402,16 @@ def _notes(*notes: str | None) -> str | None:
 
 def discover(root: str | os.PathLike, include: Iterable[str] = ("**/*",),
              exclude: Iterable[str] = (),
-             select: Callable[[str], bool] | None = None) -> list[SourceFile]:
+             select: Callable[[str], bool] | None = None,
+             listing: Iterable[tuple[str, Path]] | None = None) -> list[SourceFile]:
     """Read the corpus's files; ``select`` (a test on the relative path, applied
-    before anything is read) lets a shard read only its own documents."""
+    before anything is read) lets a shard read only its own documents.
+    ``listing``: :func:`iter_paths` of the same root and patterns, when the caller
+    has walked the folder already (a parse shard needs every path, not only its
+    own): the folder is not walked twice."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"corpus root {root} is not a folder")
-    return [read_source(root, rel, full) for rel, full in iter_paths(root, include, exclude)
+    entries = iter_paths(root, include, exclude) if listing is None else listing
+    return [read_source(root, rel, full) for rel, full in entries
             if select is None or select(rel)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -50,6 +51,31 @@ def test_the_warm_encoder_gives_the_vectors_of_the_processs_own(allowed):
         assert np.array_equal(a, b)  # the same bytes, not only close
     # another batch size is another encoder: not this one
     assert encoder_process.take(SPEC, 16) is None
+
+
+def test_work_handed_to_take_runs_beside_the_wait_and_its_failure_stays_there(allowed):
+    """What the caller would do next anyway (the embedding shard: import the table
+    library) runs in a thread of its own while the child loads and encodes; take
+    returns without waiting for it, and a failure there is not the caller's."""
+    encoder_process.start(SPEC, 8)
+    started, finish = threading.Event(), threading.Event()
+    ran_in: list[str] = []
+
+    def work() -> None:
+        ran_in.append(threading.current_thread().name)
+        started.set()
+        finish.wait(60)  # still running when take returns
+
+    warm = encoder_process.take(SPEC, 8, meanwhile=work)
+    assert warm is not None and started.wait(60)
+    assert ran_in and ran_in[0] != threading.main_thread().name and not finish.is_set()
+    finish.set()
+
+    def broken() -> None:
+        raise ImportError("no such library")
+
+    assert encoder_process.take(SPEC, 8, meanwhile=broken) is warm
+    assert warm.encode(["still answers"]).shape == (1, 384)
 
 
 def test_nothing_is_warmed_outside_a_one_process_run_or_when_switched_off(monkeypatch):

@@ -34,6 +34,7 @@ import os
 import struct
 import subprocess
 import sys
+import threading
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import IO, Any
@@ -116,15 +117,6 @@ class EncoderProcess:
                 f"the encoder process exited (code {self._proc.poll()})") from e
         return self._receive()
 
-    def answered(self) -> bool:
-        """Whether the child's answer to the load is already waiting in the pipe."""
-        import select
-
-        if self._ready is not None:
-            return True
-        assert self._proc.stdout is not None
-        return bool(select.select([self._proc.stdout], [], [], 0)[0])
-
     def ready(self) -> bool:
         """Wait until the child has loaded its encoder: True, or False when it could
         not (why is logged at debug level: the caller loads the encoder itself)."""
@@ -199,16 +191,27 @@ def take(spec: EncoderSpec, batch_size: int,
          meanwhile: Callable[[], object] | None = None) -> EncoderProcess | None:
     """The warm encoder process for ``spec``, once it has loaded it; None when none
     was started for it or it could not load it (the caller loads its own).
-    ``meanwhile`` runs first when the process is still loading: work this process
-    would do later anyway, done while it would otherwise wait."""
+
+    ``meanwhile`` is work this process would do later anyway (an import): it runs
+    in a thread of its own, while this process waits for the child to load and
+    then to encode, its main thread blocked on the pipe with the GIL released. A
+    failure there is left for the later use to meet and report."""
     if _warm is None or _warm.requested != (spec, batch_size):
         return None
-    if meanwhile is not None and not _warm.answered():
-        meanwhile()
+    if meanwhile is not None:
+        threading.Thread(target=_quietly, args=(meanwhile,), daemon=True,
+                         name="strata-meanwhile").start()
     if _warm.ready():
         return _warm
     release()
     return None
+
+
+def _quietly(work: Callable[[], object]) -> None:
+    try:
+        work()
+    except Exception as e:  # noqa: BLE001 - whoever needs it later does it again, and reports
+        log.debug("work done while waiting for the encoder failed: %s", e)
 
 
 def release() -> None:
