@@ -46,11 +46,12 @@ def shard_count() -> int:
     return load(BuildSettings).shards
 
 
-# A parse shard that parsed at most this share of its files starts loading the
-# encoder in a process of its own (strata.core.encoder_process). Why not always: the
-# loading is a second or two, which matters in a rebuild of a few seconds, not in a
-# build that parses most of a corpus for minutes, where the encoder would only sit
-# in memory beside the steps before the embedding.
+# A parse shard that finds at most this share of its files changed (or, having
+# parsed, parsed at most this share) starts loading the encoder in a process of its
+# own (strata.core.encoder_process). Why not always: the loading is a second or two,
+# which matters in a rebuild of a few seconds, not in a build that parses most of a
+# corpus for minutes, where the encoder would only sit in memory beside the steps
+# before the embedding.
 WARM_SHARE = 0.5
 
 STEP_PROCESSES_TAG = "strata/step_processes"  # the executor's: steps it runs side by side
@@ -83,7 +84,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
 
         from strata.stages.discover import detect_format, discover, iter_paths
         from strata.stages.embed import shard_of
-        from strata.stages.nodes import build_nodes, overlay, read_previous
+        from strata.stages.nodes import build_nodes, changed_files, overlay, read_previous
         from strata.stages.parse.finalize import ParseSettings
         from strata.core.layout import write_parquet_atomic
 
@@ -96,19 +97,27 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         out = parse_shard_dir(layout, shard)
         # what this shard parsed in an interrupted earlier run is not parsed again
         earlier = read_previous(out)
+        cache = overlay(previous_build(layout), [earlier] if earlier else [])
+
+        def warm_if_few(changed: int) -> None:
+            if 0 < changed <= len(sources) * WARM_SHARE:
+                # a few changed files: texts to encode soon, in a run too short to hide
+                # the encoder's loading, which starts now on another core (encoder_process)
+                from strata.core import encoder_process
+
+                encoder_process.start(embedder.spec_for(spec.embedding, built_encoder(layout)),
+                                      embedder.batch_size)
+
+        # files whose bytes changed, known before they are parsed: the loading starts
+        # before their parse, not after it
+        warm_if_few(changed_files(sources, cache))
         result = build_nodes(spec.name, sources, ParseSettings(config.chunk_tokens,
                                                                config.context_lines),
-                             overlay(previous_build(layout), [earlier] if earlier else []),
-                             blob_dir=layout.build_blobs,
+                             cache, blob_dir=layout.build_blobs,
                              progress=progress_logger(context, f"parse shard {shard}"),
                              python_paths=python_paths)
-        if 0 < len(result.parsed) <= len(sources) * WARM_SHARE:
-            # a few changed files: texts to encode soon, in a run too short to hide the
-            # encoder's loading, which starts now on another core (encoder_process)
-            from strata.core import encoder_process
-
-            encoder_process.start(embedder.spec_for(spec.embedding, built_encoder(layout)),
-                                  embedder.batch_size)
+        # and files parsed again with the same bytes (one that could not be read before)
+        warm_if_few(len(result.parsed))
         for name, table in (("nodes", result.nodes), ("references", result.references),
                             ("documents", result.documents)):  # the cache index last
             write_parquet_atomic(table, out / TABLE_FILES[name])
