@@ -148,11 +148,18 @@ class BuildProgress:
 
 
 def _interrupted(event) -> bool:
-    """A step failure that is Ctrl-C or SIGTERM stopping the run, not an error."""
+    """A step failure that is Ctrl-C or SIGTERM stopping the run, not an error: the
+    asset's own Failure when the signal came while its body ran, or Dagster's
+    interrupt when it came between steps and the next one raised it on entering
+    (before the body could say so), which Dagster records as an interrupt."""
     from strata.assets.common import STOPPED_TAG  # what the asset's Failure carries then
 
     data = event.step_failure_data
-    user = data.user_failure_data if data is not None else None
+    if data is None:
+        return False
+    if getattr(data.error_source, "name", None) == "INTERRUPT":
+        return True
+    user = data.user_failure_data
     return bool(user is not None and user.metadata and STOPPED_TAG in user.metadata)
 
 

@@ -193,3 +193,29 @@ def test_ctrl_c_inside_the_embedding_step_on_a_terminal_is_one_line(tmp_path):
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dh"))) as instance:
         (run,) = instance.get_runs()
     assert run.status == dg.DagsterRunStatus.CANCELED
+
+
+def test_a_stop_that_dagster_raises_as_the_next_step_starts_reads_as_stopped():
+    """Ctrl-C between two steps: Dagster raises its interrupt as the next step
+    enters, before the asset's body runs, so the failure carries no word from the
+    asset; the terminal must still say "stopped", not "failed" in red (seen on a
+    pty: Ctrl-C as a rebuild's embedding shard ended). An error stays an error."""
+    from types import SimpleNamespace
+
+    from dagster._core.execution.plan.objects import ErrorSource, StepFailureData, UserFailureData
+    from dagster._utils.error import SerializableErrorInfo
+
+    from strata.assets.common import STOPPED_TAG
+    from strata.pipelines.progress import _interrupted
+
+    def failure(cls: str, source, user=None):
+        error = SerializableErrorInfo(message=f"{cls}\n", stack=[], cls_name=cls)
+        return SimpleNamespace(step_failure_data=StepFailureData(error, user, source))
+
+    assert _interrupted(failure("DagsterExecutionInterruptedError", ErrorSource.INTERRUPT))
+    assert not _interrupted(failure("ValueError", ErrorSource.USER_CODE_ERROR))
+    assert not _interrupted(failure("OSError", ErrorSource.FRAMEWORK_ERROR))
+    stopped = dg.Failure("stopped", metadata={STOPPED_TAG: "SIGINT"})
+    assert _interrupted(failure("Failure", ErrorSource.USER_CODE_ERROR,
+                                user=UserFailureData("stopped", stopped.description,
+                                                    stopped.metadata)))
