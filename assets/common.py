@@ -271,16 +271,13 @@ def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
     """Replace this stage's rows in build/failures.parquet; returns the count."""
     import pyarrow as pa
 
-    from strata.core.layout import write_parquet_atomic
-    from strata.core.schema import FAILURES
-
-    from strata.core.layout import read_cache_table
+    from strata.core.layout import read_cache_table, write_parquet_atomic
+    from strata.core.schema import FAILURES, python_table
 
     path = layout.build_table("failures")
     old = read_cache_table(path, "failure list")
     old = old.filter(pl.col("stage") != stage) if old is not None else None
-    new = pa.Table.from_pylist([{"cause": "llm", **r, "stage": stage} for r in rows],
-                               schema=FAILURES)
+    new = python_table([{"cause": "llm", **r, "stage": stage} for r in rows], FAILURES)
     if old is not None and old.height:
         if "cause" not in old.columns:  # written before the column: every one was the LLM's
             old = old.with_columns(pl.lit("llm").alias("cause"))

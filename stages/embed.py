@@ -361,8 +361,10 @@ def _rows_table(todo: pl.DataFrame, hashes: list[str], texts: list[str]) -> pa.T
     """The vector tables' rows without their vectors, in table order (the
     columns of :data:`VECTOR_COLUMNS`): what the fingerprint covers."""
     base = todo.select([c for c in VECTOR_COLUMNS.names if c not in ("text_hash", "text")])
-    return base.to_arrow().append_column("text_hash", pa.array(hashes, pa.string())) \
-        .append_column("text", pa.array(texts, pa.string()))
+    # the columns made by polars, not pa.array (see strata.core.schema.python_table)
+    return base.to_arrow() \
+        .append_column("text_hash", pl.Series(hashes, dtype=pl.String).to_arrow().cast(pa.string())) \
+        .append_column("text", pl.Series(texts, dtype=pl.String).to_arrow().cast(pa.string()))
 
 
 def _stored_dim(sources: list[StoredVectors], h: str) -> int | None:

@@ -23,7 +23,8 @@ from strata.stages.parse.model import ParsedFile, Reference
 from strata.stages.parse.plain_text import parse_plain_text
 from strata.core import stopping
 from strata.stages.parse.registry import CODE, parser_for
-from strata.core.schema import DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES, conform
+from strata.core.schema import (DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES,
+                                conform, python_table)
 
 Progress = Callable[[int, int], None]
 # the nodes table's row order (ascending, stable, nulls last)
@@ -166,7 +167,7 @@ class _Rows:
             self._flush()
 
     def _flush(self) -> None:
-        self.batches.append(pa.Table.from_pylist(self.pending, schema=self.schema))
+        self.batches.append(python_table(self.pending, self.schema))
         self.pending = []
 
     def table(self) -> pa.Table:
@@ -262,7 +263,7 @@ def build_nodes(corpus: str, sources: list[SourceFile], settings: ParseSettings 
     refs_t = refs_t.sort_by([("path", "ascending"), ("src", "ascending"), ("target", "ascending")])
     return NodesResult(
         nodes=nodes, references=refs_t,
-        documents=pa.Table.from_pylist(doc_rows, schema=DOCUMENTS),
-        skipped=pa.Table.from_pylist(skipped, schema=SKIPPED),
+        documents=python_table(doc_rows, DOCUMENTS),
+        skipped=python_table(skipped, SKIPPED),
         parsed=parsed, reused=reused, seconds=time.perf_counter() - t0,
     )

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
-from strata.core.layout import damaged_lance_file, write_parquet_atomic
+from strata.core.layout import damaged_lance_file, read_parquet_file, write_parquet_atomic
 from strata.core.schema import vector_table_name
 
 FINGERPRINT_SUFFIX = ".fingerprint"
@@ -55,10 +56,9 @@ class VectorContents:
         return set(self.rows.column("text_hash").to_pylist())
 
     def of_kind(self, kind: str) -> pa.Table:
-        """The rows of one kind's table, in its order."""
-        import pyarrow.compute as pc
-
-        return self.rows.filter(pc.equal(self.rows.column("kind"), kind))
+        """The rows of one kind's table, in its order (filtered in polars: a Python
+        value compared in pyarrow would import pandas, see python_table)."""
+        return pl.from_arrow(self.rows).filter(pl.col("kind") == kind).to_arrow()
 
     def vectors_key(self, kind: str) -> str:
         """A digest that stands for one kind's vectors, in table order: their text
@@ -149,13 +149,11 @@ def unstamp(lance_dir: Path) -> None:
 def read_contents(lance_dir: Path) -> VectorContents | None:
     """What the tables in ``lance_dir`` hold, read from the files beside them; None
     when those are missing, disagree, or a table they name is missing or damaged."""
-    import pyarrow.parquet as pq
-
     digest = read_stamp(lance_dir)
     if digest is None or not lance_dir.is_dir():
         return None
     try:
-        table = pq.read_table(contents_path(lance_dir))
+        table = read_parquet_file(contents_path(lance_dir))
         meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         dim = int(meta["dim"])
         kinds = json.loads(meta.get("kinds", "{}"))  # absent from files written before it

@@ -155,7 +155,8 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
     argv = ["index", str(sample_copy), "--corpus", "same", "--out", str(out)]
     # the CLI's main, then which heavy modules the process imported on its way
     code = ("import sys; from strata.pipelines.cli import main; rc = main(sys.argv[1:]); "
-            "print('imported:', sorted(m for m in ('lancedb', 'torch') if m in sys.modules)); "
+            "print('imported:', sorted(m for m in ('bm25s', 'lancedb', 'pandas', 'torch') "
+            "if m in sys.modules)); "
             "sys.exit(rc)")
     runs, reports = [], []
     for _ in range(2):
@@ -173,8 +174,10 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
     assert (second[0], second[1], second[2]) == ("0", first[0], "0")
     # nothing to encode, read or write: the vector tables are known by their contents
     # file and never opened, and the model is never loaded; a first build loads it in
-    # its embedding step (no encoder process: tests/test_encoder_process.py)
-    assert "imported: ['lancedb', 'torch']" in runs[0].stdout
+    # its embedding step (no encoder process: tests/test_encoder_process.py). Nor is
+    # the lexical index loaded, and no table is made through pyarrow's conversion of
+    # Python objects, which imports pandas (lancedb imports it too)
+    assert "imported: ['bm25s', 'lancedb', 'pandas', 'torch']" in runs[0].stdout
     assert "imported: []" in runs[1].stdout
     assert [r["embedding_shards"]["warm_encoder"] for r in reports] == [False, False]
     listed = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "map", "--index",

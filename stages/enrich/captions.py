@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from strata.stages.enrich.images import EXTERNAL, OK, ImageRecord, read_image_bytes
 from strata.core.llm import LLMRequest, LLMResult, StageStats, quote_data
-from strata.core.schema import CAPTIONS
+from strata.core.schema import CAPTIONS, python_table
 from strata.core.settings import BuildSettings, load
 
 __all__ = [
@@ -410,5 +410,5 @@ def run_captions(records: Sequence[ImageRecord], llm: Any, mapping: Mapping[str,
     stats.failures = len(failures)
     stats.failed_keys = [f["node_id"] for f in failures]
     stats.seconds = time.monotonic() - t0
-    return CaptionResult(table=pa.Table.from_pylist(out, schema=CAPTIONS),
+    return CaptionResult(table=python_table(out, CAPTIONS),
                          failures=failures, stats=stats)

@@ -41,6 +41,7 @@ import pyarrow as pa
 from PIL import Image
 
 from strata.core.schema import IMAGES as IMAGE_GROUPS
+from strata.core.schema import python_table
 
 __all__ = [
     "ImageRecord",
@@ -554,7 +555,7 @@ def dedup_images(records: Sequence[ImageRecord], method: str = "dhash", hamming_
             "representative_id": rep.node_id,
             "is_representative": rep_of[i] == i,
         })
-    return pa.Table.from_pylist(rows, schema=IMAGE_GROUPS)
+    return python_table(rows, IMAGE_GROUPS)
 
 
 def duplicate_mapping(table: pa.Table | Iterable[Mapping[str, Any]]) -> dict[str, str]:

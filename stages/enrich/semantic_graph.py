@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from strata.stages.enrich.openie import OpenIEOut, normalize
 from strata.stages.parse.finalize import stable_hash
+from strata.core.layout import read_parquet_file
 from strata.core.schema import EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY
 
 __all__ = ["build_entities", "entity_id", "entity_id_map", "fact_id", "passage_edges",
@@ -322,7 +323,7 @@ def synonymy_edges_cached(entity_ids: list[str], vectors, cache_dir: Path,
     path = Path(cache_dir) / f"synonymy-{h.hexdigest()[:32]}.parquet"
     if path.exists():
         try:
-            return pq.read_table(path), True
+            return read_parquet_file(path), True
         except (OSError, ValueError):
             pass  # a damaged entry is recomputed
     table = synonymy_edges(entity_ids, vectors, threshold=threshold, k=k)

@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from strata.core.llm import LLMRequest, StageStats, quote_data
-from strata.core.schema import SUMMARIES
+from strata.core.schema import SUMMARIES, python_table
 
 TEMPLATE = "summarize/v2"  # v2: </data> neutralised, the location inside the data block
 SUMMARY_KINDS = ("section", "code", "table")
@@ -224,6 +224,6 @@ def _offline(parts: pl.DataFrame, files: pl.DataFrame) -> dict[str, tuple[str, s
 def _table(rows: dict[str, tuple[str, str, str]]) -> pa.Table:
     """The :data:`SUMMARIES` table of ``rows``, in node-id order."""
     ids = sorted(rows)
-    return pa.table([pa.array(ids, pa.string()),
-                     *(pa.array([rows[i][c] for i in ids], pa.string()) for c in range(3))],
-                    schema=SUMMARIES)
+    kind, summary, source = ([rows[i][c] for i in ids] for c in range(3))
+    return python_table({"node_id": ids, "kind": kind, "summary": summary, "source": source},
+                        SUMMARIES)

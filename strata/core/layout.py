@@ -379,6 +379,18 @@ def write_parquet_atomic(table, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def read_parquet_file(path: Path):
+    """One Parquet file as an Arrow table, its schema metadata kept.
+
+    ``pq.ParquetFile``, not ``pq.read_table``: the latter goes through
+    ``pyarrow.dataset``, whose first use imports pandas (a quarter of a second),
+    a fixed cost of every rebuild that reads a file this way."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as f:
+        return f.read()
+
+
 def read_cache_table(path: Path, why: str = "cache"):
     """A Parquet table a build reuses (a cache, the previous build's rows): a polars
     DataFrame, or None when it is absent or unreadable.

@@ -204,3 +204,19 @@ def empty_table(schema: pa.Schema) -> pa.Table:
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """Select and cast to ``schema`` so writers cannot drift from it."""
     return table.select(schema.names).cast(schema)
+
+
+def python_table(data: list[dict] | dict[str, list], schema: pa.Schema) -> pa.Table:
+    """Python values as an Arrow table of ``schema``: rows (dicts; a key the schema
+    lacks is ignored, a missing one is null) or columns (a list per name).
+
+    Built by polars, not ``pa.Table.from_pylist`` or ``pa.array``: pyarrow's first
+    conversion of Python objects imports pandas (a quarter of a second on two
+    cores), a fixed cost that a rebuild with nothing to convert would pay for an
+    empty table."""
+    import polars as pl
+
+    empty = pa.Table.from_batches([], schema=schema)
+    if not data:
+        return empty
+    return conform(pl.DataFrame(data, schema=pl.from_arrow(empty).schema).to_arrow(), schema)
