@@ -33,7 +33,7 @@ from strata.stages.vector_contents import (VectorContents, fingerprint, kind_fin
                                            unstamp)
 from strata.core.layout import link_or_copy, replace_dir
 from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
-                           vector_schema, vector_table_name)
+                           python_table, vector_schema, vector_table_name)
 
 # Bump when embedding_text() or how a text is encoded changes: every vector is recomputed.
 # 3: each text encoded at a padded length of its own (SentenceTransformerEncoder._encode_fixed_shapes)
@@ -360,11 +360,11 @@ def _unchanged_tables(lance_dir: Path, dim: int, per_kind: dict[str, str],
 def _rows_table(todo: pl.DataFrame, hashes: list[str], texts: list[str]) -> pa.Table:
     """The vector tables' rows without their vectors, in table order (the
     columns of :data:`VECTOR_COLUMNS`): what the fingerprint covers."""
-    base = todo.select([c for c in VECTOR_COLUMNS.names if c not in ("text_hash", "text")])
-    # the columns made by polars, not pa.array (see strata.core.schema.python_table)
-    return base.to_arrow() \
-        .append_column("text_hash", pl.Series(hashes, dtype=pl.String).to_arrow().cast(pa.string())) \
-        .append_column("text", pl.Series(texts, dtype=pl.String).to_arrow().cast(pa.string()))
+    made = pa.schema([VECTOR_COLUMNS.field("text_hash"), VECTOR_COLUMNS.field("text")])
+    base = todo.select([c for c in VECTOR_COLUMNS.names if c not in made.names])
+    extra = python_table({"text_hash": hashes, "text": texts}, made)
+    return base.to_arrow().append_column(made.field("text_hash"), extra.column("text_hash")) \
+        .append_column(made.field("text"), extra.column("text"))
 
 
 def _stored_dim(sources: list[StoredVectors], h: str) -> int | None:

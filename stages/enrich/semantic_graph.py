@@ -32,7 +32,8 @@ import pyarrow as pa
 from strata.stages.enrich.openie import OpenIEOut, normalize
 from strata.stages.parse.finalize import stable_hash
 from strata.core.layout import read_parquet_file
-from strata.core.schema import EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY
+from strata.core.schema import (EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY,
+                                empty_table)
 
 __all__ = ["build_entities", "entity_id", "entity_id_map", "fact_id", "passage_edges",
            "semantic_edges", "synonymy_edges", "redirect_edges", "synonymy_benchmark"]
@@ -174,7 +175,7 @@ def semantic_edges(facts: pa.Table | pl.DataFrame) -> pa.Table:
     alphabetically first), weight = the number of fact rows linking the pair."""
     df = facts if isinstance(facts, pl.DataFrame) else pl.from_arrow(facts)
     if df.height == 0:
-        return EDGES.empty_table()
+        return empty_table(EDGES)
     df = (df.filter(pl.col("head_id") != pl.col("tail_id"))
           .with_columns(a=pl.min_horizontal("head_id", "tail_id"),
                         b=pl.max_horizontal("head_id", "tail_id")))
@@ -348,7 +349,7 @@ def synonymy_edges(entity_ids: list[str], vectors: Vectors, threshold: float = 0
     :func:`_knn_faiss`)."""
     n = len(entity_ids)
     if n < 2:
-        return EDGES.empty_table()
+        return empty_table(EDGES)
     kk = min(k + 1, n)  # +1: each vector finds itself
     sims, idx = _knn_faiss(vectors, n, kk)
     rows = np.repeat(np.arange(n), idx.shape[1])

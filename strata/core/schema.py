@@ -198,7 +198,9 @@ MANIFEST = "manifest.json"
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:
-    return schema.empty_table()
+    """A table of ``schema`` with no rows. ``Schema.empty_table`` would convert
+    Python values and so import pandas (see :func:`python_table`)."""
+    return pa.Table.from_batches([], schema=schema)
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -216,7 +218,7 @@ def python_table(data: list[dict] | dict[str, list], schema: pa.Schema) -> pa.Ta
     empty table."""
     import polars as pl
 
-    empty = pa.Table.from_batches([], schema=schema)
+    empty = empty_table(schema)
     if not data:
         return empty
     return conform(pl.DataFrame(data, schema=pl.from_arrow(empty).schema).to_arrow(), schema)
