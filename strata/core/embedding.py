@@ -272,6 +272,27 @@ def model_location(model: str) -> str:
 DEFAULT_BATCH = 16
 
 
+def local_identity(location: str, runtime: str) -> str:
+    """What decides the vectors of the local model in ``location`` on ``runtime``:
+    the runtime, the weights and the module that runs them (the ONNX graph or the
+    traced TorchScript module, whose cache names carry the weights' key).
+
+    A function of the two alone, so a caller can name an encoder without loading it:
+    a publish reads a recorded runtime agreement under this name, and loads the
+    query encoder only when a probe text was never measured."""
+    if runtime in TORCH_RUNTIMES:
+        if not traceable(location):
+            return f"{runtime}:{location}"
+        from strata.core.torch_trace import module_path
+
+        where = module_path(location, runtime)
+    else:
+        from strata.core.onnx_runtime import exported_graph
+
+        where = exported_graph(location, runtime == "onnx-int8")
+    return f"{runtime}:{where.parent.name}/{where.name}"
+
+
 class SentenceTransformerEncoder:
     def __init__(self, spec: EncoderSpec, batch_size: int = DEFAULT_BATCH, device: str = "cpu"):
         self._location = model_location(spec.model)
@@ -288,11 +309,8 @@ class SentenceTransformerEncoder:
 
     @property
     def identity(self) -> str:
-        """What decides this encoder's vectors: runtime, weights and, for ONNX,
-        the exported graph (its folder name carries the weights' key)."""
-        graph = getattr(self._model, "graph", None)
-        where = f"{graph.parent.name}/{graph.name}" if graph is not None else self._location
-        return f"{self.runtime}:{where}"
+        """What decides this encoder's vectors (:func:`local_identity`)."""
+        return local_identity(self._location, self.runtime)
 
     def _load(self):
         if self.runtime in TORCH_RUNTIMES:

@@ -34,7 +34,8 @@ import numpy as np
 
 from strata.core.layout import write_text_atomic
 from strata.core.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement,
-                                   load_encoder, onnx_ready)
+                                   load_encoder, local_identity, model_location, onnx_ready,
+                                   resolve_runtime)
 
 log = logging.getLogger(__name__)
 QUERY_RUNTIME = "onnx"  # float32: agrees with torch float32 to a cosine of 1.0000
@@ -149,6 +150,27 @@ def agreement(built: EncoderSpec, encoder, texts: list[str],
     return mean, why
 
 
+class _Deferred:
+    """The query encoder as :func:`agreement` uses it, loaded only if a probe text
+    must be encoded: a rebuild that left the probe as it was finds its agreement
+    recorded under the encoder's name (:func:`local_identity`), and its publish
+    then loads no second runtime."""
+
+    def __init__(self, spec: EncoderSpec):
+        self.spec = spec
+        self._encoder = None
+
+    @property
+    def identity(self) -> str:
+        return local_identity(model_location(self.spec.model),
+                              resolve_runtime(self.spec.runtime, model=self.spec.model))
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if self._encoder is None:
+            self._encoder = load_encoder(self.spec)
+        return self._encoder.encode(texts)
+
+
 def prepare(folder: Path, built: EncoderSpec) -> dict:
     """Ready the query side of the version (or build) in ``folder`` at publish:
     the ONNX graph exported into the model cache and the agreement of the query
@@ -161,7 +183,7 @@ def prepare(folder: Path, built: EncoderSpec) -> dict:
     if spec.same_runtime(built):
         return {"query_runtime": spec.runtime}
     try:
-        encoder = load_encoder(spec)
+        encoder = _Deferred(spec)
         arrays = open_arrays(folder)
         if arrays is None:
             return {"query_runtime": spec.runtime}

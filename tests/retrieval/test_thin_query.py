@@ -204,6 +204,31 @@ def test_a_runtime_agreement_is_measured_once_and_then_read(torch_index, tmp_pat
     assert encoder.texts == 2 * len(texts) + 1
 
 
+def test_a_publish_reads_a_recorded_agreement_without_loading_the_query_encoder(
+        torch_index, tmp_path, monkeypatch):
+    """A publish names the query encoder without loading it: when the probe's
+    agreement is recorded (a rebuild that left the probe as it was) it loads no
+    second runtime. The name it uses is the loaded encoder's own, for every runtime."""
+    from dataclasses import replace
+
+    monkeypatch.setattr(query_runtime, "_agreements_dir", lambda: tmp_path / "agreements")
+    version = IndexLayout(torch_index).resolve()
+    built = EncoderSpec.from_manifest(json.loads((version / "manifest.json").read_text())
+                                      ["embedding"])
+    real = query_runtime.load_encoder
+    loads = []
+    monkeypatch.setattr(query_runtime, "load_encoder",
+                        lambda spec, *a: loads.append(spec) or real(spec, *a))
+    first = query_runtime.prepare(version, built)
+    assert first["query_runtime"] == "onnx" and first["query_runtime_agreement"] >= 0.999
+    assert len(loads) == 1  # measured: the probe was never checked against this encoder
+    second = query_runtime.prepare(version, built)
+    assert second == first and len(loads) == 1  # read back: nothing loaded
+    for runtime in ("onnx", "torch"):
+        spec = replace(built, runtime=runtime)
+        assert query_runtime._Deferred(spec).identity == real(spec).identity
+
+
 def test_a_recorded_disagreement_sends_queries_to_the_built_runtime(torch_index, tmp_path,
                                                                      monkeypatch):
     """The record is what decides: one saying the ONNX graph disagrees makes the
