@@ -136,8 +136,11 @@ class _CorpusExecutor(dg.Executor):
                 plan_context, f"strata executor: every step in this process ({why})",
                 EngineEventData(metadata={"workers": 1, "why": why}))
             from strata.core.encoder_process import warm_encoders_allowed
+            from strata.core.memory import long_lived_objects_frozen
 
-            with warm_encoders_allowed():  # every step here: one may warm an encoder for another
+            # every step here: one may warm an encoder for another, and the objects
+            # imported for the run are out of the cycle collector's way
+            with warm_encoders_allowed(), long_lived_objects_frozen():
                 yield from self._in_process.execute(plan_context, execution_plan)
             return
         from strata.assets.shards import STEP_PROCESSES_TAG

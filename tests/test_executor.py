@@ -7,6 +7,8 @@ terminal (tests/test_progress.py: every step in one process), `--workers 2`
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from strata.pipelines.scaleout import workers_for_run
 from tests.conftest import write_corpora
 
@@ -23,3 +25,55 @@ def test_a_runs_workers_come_from_its_launch_then_its_corpus(tmp_path, monkeypat
     assert workers_for_run(4, {**big, "strata/workers": "2"})[0] == 4  # its run config
     assert workers_for_run(0, {**small, "strata/workers": "many"})[0] == 1
     assert workers_for_run(1, big)[0] == 1  # asked for one process: in process
+
+
+
+class _Node:
+    pass
+
+
+def _probe_job():
+    """A one-asset job on the strata executor whose step records what the cycle
+    collector sees (``execute_in_process`` would replace the executor)."""
+    import gc
+    import json
+    import os
+    import weakref
+
+    import dagster as dg
+
+    from strata.pipelines.scaleout import strata_executor
+
+    @dg.asset
+    def probe() -> None:
+        frozen = gc.get_freeze_count()
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a  # a cycle only the collector can free
+        gone = weakref.ref(a)
+        del a, b
+        gc.collect()
+        Path(os.environ["STRATA_TEST_PROBE"]).write_text(
+            json.dumps({"frozen": frozen, "cycle_collected": gone() is None}))
+
+    return dg.Definitions(assets=[probe], jobs=[dg.define_asset_job("probe_job")],
+                          executor=strata_executor).resolve_job_def("probe_job")
+
+
+def test_a_run_in_process_keeps_the_collector_off_what_existed_before_it(tmp_path, monkeypatch):
+    """Every step in the run's process: the objects that existed when the run
+    started are frozen out of the cycle collector's traversals for the run, a
+    cycle a step makes is still collected, and the freeze ends with the run."""
+    import gc
+    import json
+
+    import dagster as dg
+
+    monkeypatch.setenv("STRATA_TEST_PROBE", str(tmp_path / "probe.json"))
+    assert gc.get_freeze_count() == 0
+    with dg.instance_for_test() as instance:
+        result = dg.execute_job(dg.reconstructable(_probe_job), instance=instance)
+        assert result.success
+    seen = json.loads((tmp_path / "probe.json").read_text())
+    assert seen["frozen"] > 10_000  # the modules, classes and definitions imported
+    assert seen["cycle_collected"]
+    assert gc.get_freeze_count() == 0
