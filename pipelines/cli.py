@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from contextlib import nullcontext
 from typing import NoReturn
 
 from strata.pipelines.build_command import cmd_index
@@ -514,13 +515,16 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
+        setup = nullcontext()
         if args.func is cmd_index:  # a build: idle OpenMP threads sleep (before torch loads),
-            from strata.core.embedding import passive_waits  # the allocators are set up
-            from strata.core.memory import build_allocators
+            from strata.core.embedding import passive_waits  # the allocators are set up,
+            from strata.core.memory import build_allocators, collector_paused
 
             passive_waits()
             build_allocators()
-        rc = args.func(args)
+            setup = collector_paused()  # and no cycle collection until its run starts
+        with setup:
+            rc = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT
     except (IndexDamaged, EndpointError, EmbeddingModelMismatch) as e:  # one line, no trace

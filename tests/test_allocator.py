@@ -205,3 +205,36 @@ def test_a_building_process_takes_arrows_buffers_from_malloc():
 def test_the_users_own_arrow_pool_is_kept():
     got = probe({**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}, POOL, "set")
     assert got["pool"] == "jemalloc" and got["inherited"] == "jemalloc", got
+
+
+def test_a_build_command_collects_no_cycles_until_its_run_starts(tmp_path, monkeypatch):
+    """`strata index` sets itself up (imports, instance, plan) without cycle
+    collections; the run collects, with what existed before it frozen out of the
+    traversals; the command ends with collection as it found it."""
+    import gc
+
+    from strata.core.memory import long_lived_objects_frozen
+    from strata.pipelines import build_command, cli
+
+    seen = {}
+
+    def run_job(*args, **kwargs):
+        seen["setting_up"] = gc.isenabled()
+        with long_lived_objects_frozen():  # what the executor does around the steps
+            seen["running"] = gc.isenabled()
+            seen["frozen"] = gc.get_freeze_count()
+        seen["after_run"] = gc.isenabled()
+        return 0
+
+    monkeypatch.setattr(build_command, "_run_index_job", run_job)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nSome text.\n")
+    monkeypatch.setenv("STRATA_CORPORA", str(tmp_path / "corpora.yaml"))
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    assert gc.isenabled()
+    assert cli.main(["index", str(tmp_path / "docs"), "--corpus", "docs",
+                     "--out", str(tmp_path / "index"), "-q"]) == 0
+    assert seen == {"setting_up": False, "running": True, "frozen": seen["frozen"],
+                    "after_run": False}
+    assert seen["frozen"] > 10_000
+    assert gc.isenabled() and gc.get_freeze_count() == 0
