@@ -297,10 +297,14 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
             "not used", err=True)
     from contextlib import nullcontext
 
+    from strata.core.memory import long_lived_objects_frozen
+
     # a progress bar (lines off a terminal) unless -q, or --verbose's Dagster logs
     watch = nullcontext() if args.quiet or args.verbose else BuildProgress(instance, token)
     t0 = time.perf_counter()
-    with watch:
+    # the command set itself up without cycle collections (cli.main): its run collects,
+    # whatever executor runs it, with what the setup made frozen out of the traversals
+    with watch, long_lived_objects_frozen():
         # not entered as a context manager: that initializes the resources again (for
         # output values we never read), after the run, where an interrupt still on its
         # way would surface as a traceback; the events and status are there without it

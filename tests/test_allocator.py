@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 import json, os, sys
 import strata  # first, as the CLI and the code location import it
@@ -208,33 +210,37 @@ def test_the_users_own_arrow_pool_is_kept():
 
 
 def test_a_build_command_collects_no_cycles_until_its_run_starts(tmp_path, monkeypatch):
-    """`strata index` sets itself up (imports, instance, plan) without cycle
-    collections; the run collects, with what existed before it frozen out of the
-    traversals; the command ends with collection as it found it."""
+    """`strata index` sets itself up (imports, instance, resources) without cycle
+    collections; its run collects, whatever executor runs it, with what existed
+    before it frozen out of the traversals; the command ends with collection as it
+    found it, even when the run raises."""
     import gc
 
-    from strata.core.memory import long_lived_objects_frozen
-    from strata.pipelines import build_command, cli
+    import dagster as dg
+
+    from strata.pipelines import cli, definitions
 
     seen = {}
+    resolved = definitions.resolved_resources
 
-    def run_job(*args, **kwargs):
+    def resources(instance):
         seen["setting_up"] = gc.isenabled()
-        with long_lived_objects_frozen():  # what the executor does around the steps
-            seen["running"] = gc.isenabled()
-            seen["frozen"] = gc.get_freeze_count()
-        seen["after_run"] = gc.isenabled()
-        return 0
+        return resolved(instance)
 
-    monkeypatch.setattr(build_command, "_run_index_job", run_job)
+    def execute_job(*args, **kwargs):
+        seen["running"], seen["frozen"] = gc.isenabled(), gc.get_freeze_count()
+        raise RuntimeError("the run went wrong")
+
+    monkeypatch.setattr(definitions, "resolved_resources", resources)
+    monkeypatch.setattr(dg, "execute_job", execute_job)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# A\n\nSome text.\n")
     monkeypatch.setenv("STRATA_CORPORA", str(tmp_path / "corpora.yaml"))
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     assert gc.isenabled()
-    assert cli.main(["index", str(tmp_path / "docs"), "--corpus", "docs",
-                     "--out", str(tmp_path / "index"), "-q"]) == 0
-    assert seen == {"setting_up": False, "running": True, "frozen": seen["frozen"],
-                    "after_run": False}
-    assert seen["frozen"] > 10_000
+    with pytest.raises(RuntimeError, match="the run went wrong"):
+        cli.main(["index", str(tmp_path / "docs"), "--corpus", "docs",
+                  "--out", str(tmp_path / "index"), "-q"])
+    assert seen["setting_up"] is False and seen["running"] is True
+    assert seen["frozen"] > 10_000  # the modules, classes and definitions imported
     assert gc.isenabled() and gc.get_freeze_count() == 0
