@@ -13,6 +13,16 @@ guard there, and for builds of the same folder from anywhere.
 
 ``run_queue.dequeue_interval_seconds: 1``: the daemon looks at the queue every
 second rather than every five, a few seconds off every launch from the UI.
+
+``python_logs.python_log_level: INFO``: the console logger Dagster gives each step
+process of a multiprocess run (``strata index --workers``) logs from INFO, not
+DEBUG; at DEBUG every step process printed a "STEP_WORKER_STARTED" line on the
+user's terminal, under ``-q`` too. Dagster's events are recorded whatever the
+level; only an op's own ``context.log.debug`` messages are no longer kept.
+
+A file this module wrote (it starts with :data:`MARK`) gets the settings added
+since it was written; a file of the operator's own only the run limit, and only
+when it configures no run queue of its own.
 """
 
 from __future__ import annotations
@@ -29,14 +39,19 @@ SETTINGS = {
     "telemetry": {"enabled": False},
     "concurrency": {"runs": {"tag_concurrency_limits": [CORPUS_RUN_LIMIT]}},
     "run_queue": {"dequeue_interval_seconds": 1},
+    "python_logs": {"python_log_level": "INFO"},
 }
-HEADER = ("# Written by Strata (pipelines/instance_config.py): telemetry off, and Dagster's run\n"
-          "# queue holding one run per corpus partition at a time (the rest wait as Queued).\n")
+QUEUE_KEYS = ("concurrency", "run_queue", "run_coordinator")
+MARK = "# Written by Strata (pipelines/instance_config.py)"
+HEADER = (f"{MARK}: telemetry off, Dagster's run queue holding one\n"
+          "# run per corpus partition at a time (the rest wait as Queued), Dagster's console\n"
+          "# logs from INFO.\n")
 
 
 def ensure_instance_config(home: Path) -> Path:
-    """Create ``home/dagster.yaml``, or add the per-corpus run limit to one that
-    configures no run queue of its own (what an operator wrote is never changed)."""
+    """Create ``home/dagster.yaml``; add the settings added since to one this module
+    wrote; add them to an operator's own only when it configures no run queue of its
+    own (what an operator wrote is never changed)."""
     from strata.core.ownership import mark
 
     home.mkdir(parents=True, exist_ok=True)
@@ -51,11 +66,14 @@ def ensure_instance_config(home: Path) -> Path:
         return path  # Dagster will say what is wrong with it
     if not isinstance(current, dict):
         return path
-    if any(k in current for k in ("concurrency", "run_queue", "run_coordinator")):
+    text = path.read_text()
+    ours = text.startswith(MARK)
+    if not ours and any(k in current for k in QUEUE_KEYS):
         return path
     extra = {k: v for k, v in SETTINGS.items() if k not in current}
-    _write(path, path.read_text().rstrip("\n") + "\n" + HEADER
-           + yaml.safe_dump(extra, sort_keys=False))
+    if extra:
+        _write(path, text.rstrip("\n") + "\n" + ("" if ours else HEADER)
+               + yaml.safe_dump(extra, sort_keys=False))
     return path
 
 

@@ -48,3 +48,26 @@ def test_an_operators_own_run_queue_is_left_alone(tmp_path):
     assert (home / "dagster.yaml").read_text() == mine
     with _instance(home) as instance:
         assert corpus_run_limit(instance) is None
+
+
+def test_a_file_strata_wrote_gets_the_settings_added_since(tmp_path):
+    """A dagster.yaml an earlier Strata wrote (it configures the run queue) gets
+    the console log level; Dagster reads it, and a second call changes nothing."""
+    home = tmp_path / "home"
+    home.mkdir()
+    earlier = ("# Written by Strata (pipelines/instance_config.py): telemetry off, and Dagster's run\n"
+               "# queue holding one run per corpus partition at a time (the rest wait as Queued).\n"
+               "telemetry:\n  enabled: false\n"
+               "concurrency:\n  runs:\n    tag_concurrency_limits:\n    - key: dagster/partition\n"
+               "      value:\n        applyLimitPerUniqueValue: true\n      limit: 1\n"
+               "run_queue:\n  dequeue_interval_seconds: 1\n")
+    (home / "dagster.yaml").write_text(earlier)
+    ensure_instance_config(home)
+    text = (home / "dagster.yaml").read_text()
+    assert text.startswith(earlier) and text.count("# Written by Strata") == 1
+    with _instance(home) as instance:
+        assert instance.python_log_level == "INFO"
+        assert corpus_run_limit(instance) == 1
+    ensure_instance_config(home)
+    assert (home / "dagster.yaml").read_text() == text
+

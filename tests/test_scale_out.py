@@ -59,6 +59,8 @@ def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
     lines = proc.stderr.splitlines()
     # the forkserver preloads lancedb but never runs it: no fork warning per step
     assert "Warning" not in proc.stderr, proc.stderr[-2000:]
+    # nor a line of Dagster's console logger from each step process (its DEBUG lines)
+    assert not [ln for ln in lines if " - dagster - " in ln], proc.stderr[-2000:]
     assert any(re.match(r"\s+\[\d+/\d+\] done\s+embedding_shards\.embed_shard_1", ln)
                for ln in lines), proc.stderr[-2000:]
     for shard in (0, 1):
