@@ -122,8 +122,8 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         for name, table in (("nodes", result.nodes), ("references", result.references),
                             ("documents", result.documents)):  # the cache index last
             write_parquet_atomic(table, out / TABLE_FILES[name])
-        write_parquet_atomic(python_table([{"path": p} for p in result.parsed],
-                                        pa.schema([("path", pa.string())])), out / PARSED_PATHS)
+        write_parquet_atomic(python_table({"path": result.parsed},
+                                          pa.schema([("path", pa.string())])), out / PARSED_PATHS)
         summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
                    "files": len(sources), "parsed": len(result.parsed),
                    "reused": len(result.reused), "seconds": round(result.seconds, 3),

@@ -61,12 +61,12 @@ def ensure_instance_config(home: Path) -> Path:
         _write(path, HEADER + yaml.safe_dump(SETTINGS, sort_keys=False))
         return path
     try:
-        current = yaml.safe_load(path.read_text()) or {}
+        text = path.read_text()
+        current = yaml.safe_load(text) or {}
     except (OSError, yaml.YAMLError):
         return path  # Dagster will say what is wrong with it
     if not isinstance(current, dict):
         return path
-    text = path.read_text()
     ours = text.startswith(MARK)
     if not ours and any(k in current for k in QUEUE_KEYS):
         return path
