@@ -27,7 +27,6 @@ def test_a_runs_workers_come_from_its_launch_then_its_corpus(tmp_path, monkeypat
     assert workers_for_run(1, big)[0] == 1  # asked for one process: in process
 
 
-
 class _Node:
     pass
 
@@ -77,3 +76,20 @@ def test_a_run_in_process_keeps_the_collector_off_what_existed_before_it(tmp_pat
     assert seen["frozen"] > 10_000  # the modules, classes and definitions imported
     assert seen["cycle_collected"]
     assert gc.get_freeze_count() == 0
+
+
+def test_a_freeze_inside_another_leaves_the_outer_one_in_force():
+    """`strata index` freezes around its run and the strata executor again around
+    the steps it runs in that process: the inner block's end must not unfreeze
+    what the outer one froze while the run goes on."""
+    import gc
+
+    from strata.core.memory import long_lived_objects_frozen
+
+    assert gc.get_freeze_count() == 0
+    with long_lived_objects_frozen():
+        outer = gc.get_freeze_count()
+        with long_lived_objects_frozen():
+            pass
+        assert outer > 0 and gc.get_freeze_count() >= outer
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

@@ -70,4 +70,3 @@ def test_a_file_strata_wrote_gets_the_settings_added_since(tmp_path):
         assert corpus_run_limit(instance) == 1
     ensure_instance_config(home)
     assert (home / "dagster.yaml").read_text() == text
-

@@ -170,6 +170,9 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+_freeze_depth = 0  # open long_lived_objects_frozen blocks in this process
+
+
 @contextlib.contextmanager
 def long_lived_objects_frozen() -> Iterator[None]:
     """Cycle collection during a run, with the objects that exist when it starts
@@ -185,18 +188,28 @@ def long_lived_objects_frozen() -> Iterator[None]:
     sight. The objects the steps make are collected as before, and reference
     counting still frees a frozen object that dies; only a reference cycle among
     frozen objects waits for the end of the run. Unfrozen then, so a process that
-    runs many builds (a test session, a code server) collects what each left."""
+    runs many builds (a test session, a code server) collects what each left.
+
+    Nested (``strata index`` around its run, the strata executor around the steps
+    it runs in that process), only the outermost block freezes and unfreezes: an
+    inner one ending would otherwise unfreeze what the outer one froze while the
+    outer run still goes on."""
     import gc
 
-    was = gc.isenabled()
-    gc.freeze()
-    gc.enable()
+    global _freeze_depth
+    outermost, was = _freeze_depth == 0, gc.isenabled()
+    _freeze_depth += 1
+    if outermost:
+        gc.freeze()
+        gc.enable()
     try:
         yield
     finally:
-        gc.unfreeze()
-        if not was:
-            gc.disable()
+        _freeze_depth -= 1
+        if outermost:
+            gc.unfreeze()
+            if not was:
+                gc.disable()
 
 
 @contextlib.contextmanager
