@@ -100,25 +100,26 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         earlier = read_previous(out)
         cache = overlay(previous_build(layout), [earlier] if earlier else [])
 
-        def warm_if_few(changed: int) -> None:
-            if 0 < changed <= len(sources) * WARM_SHARE:
-                # a few changed files: texts to encode soon, in a run too short to hide
-                # the encoder's loading, which starts now on another core (encoder_process)
-                from strata.core import encoder_process
+        def warm_encoder(changed: int) -> None:
+            from strata.core import encoder_process
 
+            # a few changed files: texts to encode soon, in a run too short to hide the
+            # encoder's loading, which starts now on another core (encoder_process); a
+            # command that builds again and again keeps it loaded for its next runs
+            if encoder_process.keeping() or 0 < changed <= len(sources) * WARM_SHARE:
                 encoder_process.start(embedder.spec_for(spec.embedding, built_encoder(layout)),
                                       embedder.batch_size)
 
         # files whose bytes changed, known before they are parsed: the loading starts
         # before their parse, not after it
-        warm_if_few(changed_files(sources, cache))
+        warm_encoder(changed_files(sources, cache))
         result = build_nodes(spec.name, sources, ParseSettings(config.chunk_tokens,
                                                                config.context_lines),
                              cache, blob_dir=layout.build_blobs,
                              progress=progress_logger(context, f"parse shard {shard}"),
                              python_paths=python_paths)
         # and files parsed again with the same bytes (one that could not be read before)
-        warm_if_few(len(result.parsed))
+        warm_encoder(len(result.parsed))
         for name, table in (("nodes", result.nodes), ("references", result.references),
                             ("documents", result.documents)):  # the cache index last
             write_parquet_atomic(table, out / TABLE_FILES[name])
@@ -224,9 +225,9 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
     def collect(context: dg.OpExecutionContext, corpora: CorpusRegistry) -> dg.Output:
         _, layout = corpus_and_layout(context, corpora)
         if what == "embedding":  # every shard has encoded: a warm encoder has nothing left to do
-            from strata.core.encoder_process import release
+            from strata.core.encoder_process import done_encoding
 
-            release()
+            done_encoding()
         # Read from the shards' summary files, not from op outputs: some executors
         # (dagster-dask) do not pass fanned-in outputs along.
         folder, pattern = ((parse_shards_root(layout), f"*/{SUMMARY}") if what == "parse"

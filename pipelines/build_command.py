@@ -41,6 +41,14 @@ def dagster_home() -> Path:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    if getattr(args, "watch", False):
+        from strata.pipelines.watch_command import watch
+
+        return watch(args, _build_once, lambda: _watched(args))
+    return _build_once(args)
+
+
+def _build_once(args: argparse.Namespace) -> int:
     with BuildInterrupt() as stop:
         try:
             return _index(args, stop)
@@ -58,6 +66,22 @@ def _is_interrupt(e: BaseException) -> bool:
         return True
     dg = sys.modules.get("dagster")  # not imported yet: Dagster cannot have raised it
     return dg is not None and isinstance(e, dg.DagsterExecutionInterruptedError)
+
+
+def _patterns(args: argparse.Namespace, declared) -> tuple[list[str], list[str]]:
+    """The include and exclude lines of a build: the flags', else the declared
+    corpus's, else every file."""
+    return (args.include or (declared.include if declared else ["**/*"]),
+            args.exclude or (declared.exclude if declared else []))
+
+
+def _watched(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
+    """The folder and the include and exclude lines the next build of ``args``
+    reads, as :func:`_index` settles them (``--watch`` lists them to see changes)."""
+    from strata.stages.corpora import load_corpora
+
+    declared = load_corpora(corpora_file()).get(args.corpus)
+    return (Path(args.root).expanduser().resolve(), *_patterns(args, declared))
 
 
 def _llm_flags(args: argparse.Namespace) -> dict:
@@ -108,8 +132,9 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     except CorpusError as e:
         say(f"error: {e}", err=True)
         return EXIT_USAGE
-    include = args.include or (declared.include if declared else None)
-    if not include and not args.yes and root in {Path("/"), Path.home().resolve()}:
+    include, exclude = _patterns(args, declared)
+    if not (args.include or (declared and declared.include)) and not args.yes \
+            and root in {Path("/"), Path.home().resolve()}:
         say(f"error: {root} is {'the whole file system' if root == Path('/') else 'your home folder'}"
             f" ({_count_files(root)} to walk); name what to index with --include, declare the "
             "corpus in data/corpora.yaml, or pass --yes", err=True)
@@ -142,8 +167,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     remembered = {**((declared.llm or {}) if declared else {}), **given} or None
     spec = CorpusSpec(
         name=name, root=root, out=out,
-        include=args.include or (declared.include if declared else ["**/*"]),
-        exclude=args.exclude or (declared.exclude if declared else []),
+        include=include, exclude=exclude,
         embedding=embedding,
         url_template=declared.url_template if declared else None,
         mirror=declared.mirror if declared else None,

@@ -418,6 +418,11 @@ def build_parser() -> argparse.ArgumentParser:
     ix.add_argument("--wait", action="store_true",
                     help="if another build of this index is running, wait for it instead of "
                          f"exiting with code {EXIT_LOCKED}")
+    ix.add_argument("--watch", action="store_true",
+                    help="stay up after the build and build again whenever the corpus's files "
+                         "change (the process, Dagster and the encoder stay loaded, so a small "
+                         "edit is indexed in a few seconds); Ctrl-C while it waits ends it with "
+                         "code 0")
     ix.add_argument("--force", action="store_true",
                     help="replace the index in --out even when it belongs to another corpus "
                          "(only what Strata wrote there is removed)")

@@ -2,7 +2,9 @@
 
 Two levels, so that a sensor ticking every minute over 100k files costs one
 ``stat`` per file and no reads when nothing changed: the *stat* digest covers
-(path, size, mtime) of every file the corpus selects; only when it moves is the
+(path, size, inode, modification and change time) of every file the corpus
+selects (the change time moves with every write, also one that keeps the size
+and lands within the modification time's tick); only when it moves is the
 *content* digest — (path, content hash) — recomputed, and only the content
 digest decides whether the corpus changed (touching a file or copying it back
 unchanged does not trigger a build; renaming does).
@@ -42,7 +44,8 @@ def stat_digest(root: Path, include: Iterable[str], exclude: Iterable[str]) -> t
         except OSError:  # vanished between listing and stat: absent from this view
             continue
         files.append((rel, full))
-        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        h.update(f"{rel}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n"
+                 .encode())
     return h.hexdigest(), files
 
 

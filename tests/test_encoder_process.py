@@ -90,6 +90,30 @@ def test_nothing_is_warmed_outside_a_one_process_run_or_when_switched_off(monkey
         assert encoder_process._warm is None  # an endpoint has nothing to load
 
 
+def test_a_kept_process_outlives_its_run_until_it_dies_or_the_command_ends():
+    """`strata index --watch`: the process a run started serves the next run; one
+    that died in between is not handed out (the shard loads its own encoder)."""
+    with encoder_process.kept_between_runs():
+        with encoder_process.warm_encoders_allowed():
+            encoder_process.start(SPEC, 8)
+            encoder_process.done_encoding()  # the run's embedding shards are done
+        warm = encoder_process._warm
+        assert warm is not None and warm.alive()  # both runs' ends left it
+        with encoder_process.warm_encoders_allowed():
+            assert encoder_process.take(SPEC, 8) is warm
+            assert warm.encode(["the next run's text"]).shape == (1, 384)
+        psutil.Process(warm.pid).kill()
+        warm._proc.wait()
+        with encoder_process.warm_encoders_allowed():
+            assert encoder_process.take(SPEC, 8) is None
+        assert encoder_process._warm is None
+        with encoder_process.warm_encoders_allowed():
+            encoder_process.start(SPEC, 8)
+        kept = encoder_process._warm
+    assert encoder_process._warm is None  # the command's end ends it
+    assert not kept.alive()
+
+
 def test_an_encoder_that_cannot_load_is_not_used_and_its_process_ends(allowed, tmp_path):
     broken = EncoderSpec(model=str(tmp_path / "no-such-model"), runtime=SPEC.runtime)
     encoder_process.start(broken, 8)

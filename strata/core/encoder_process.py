@@ -12,12 +12,14 @@ loaded (same spec, batch size and threads), and traced and ONNX models compute
 a text's vector from the text alone, so the vectors are the same bytes.
 
 What it is not: a server. It serves the process that started it, over a pipe,
-and exits when that pipe closes (the run ended, crashed or was killed), so it
-cannot outlive its build. Anything that goes wrong here (it cannot start, the
-model fails to load, it died) makes :func:`take` return None and the shard
-loads the encoder itself, which reports the real error where it always did.
+and exits when that pipe closes (the command ended, crashed or was killed), so
+it cannot outlive the command that started it. Anything that goes wrong here
+(it cannot start, the model fails to load, it died) makes :func:`take` return
+None and the shard loads the encoder itself, which reports the real error where
+it always did.
 Runs with step processes, other executors and ``STRATA_WARM_ENCODER=0`` never
-start one.
+start one. A command that builds again and again in one process (``strata index
+--watch``) keeps it from one run to the next (:func:`kept_between_runs`).
 
 The protocol is frames on the child's stdin and a private copy of its stdout:
 a length, a JSON header, and for vectors their float32 bytes (nothing is
@@ -47,6 +49,7 @@ from strata.core.embedding import EncoderSpec
 log = logging.getLogger(__name__)
 
 _allowed = False  # set while an executor runs every step of a run in this process
+_kept = False  # set while a command runs build after build in this process
 _warm: EncoderProcess | None = None
 
 
@@ -130,6 +133,9 @@ class EncoderProcess:
                 self._ready = False
         return self._ready
 
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
     def set_threads(self, n: int) -> None:
         self._call({"op": "threads", "n": int(n)})
 
@@ -164,6 +170,35 @@ def warm_encoders_allowed():
         yield
     finally:
         _allowed = False
+        if not _kept:
+            release()
+
+
+@contextmanager
+def kept_between_runs():
+    """Around a command that runs one build after another in this process
+    (``strata index --watch``): the encoder process a run starts outlives that
+    run, and every run starts one (not only those that find few files changed),
+    so the next run's few texts go to an encoder that is already loaded. Its
+    memory is another process's, not the build's. It ends with the block."""
+    global _kept
+    _kept = True
+    try:
+        yield
+    finally:
+        _kept = False
+        release()
+
+
+def keeping() -> bool:
+    """Whether the encoder process is kept from one run to the next (above)."""
+    return _kept
+
+
+def done_encoding() -> None:
+    """Every text of the run is encoded: the encoder process ends, unless it is
+    kept for the next run (:func:`kept_between_runs`)."""
+    if not _kept:
         release()
 
 
@@ -197,6 +232,9 @@ def take(spec: EncoderSpec, batch_size: int,
     then to encode, its main thread blocked on the pipe with the GIL released. A
     failure there is left for the later use to meet and report."""
     if _warm is None or _warm.requested != (spec, batch_size):
+        return None
+    if not _warm.alive():  # one kept from an earlier run that has exited since
+        release()
         return None
     if meanwhile is not None:
         threading.Thread(target=_quietly, args=(meanwhile,), daemon=True,
