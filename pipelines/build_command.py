@@ -41,7 +41,7 @@ def dagster_home() -> Path:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    if getattr(args, "watch", False):
+    if args.watch:
         from strata.pipelines.watch_command import watch
 
         return watch(args, _build_once, lambda: _watched(args))
@@ -349,7 +349,8 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
     if args.json:
         say(json.dumps({"corpus": name, "out": str(out), "version": idx.version,
                         "run_id": result.run_id, "wall_seconds": round(wall, 2),
-                        "llm_failures": llm_failures, **stats}, indent=2))
+                        "llm_failures": llm_failures, **stats},
+                       indent=None if args.watch else 2))  # watching: one line a build
     elif not args.quiet:
         from strata.assets.common import BUILD_REPORT
         from strata.core.layout import IndexLayout, read_json_or_empty

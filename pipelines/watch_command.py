@@ -147,13 +147,13 @@ def _loop(args, build, watched, events: _Events) -> int:
         first = False
         gc.collect()  # what the run left in cycles: the command collects only during runs
         if not root.is_dir():  # no events will come from a folder that is gone
-            say(f"error: {visible(root)} is no longer a folder; stopped watching", err=True)
+            say(f"stopped watching: {visible(root)} is no longer a folder", err=True)
             return EXIT_USAGE
-        if not args.quiet:
-            again = " (the next change builds again)" if rc != EXIT_OK else ""
-            say(f"watching {visible(root)} for changes{again}; Ctrl-C to stop", err=True)
+        again = " (the next change builds again)" if rc != EXIT_OK else ""
+        waiting = (None if args.quiet
+                   else f"watching {visible(root)} for changes{again}; Ctrl-C to stop")
         try:  # the folder as the next build starts: what the one after is compared with
-            before = _next_change(before, (root, include, exclude), watched, events)
+            before = _next_change(before, (root, include, exclude), watched, events, waiting)
         except (KeyboardInterrupt, WatchStopped) as e:
             signum = e.signum if isinstance(e, WatchStopped) else signal.SIGINT
             if not args.quiet:
@@ -163,15 +163,19 @@ def _loop(args, build, watched, events: _Events) -> int:
             say(f"files changed ({before.files:,} in the corpus): building again", err=True)
 
 
-def _next_change(before, last: tuple, watched, events: _Events):
-    """Wait until the corpus's content differs from the fingerprint ``before``, and
-    return the one that differs. While the patterns cannot be read (a corpora file
-    being edited), the folder is looked at with ``last``, the last that could. SIGTERM
-    ends the wait as Ctrl-C does (:class:`WatchStopped`)."""
+def _next_change(before, last: tuple, watched, events: _Events, waiting: str | None):
+    """Say ``waiting``, then wait until the corpus's content differs from the
+    fingerprint ``before``, and return the one that differs. While the patterns
+    cannot be read (a corpora file being edited), the folder is looked at with
+    ``last``, the last that could. SIGTERM ends the wait as Ctrl-C does
+    (:class:`WatchStopped`), from before the line is said: whoever reads it may
+    signal at once."""
     from strata.stages.fingerprint import fingerprint
 
     old = signal.signal(signal.SIGTERM, _stop_on)
     try:
+        if waiting:
+            say(waiting, err=True)
         while True:
             try:
                 last = watched()

@@ -128,8 +128,8 @@ def test_watch_rebuilds_on_an_edit_keeps_its_encoder_and_stops_on_ctrl_c(sample_
         assert sum("indexing " in line for line in err.seen) == 3  # first build and two edits
 
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 0
-        err.until("stopped watching")
+        rc = proc.wait(timeout=60)
+        assert err.until("stopped watching") and rc == 0, "".join(err.seen[-30:])
         assert not psutil.pid_exists(encoders[0]) or \
             psutil.Process(encoders[0]).status() == psutil.STATUS_ZOMBIE
     finally:
