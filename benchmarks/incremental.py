@@ -152,7 +152,7 @@ def render(result: dict) -> str:
                  f"then, {len(w['edit_s'])} times, from the edit to the index serving it: "
                  f"{', '.join(f'{t:.1f}' for t in w['edit_s'])} s (median "
                  f"{w['median_edit_s']:.1f} s); Ctrl-C ended it with code {w['exit_code']}. "
-                 "The fresh build below is compared with the index these edits left."]
+                 "The fresh build in the table is compared with the index these edits left."]
     v = exact["vectors"]
     runtime = result.get("runtime")
     about = [f"Embedding runtime: `{runtime}`. The ratios depend on it: a faster encoder "

@@ -90,8 +90,9 @@ SECTIONS = (
      "[Run it on a cluster](guides/cluster.md)."),
     ("incremental", "Incremental builds on MuSiQue: cost, and equality with a fresh build",
      "`benchmarks.incremental`: the 1,890 passages with the offline OpenIE; first build, "
-     "no-change rebuild, 1% of the passages edited, then a fresh build of the edited folder "
-     "compared with the incremental index with no tolerance at all."),
+     "no-change rebuild, 1% of the passages edited (a new `strata index`, then three times "
+     "under `strata index --watch`, timed from the edit to the index serving it), then a fresh "
+     "build of the edited folder compared with the incremental index with no tolerance at all."),
     ("store_build", "The build on an object store: what `shared: store` costs",
      "`benchmarks.store_build`: a synthetic corpus built by `strata index` with its build in a "
      "local folder, then with `shared: store` against moto's S3 server on loopback (no network "
