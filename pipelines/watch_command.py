@@ -77,8 +77,8 @@ class _Events:
                     self.dirty.set()
                 return
             except Exception as e:  # noqa: BLE001 - no events to be had here: poll instead
-                if self.polling:  # polling failed too (the root is gone): the build says why
-                    self.dirty.set()
+                if self.polling:  # polling failed too: wait() looks at the folder each second
+                    log.debug("the watcher of %s ended: %s", self.root, e)
                     return
                 self.polling = True
                 say(f"note: no file system events for {visible(self.root)} "
@@ -86,9 +86,12 @@ class _Events:
                     f"{POLL_MS / 1000:g}s instead", err=True)
 
     def wait(self) -> None:
-        """Until the next batch of events (the flag is cleared for the one after)."""
+        """Until the next batch of events (the flag is cleared for the one after),
+        or a second when the watcher has ended (the caller then looks anyway)."""
         while not self.dirty.wait(0.5):  # a timeout, so that a signal's handler runs
-            pass
+            if not self._thread.is_alive():
+                self.dirty.wait(POLL_MS / 1000)
+                break
         self.dirty.clear()
 
     def close(self) -> None:

@@ -48,6 +48,19 @@ def test_the_fingerprint_sees_an_edit_that_keeps_size_and_mtime_not_what_is_left
     assert again.stat != edited.stat and again.content == edited.content
 
 
+def test_a_watcher_that_ended_leaves_the_wait_to_look_at_the_folder_again(tmp_path):
+    """No events to be had at all (the watcher's thread is gone): the wait returns
+    anyway, so the caller looks at the folder's fingerprint each second instead of
+    waiting forever for an event that cannot come."""
+    from strata.pipelines.watch_command import _Events
+
+    events = _Events(tmp_path)
+    events.close()
+    assert not events._thread.is_alive()
+    events.wait()  # returns: the test would hang here otherwise
+    assert not events.dirty.is_set()
+
+
 def test_watch_with_dry_run_is_a_usage_error(tmp_path, capsys):
     from strata.pipelines.cli import main
 
