@@ -157,11 +157,10 @@ def _loop(args, build, watched, events: _Events) -> int:
                    else f"watching {visible(root)} for changes{again}; Ctrl-C to stop")
         try:  # the folder as the next build starts: what the one after is compared with
             before = _next_change(before, (root, include, exclude), watched, events, waiting)
-        except (KeyboardInterrupt, WatchStopped) as e:
-            signum = e.signum if isinstance(e, WatchStopped) else signal.SIGINT
+        except WatchStopped as e:
             if not args.quiet:
                 say("stopped watching", err=True)
-            return EXIT_OK if signum == signal.SIGINT else exit_code(signum)
+            return EXIT_OK if e.signum == signal.SIGINT else exit_code(e.signum)
         if not args.quiet:
             say(f"files changed ({before.files:,} in the corpus): building again", err=True)
 
@@ -170,12 +169,14 @@ def _next_change(before, last: tuple, watched, events: _Events, waiting: str | N
     """Say ``waiting``, then wait until the corpus's content differs from the
     fingerprint ``before``, and return the one that differs. While the patterns
     cannot be read (a corpora file being edited), the folder is looked at with
-    ``last``, the last that could. SIGTERM ends the wait as Ctrl-C does
+    ``last``, the last that could. Ctrl-C and SIGTERM end the wait
     (:class:`WatchStopped`), from before the line is said: whoever reads it may
-    signal at once."""
+    signal at once. Both handlers are this wait's own: Python's KeyboardInterrupt
+    is not there when the command started with SIGINT ignored (a background job
+    of a shell), which a build's handling does not honour either."""
     from strata.stages.fingerprint import fingerprint
 
-    old = signal.signal(signal.SIGTERM, _stop_on)
+    old = {s: signal.signal(s, _stop_on) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         if waiting:
             say(waiting, err=True)
@@ -190,4 +191,5 @@ def _next_change(before, last: tuple, watched, events: _Events, waiting: str | N
             before = now  # touched, not changed: the next look reads only what moves
             events.wait()
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)

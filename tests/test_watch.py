@@ -109,7 +109,9 @@ def test_watch_rebuilds_on_an_edit_keeps_its_encoder_and_stops_on_ctrl_c(sample_
     proc = subprocess.Popen(
         [sys.executable, "-m", "strata.pipelines.cli", "index", str(sample_copy), "--corpus",
          "watched", "--out", str(out), "--watch", "--exclude", "drafts/"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        # as a shell's background job: Ctrl-C must end the watch whatever it inherited
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         err = _Lines(proc.stderr)
         err.until("watching")
