@@ -26,14 +26,20 @@ RRF_K = 60  # the usual reciprocal-rank-fusion constant
 
 # --------------------------------------------------------------------------- builds
 
+def cli_env(work: Path) -> dict:
+    """The environment of a ``strata`` command a benchmark runs: its Dagster home and
+    corpora file in ``work`` (the home made), never the project's."""
+    (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
+            "STRATA_CORPORA": str(work / "corpora.yaml")}
+
+
 def build_with_cli(docs: Path, out: Path, corpus: str, work: Path,
                    extra: list[str] = ()) -> dict:
     """``strata index docs --corpus corpus --out out`` in a child process under
     :mod:`benchmarks.measure`; returns wall seconds, the build's peak RSS, and
     what the stages recorded (embeddings computed/reused, LLM calls, ...)."""
-    env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
-           "STRATA_CORPORA": str(work / "corpora.yaml")}
-    (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+    env = cli_env(work)
     cmd = [sys.executable, "-m", "benchmarks.measure", "--", sys.executable, "-m",
            "strata.pipelines.cli", "index", str(docs), "--corpus", corpus, "--out", str(out), "-q",
            *extra]

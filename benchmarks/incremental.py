@@ -84,7 +84,6 @@ def watched_edits(docs: Path, out: Path, corpus: str, work: Path, edits: int = 3
     then ``edits`` times the same 1% edit, each timed from just before its first
     write to the command's line that it watches again (what a user waits for:
     the events, the listing, the build and its report). Ends it with Ctrl-C."""
-    import os
     import queue
     import signal
     import subprocess
@@ -92,14 +91,13 @@ def watched_edits(docs: Path, out: Path, corpus: str, work: Path, edits: int = 3
     import threading
     import time
 
-    from benchmarks.common import REPO
+    from benchmarks.common import REPO, cli_env
 
-    env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
-           "STRATA_CORPORA": str(work / "corpora.yaml")}
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "strata.pipelines.cli", "index", str(docs),
                              "--corpus", corpus, "--out", str(out), "--watch"],
-                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=REPO, env=cli_env(work), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE,
                             text=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()

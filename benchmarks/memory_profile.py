@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, SCRATCH
+from benchmarks.common import REPO, SCRATCH, cli_env
 from benchmarks.synthetic_corpus import generate
 
 SAMPLE_S = 0.02  # seconds between two samples of the build's resident set
@@ -92,10 +92,7 @@ def build(corpus: Path, out: Path, work: Path, workers: int = 1
     """Run ``strata index`` on ``corpus`` in a child process (``--workers``: steps in
     processes of their own); the sampled trace, the largest process at each sample
     and what the stages recorded in build/build_report.json."""
-    env = {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
-           "STRATA_CORPORA": str(work / "corpora.yaml"),
-           "STRATA_MODEL_CACHE": str(model_cache_without_checks(work))}
-    (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+    env = {**cli_env(work), "STRATA_MODEL_CACHE": str(model_cache_without_checks(work))}
     cmd = [sys.executable, "-m", "strata.pipelines.cli", "index", str(corpus), "--corpus",
            "mem", "--out", str(out), "-q", "--workers", str(workers)]
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL,

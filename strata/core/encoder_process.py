@@ -163,15 +163,15 @@ class EncoderProcess:
 def warm_encoders_allowed():
     """Around the execution of a run whose steps all run in this process: only
     then may a step start an encoder process for a later step to use. Whatever
-    was started and not taken ends with the run."""
+    was started and not taken ends with the run, unless it is kept for the next
+    (:func:`done_encoding`)."""
     global _allowed
     _allowed = True
     try:
         yield
     finally:
         _allowed = False
-        if not _kept:
-            release()
+        done_encoding()
 
 
 @contextmanager
