@@ -35,6 +35,8 @@ class EmbeddingModelMismatch(ValueError):
 # cosine (benchmarks.onnx_runtime).
 AUTO = "auto"
 TORCH_RUNTIMES = ("torch", "torch-bf16")  # the ones sentence-transformers runs itself
+# texts tokenized per call when only their token counts are kept (token_counts)
+COUNT_BATCH = 1024
 
 
 # The CPU flags (as Linux names them in /proc/cpuinfo) of native bfloat16 matmuls:
@@ -360,14 +362,25 @@ class SentenceTransformerEncoder:
     def token_counts(self, texts: list[str]) -> list[int] | None:
         """Each text's token count where torch runs it (its forward pass's shape
         follows it), else None: a build orders its texts by it, so that the texts of
-        one call fill whole passes (:func:`strata.core.torch_trace.shape_batches`)."""
+        one call fill whole passes (:func:`strata.core.torch_trace.shape_batches`).
+
+        Counted ``COUNT_BATCH`` texts at a time: the tokenizer's output for one
+        text (ids, offsets, masks, the tokens as strings) takes kilobytes, and an
+        embedding shard of a first build counts every text it encodes, so counting
+        them in one call held a peak that grew with the corpus. A text's count does
+        not depend on the texts counted with it."""
         if self.runtime not in TORCH_RUNTIMES:
             return None
         m = self._model
         if isinstance(m, TracedSentenceModel):
-            return m.token_counts(texts)
-        return [len(ids) for ids in m.tokenizer(
-            texts, add_special_tokens=True, truncation=True, max_length=m.max_seq_length)["input_ids"]]
+            count = m.token_counts
+        else:
+            def count(part: list[str]) -> list[int]:
+                return [len(ids) for ids in m.tokenizer(
+                    part, add_special_tokens=True, truncation=True,
+                    max_length=m.max_seq_length)["input_ids"]]
+        return [n for start in range(0, len(texts), COUNT_BATCH)
+                for n in count(texts[start:start + COUNT_BATCH])]
 
     def _encode_fixed_shapes(self, texts: list[str]) -> np.ndarray:
         """A model sentence-transformers loads itself (not a local folder, so not

@@ -60,6 +60,28 @@ def test_sorted_batches_give_the_vectors_one_text_at_a_time_gives(encoder):
     assert np.array_equal(got, alone)
 
 
+def test_token_counts_tokenize_a_bounded_batch_at_a_time(encoder, monkeypatch):
+    """A first build's shard counts every text it encodes; the tokenizer's output
+    for all of them at once was a peak that grew with the corpus. The counts are
+    those of each text alone, whatever the batch boundaries."""
+    from strata.core.embedding import COUNT_BATCH
+    from strata.core.torch_trace import TracedSentenceModel
+
+    texts = _corpus(2 * COUNT_BATCH + 5, seed=11)
+    model = encoder.model
+    alone = [encoder.token_counts([t])[0] for t in texts]
+    sizes: list[int] = []
+    if isinstance(model, TracedSentenceModel):
+        real = model.token_counts
+        monkeypatch.setattr(model, "token_counts", lambda part: sizes.append(len(part)) or real(part))
+    else:  # a model sentence-transformers loads itself: its tokenizer is called
+        real = model.tokenizer
+        monkeypatch.setattr(model, "tokenizer",
+                            lambda part, **kw: sizes.append(len(part)) or real(part, **kw))
+    assert encoder.token_counts(texts) == alone
+    assert sizes == [COUNT_BATCH, COUNT_BATCH, 5]
+
+
 def test_a_shard_writes_its_vectors_as_it_goes_and_resumes_where_it_stopped(encoder, tmp_path):
     texts = _corpus(90, seed=3)
     items = _items(texts)
