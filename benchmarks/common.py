@@ -14,6 +14,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,18 +36,31 @@ def cli_env(work: Path) -> dict:
 
 
 def build_with_cli(docs: Path, out: Path, corpus: str, work: Path,
-                   extra: list[str] = ()) -> dict:
+                   extra: list[str] = (), trace: list[tuple[float, float]] | None = None,
+                   env: dict | None = None) -> dict:
     """``strata index docs --corpus corpus --out out`` in a child process under
     :mod:`benchmarks.measure`; returns wall seconds, the build's peak RSS, and
-    what the stages recorded (embeddings computed/reused, LLM calls, ...)."""
-    env = cli_env(work)
+    what the stages recorded (embeddings computed/reused, LLM calls, ...).
+    ``trace``: filled with the build's resident set over time (:func:`sample_rss`,
+    the measuring process itself left out), for cutting into its steps; ``env``:
+    variables set for the build beside :func:`cli_env`'s."""
+    env = {**cli_env(work), **(env or {})}
     cmd = [sys.executable, "-m", "benchmarks.measure", "--", sys.executable, "-m",
            "strata.pipelines.cli", "index", str(docs), "--corpus", corpus, "--out", str(out), "-q",
            *extra]
-    proc = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    sampler = None
+    if trace is not None:
+        sampler = threading.Thread(target=sample_rss, args=(proc, trace),
+                                   kwargs={"skip_root": True}, daemon=True)
+        sampler.start()
+    stdout, stderr = proc.communicate()
+    if sampler is not None:
+        sampler.join()
     if proc.returncode != 0:
-        raise RuntimeError(f"build of {corpus} failed:\n{proc.stderr[-4000:]}")
-    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"build of {corpus} failed:\n{stderr[-4000:]}")
+    measured = json.loads(stdout.strip().splitlines()[-1])
     report = json.loads((out / "build" / "build_report.json").read_text())
     llm_calls = sum(int(v.get("calls", 0)) for v in report.values() if isinstance(v, dict))
     return {"wall_s": measured["wall_s"], "peak_rss_mb": measured["peak_rss_mb"],
@@ -54,6 +68,44 @@ def build_with_cli(docs: Path, out: Path, corpus: str, work: Path,
             "embeddings_reused": int(report.get("embed", {}).get("reused", 0)),
             "files_parsed": int(report.get("parse", {}).get("parsed", 0)),
             "llm_calls": llm_calls, "stages": report}
+
+
+SAMPLE_S = 0.02  # seconds between two samples of a build's resident set
+# A child this young is taken to be between fork and exec (Dagster's log mirror starts
+# a `tail` per step): its resident set is its parent's pages counted a second time.
+FORK_S = 0.1
+
+
+def sample_rss(proc: subprocess.Popen, trace: list[tuple[float, float]],
+               largest: list[float] | None = None, skip_root: bool = False) -> None:
+    """Append (time, MB) of the build process and its children until it ends; with
+    ``largest``, also the largest single process's MB at each sample (with
+    ``--workers`` every step is a process: what one worker, or one pod, must hold).
+    ``skip_root``: ``proc`` only measures the build (:mod:`benchmarks.measure`):
+    its children alone are counted."""
+    import psutil
+
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.NoSuchProcess:
+        return
+    while proc.poll() is None:
+        sizes = []
+        try:
+            now = time.time()
+            for p in [root, *root.children(recursive=True)]:
+                if p is root:
+                    if not skip_root:
+                        sizes.append(p.memory_info().rss)
+                elif now - p.create_time() >= FORK_S:
+                    sizes.append(p.memory_info().rss)
+        except psutil.Error:
+            pass
+        if sizes:
+            trace.append((time.time(), sum(sizes) / 2**20))
+            if largest is not None:
+                largest.append(max(sizes) / 2**20)
+        time.sleep(SAMPLE_S)
 
 
 def build_stats_row(name: str, b: dict) -> str:

@@ -42,7 +42,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from benchmarks.common import REPO, RESULTS, SCRATCH, write_result
+from benchmarks.common import REPO, RESULTS, SCRATCH, cli_env, write_result
 
 PTY_LAUNCHER = ("import os, pty, sys; "
                 "sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))")
@@ -57,9 +57,8 @@ def _free_port() -> int:
 
 
 def _env(work: Path) -> dict:
-    return {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
-            "STRATA_CORPORA": str(work / "corpora.yaml"), "STRATA_SHARDS": "1",
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    return {**cli_env(work), "STRATA_SHARDS": "1", "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
 
 
 def _cmd(root: Path, out: Path, *extra: str, corpus: str = "hard") -> list[str]:

@@ -29,42 +29,10 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
-from benchmarks.common import REPO, SCRATCH, cli_env
+from benchmarks.common import REPO, SCRATCH, cli_env, sample_rss
 from benchmarks.synthetic_corpus import generate
-
-SAMPLE_S = 0.02  # seconds between two samples of the build's resident set
-# A child this young is taken to be between fork and exec (Dagster's log mirror starts
-# a `tail` per step): its resident set is its parent's pages counted a second time.
-FORK_S = 0.1
-
-
-def sample_rss(proc: subprocess.Popen, trace: list[tuple[float, float]],
-               largest: list[float] | None = None) -> None:
-    """Append (time, MB) of the build process and its children until it ends; with
-    ``largest``, also the largest single process's MB at each sample (with
-    ``--workers`` every step is a process: what one worker, or one pod, must hold)."""
-    import psutil
-
-    try:
-        root = psutil.Process(proc.pid)
-    except psutil.NoSuchProcess:
-        return
-    while proc.poll() is None:
-        sizes = []
-        try:
-            now = time.time()
-            for p in [root, *root.children(recursive=True)]:
-                if p is root or now - p.create_time() >= FORK_S:
-                    sizes.append(p.memory_info().rss)
-        except psutil.Error:
-            pass
-        trace.append((time.time(), sum(sizes) / 2**20))
-        if largest is not None:
-            largest.append(max(sizes, default=0) / 2**20)
-        time.sleep(SAMPLE_S)
 
 
 def model_cache_without_checks(work: Path) -> Path:
@@ -221,17 +189,26 @@ def encoder_footprint() -> dict:
     return out
 
 
-def peak_without_encoder(steps: list[dict], encoder_mb: float, kept_mb: float) -> float:
-    """A build's peak less the encoder's share, step by step: from the first embedding
-    shard until the embeddings step the process holds the encoder (``encoder_mb``);
-    from the embeddings step on, which lets it go, what the runtime keeps once it is
-    let go (``kept_mb``: its code and its threads); before the shards, nothing."""
+def peak_without_encoder(steps: list[dict], encoder_mb: float, kept_mb: float,
+                         query_mb: float = 0.0) -> float:
+    """A build's peak less the encoders' share, step by step: from the first embedding
+    shard until the embeddings step the process holds the build's encoder
+    (``encoder_mb``); from the embeddings step on, which lets it go, what the runtime
+    keeps once it is let go (``kept_mb``: its code and its threads); the publish step
+    also loads the query encoder where it is another runtime (``query_mb``), which
+    stays to the end of the build; before the shards, nothing.
+
+    Why step by step: no step holds both encoders whole, so taking their sum off
+    the peak (whichever step set it) takes off more than a step ever held, most of
+    all from the smaller build's, and overstates how the rest grows."""
     out, held = 0.0, 0.0
     for s in steps:
         if "embed_shard" in s["step"]:
             held = encoder_mb
         elif s["step"] == "embeddings":
             held = kept_mb
+        elif s["step"] == "index_manifest":
+            held = kept_mb + query_mb
         out = max(out, s["peak_mb"] - held)
     return out
 
@@ -293,10 +270,12 @@ def main() -> None:
         print("encoder footprint:", json.dumps(result["encoder"]))
         build = result["encoder"].get("build", {})
         if len(rows) >= 2 and "encoder_mb" in build:
-            first, last = (peak_without_encoder(r["steps"], build["encoder_mb"], build["kept_mb"])
-                           for r in (rows[0], rows[-1]))
-            print(f"peak without the build's encoder ({build['encoder_mb']} MB while the shards "
-                  f"hold it, {build['kept_mb']} MB kept once let go): {first:.0f} and "
+            query = result["encoder"].get("query", {}).get("encoder_mb", 0)
+            first, last = (peak_without_encoder(r["steps"], build["encoder_mb"], build["kept_mb"],
+                                                query) for r in (rows[0], rows[-1]))
+            print(f"peak without the encoders ({build['encoder_mb']} MB while the shards "
+                  f"hold the build's, {build['kept_mb']} MB kept once let go, the query "
+                  f"encoder's {query} MB in publish): {first:.0f} and "
                   f"{last:.0f} MB, ratio {last / first:.2f}×")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -86,7 +86,9 @@ SECTIONS = (
     ("scale_curve", "How a build grows: 1k, 4k and 16k synthetic files",
      "`benchmarks.scale_curve`: corpora from `benchmarks.synthetic_corpus` (fixed seed), each "
      "built fresh, rebuilt unchanged and rebuilt with 1% of its files edited, by `strata index` "
-     "in a child process; growth exponents fitted in log-log; the plot is in "
+     "in a child process; peak RSS = the build process's high-water mark, and without the "
+     "encoders from the first build's processes sampled every 20 ms and cut into its steps; "
+     "growth exponents fitted in log-log; the plot is in "
      "[Run it on a cluster](guides/cluster.md)."),
     ("incremental", "Incremental builds on MuSiQue: cost, and equality with a fresh build",
      "`benchmarks.incremental`: the 1,890 passages with the offline OpenIE; first build, "
