@@ -206,16 +206,22 @@ def llm_client(llm, spec: CorpusSpec, layout: IndexLayout, vision: bool = False)
 
 
 def read_build_table(layout: IndexLayout, name: str, required: bool = True,
-                     columns: list[str] | None = None) -> pl.DataFrame | None:
-    """A table of the build (only ``columns`` when named: a step reads what it uses);
-    a missing one raises naming the upstream step, or is None when not ``required``."""
+                     columns: list[str] | None = None,
+                     where: pl.Expr | None = None) -> pl.DataFrame | None:
+    """A table of the build (only ``columns`` when named, only the rows ``where``
+    holds for when given: a step reads what it uses, and rows it would skip are
+    never made); a missing one raises naming the upstream step, or is None when
+    not ``required``."""
     path = layout.build / TABLE_FILES[name]
     if not path.exists():
         if required:
             raise FileNotFoundError(
                 f"{path} is missing: materialize the upstream assets for this corpus first")
         return None
-    return pl.read_parquet(path, columns=columns)
+    if where is None:
+        return pl.read_parquet(path, columns=columns)
+    rows = pl.scan_parquet(path).filter(where)
+    return (rows.select(columns) if columns else rows).collect()
 
 
 def record_stage(layout: IndexLayout, stage: str, **values) -> dict:

@@ -23,6 +23,15 @@ class DedupConfig(dg.Config):
     ssim_threshold: float = 0.90
 
 
+def _image_nodes(layout):
+    """The image rows of the build's nodes table, read as such: image_records makes a
+    Python dict of every row it is given, and given the whole table (every text of the
+    corpus) that was a peak of both image steps that grew with the corpus."""
+    import polars as pl
+
+    return read_build_table(layout, "nodes", where=pl.col("kind") == "image")
+
+
 def _group_sheet(df, records) -> bytes | None:
     """Thumbnails of each near-duplicate group, the representative first."""
     from pathlib import Path
@@ -65,7 +74,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
 
     t0 = time.perf_counter()
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = read_build_table(layout, "nodes")
+    nodes = _image_nodes(layout)
     records = image_records(nodes, spec.root, layout.build_blobs)
     table = dedup_images(records, method=config.method, hamming_threshold=config.hamming_threshold,
                          use_ssim=config.use_ssim, ssim_threshold=config.ssim_threshold)
@@ -113,7 +122,7 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
     from strata.core.layout import write_parquet_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
-    nodes = read_build_table(layout, "nodes")
+    nodes = _image_nodes(layout)
     groups = read_build_table(layout, "images")
     records = image_records(nodes, spec.root, layout.build_blobs)
     client = llm_client(llm, spec, layout, vision=True)

@@ -48,6 +48,22 @@ def test_first_build_passes_checks_and_reports(sample_build):
                                                  "entity"}
     assert idx.version == 1 and idx.manifest["dim"] == 384
     _check_pictures_and_llm_figures(result)
+    _check_rows_read_by_a_filter(out)
+
+
+def _check_rows_read_by_a_filter(out) -> None:
+    """A step that reads some rows of a build table (the image steps: the image
+    nodes) gets exactly those rows of the table, in its order."""
+    from strata.assets.common import read_build_table
+    from strata.core.layout import IndexLayout
+
+    layout = IndexLayout(out)
+    image = pl.col("kind") == "image"
+    whole = read_build_table(layout, "nodes")
+    assert read_build_table(layout, "nodes", where=image).equals(whole.filter(image))
+    picked = read_build_table(layout, "nodes", columns=["node_id", "path"], where=image)
+    assert picked.height >= 4 and picked.columns == ["node_id", "path"]
+    assert picked.equals(whole.filter(image).select("node_id", "path"))
 
 
 def _png_of(markdown: str) -> bytes:
