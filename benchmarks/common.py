@@ -50,14 +50,8 @@ def build_with_cli(docs: Path, out: Path, corpus: str, work: Path,
            *extra]
     proc = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    sampler = None
-    if trace is not None:
-        sampler = threading.Thread(target=sample_rss, args=(proc, trace),
-                                   kwargs={"skip_root": True}, daemon=True)
-        sampler.start()
-    stdout, stderr = proc.communicate()
-    if sampler is not None:
-        sampler.join()
+    stdout, stderr = (proc.communicate() if trace is None
+                      else communicate_sampled(proc, trace, skip_root=True))
     if proc.returncode != 0:
         raise RuntimeError(f"build of {corpus} failed:\n{stderr[-4000:]}")
     measured = json.loads(stdout.strip().splitlines()[-1])
@@ -93,11 +87,9 @@ def sample_rss(proc: subprocess.Popen, trace: list[tuple[float, float]],
         sizes = []
         try:
             now = time.time()
-            for p in [root, *root.children(recursive=True)]:
-                if p is root:
-                    if not skip_root:
-                        sizes.append(p.memory_info().rss)
-                elif now - p.create_time() >= FORK_S:
+            children = root.children(recursive=True)
+            for p in children if skip_root else [root, *children]:
+                if p is root or now - p.create_time() >= FORK_S:
                     sizes.append(p.memory_info().rss)
         except psutil.Error:
             pass
@@ -106,6 +98,20 @@ def sample_rss(proc: subprocess.Popen, trace: list[tuple[float, float]],
             if largest is not None:
                 largest.append(max(sizes) / 2**20)
         time.sleep(SAMPLE_S)
+
+
+def communicate_sampled(proc: subprocess.Popen, trace: list[tuple[float, float]],
+                        largest: list[float] | None = None,
+                        skip_root: bool = False) -> tuple[str | None, str | None]:
+    """``proc.communicate()`` while :func:`sample_rss` fills ``trace`` (and
+    ``largest``) in a thread of its own, which has ended when this returns."""
+    sampler = threading.Thread(target=sample_rss, args=(proc, trace, largest, skip_root),
+                               daemon=True)
+    sampler.start()
+    try:
+        return proc.communicate()
+    finally:
+        sampler.join()
 
 
 def build_stats_row(name: str, b: dict) -> str:

@@ -28,10 +28,9 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-from benchmarks.common import REPO, SCRATCH, cli_env, sample_rss
+from benchmarks.common import REPO, SCRATCH, cli_env, communicate_sampled
 from benchmarks.synthetic_corpus import generate
 
 
@@ -67,10 +66,7 @@ def build(corpus: Path, out: Path, work: Path, workers: int = 1
                             stderr=subprocess.PIPE, text=True)
     trace: list[tuple[float, float]] = []
     largest: list[float] = []
-    sampler = threading.Thread(target=sample_rss, args=(proc, trace, largest), daemon=True)
-    sampler.start()
-    _, err = proc.communicate()
-    sampler.join()
+    _, err = communicate_sampled(proc, trace, largest)
     if proc.returncode != 0:
         raise RuntimeError(f"build failed:\n{err[-4000:]}")
     return trace, largest, json.loads((out / "build" / "build_report.json").read_text())
@@ -189,6 +185,16 @@ def encoder_footprint() -> dict:
     return out
 
 
+def encoder_shares(footprint: dict) -> tuple[float, float, float]:
+    """(the build encoder's MB, what its runtime keeps once let go, the query
+    encoder's MB) from :func:`encoder_footprint`: what :func:`peak_without_encoder`
+    takes off; zeros for what was not measured."""
+    def mb(mode: str, field: str) -> float:
+        return float(footprint.get(mode, {}).get(field, 0.0))
+
+    return mb("build", "encoder_mb"), mb("build", "kept_mb"), mb("query", "encoder_mb")
+
+
 def peak_without_encoder(steps: list[dict], encoder_mb: float, kept_mb: float,
                          query_mb: float = 0.0) -> float:
     """A build's peak less the encoders' share, step by step: from the first embedding
@@ -268,14 +274,12 @@ def main() -> None:
                   f"{rows[-1]['largest_process_mb'] / rows[0]['largest_process_mb']:.2f}×")
     if "encoder" in result:
         print("encoder footprint:", json.dumps(result["encoder"]))
-        build = result["encoder"].get("build", {})
-        if len(rows) >= 2 and "encoder_mb" in build:
-            query = result["encoder"].get("query", {}).get("encoder_mb", 0)
-            first, last = (peak_without_encoder(r["steps"], build["encoder_mb"], build["kept_mb"],
-                                                query) for r in (rows[0], rows[-1]))
-            print(f"peak without the encoders ({build['encoder_mb']} MB while the shards "
-                  f"hold the build's, {build['kept_mb']} MB kept once let go, the query "
-                  f"encoder's {query} MB in publish): {first:.0f} and "
+        if len(rows) >= 2 and "encoder_mb" in result["encoder"].get("build", {}):
+            shares = encoder_shares(result["encoder"])
+            first, last = (peak_without_encoder(r["steps"], *shares) for r in (rows[0], rows[-1]))
+            print(f"peak without the encoders ({shares[0]:.0f} MB while the shards "
+                  f"hold the build's, {shares[1]:.0f} MB kept once let go, the query "
+                  f"encoder's {shares[2]:.0f} MB in publish): {first:.0f} and "
                   f"{last:.0f} MB, ratio {last / first:.2f}×")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

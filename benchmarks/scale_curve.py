@@ -31,9 +31,9 @@ from pathlib import Path
 
 from benchmarks.common import (REPO, SCRATCH, build_with_cli, machine, target, targets_md,
                                write_result)
-from benchmarks.memory_profile import (encoder_footprint, model_cache_without_checks,
-                                       peak_without_encoder, per_step, ready_model_cache,
-                                       step_windows)
+from benchmarks.memory_profile import (encoder_footprint, encoder_shares,
+                                       model_cache_without_checks, peak_without_encoder,
+                                       per_step, ready_model_cache, step_windows)
 from benchmarks.synthetic_corpus import edit_fraction, generate
 
 STAGES = ("parse", "summarize", "caption", "openie", "dedup", "graph", "embed")
@@ -189,10 +189,9 @@ def report(rows: list[dict], encoders: dict | None = None) -> None:
     small, big = rows[0], rows[-1]
     per_file = big["s_per_1k_files"] / small["s_per_1k_files"]
     rss = big["peak_rss_mb"] / small["peak_rss_mb"]
-    held = [float((encoders or {}).get(k, {}).get(f, 0.0))
-            for k, f in (("build", "encoder_mb"), ("build", "kept_mb"), ("query", "encoder_mb"))]
-    small_data, big_data = (peak_without_encoder(r["steps"], *held) for r in (small, big))
-    rss_data = big_data / max(1.0, small_data)
+    shares = encoder_shares(encoders or {})
+    without = [peak_without_encoder(r["steps"], *shares) for r in rows]
+    rss_data = without[-1] / max(1.0, without[0])
     targets = [
         target(f"time per file at {big['files']:,} within 1.3× of at {small['files']:,}",
                f"{per_file:.2f}×", per_file <= 1.3),
@@ -231,9 +230,9 @@ def report(rows: list[dict], encoders: dict | None = None) -> None:
               "cut into its Dagster steps; from the embedding shards to the embeddings step "
               "less the build's encoder, after it less what its runtime keeps, from publish on "
               "also less the query encoder): " + ", ".join(
-                  f"{r['files']:,} files {peak_without_encoder(r['steps'], *held):.0f} MB "
+                  f"{r['files']:,} files {mb:.0f} MB "
                   f"(highest step peak {max((x['peak_mb'] for x in r['steps']), default=0)} MB)"
-                  for r in rows) + ".",
+                  for r, mb in zip(rows, without)) + ".",
               "The curves: docs/images/scale-curve.png.", *targets_md(targets)]
     write_result("scale_curve", {"machine": machine(), "rows": rows, "growth": growth,
                                  "encoders": encoders, "targets": targets}, "\n".join(lines))
