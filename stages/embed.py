@@ -49,8 +49,9 @@ ENCODE_BATCH = 16
 # however large the shard, and an interrupted shard keeps what it wrote.
 FLUSH_TEXTS = 4096
 # Rows of one kind's table whose vectors are gathered at a time: what bounds the
-# vectors the embeddings step holds.
-WRITE_BLOCK = 16384
+# vectors the embeddings step holds beside the Lance writer's own buffers (a few MB;
+# a multiple of WRITE_BATCH, so the batches the writer gets do not depend on it).
+WRITE_BLOCK = 4096
 WRITE_BATCH = 1024  # rows per record batch handed to the Lance writer
 Progress = Callable[[int, int], None]
 
@@ -144,19 +145,57 @@ def _forget_tables(lance_dir: Path, why: str) -> None:
     unstamp(lance_dir)
 
 
-def _texts(nodes: pl.DataFrame, spec: EncoderSpec) -> tuple[pl.DataFrame, list[str], list[str]]:
-    """The embedded rows in table order, their encoder texts and text hashes."""
+def _model_key(spec: EncoderSpec) -> str:
+    """What a text hash names besides the text: the model, and the runtime where its
+    vectors are its own."""
     model_key = f"{spec.backend}:{canonical_model(spec.model)}"
     if spec.runtime != "torch":  # another runtime's vectors are its own (torch's keys unchanged)
         model_key += f":{spec.runtime}"
     if spec.runtime not in TORCH_RUNTIMES:
         model_key += f":{ONNX_ENCODING}"
-    todo = nodes.filter(pl.col("embedded")).sort("node_id")  # a deterministic table order
+    return model_key
+
+
+# Rows whose encoder texts are made at a time (:func:`_rows_table`).
+TEXT_SLICE = 8192
+# what an encoder text is made from: :func:`embedding_text`'s arguments, in order
+EMBED_FIELDS = ("kind", "title", "breadcrumb", "text", "attrs", "summary")
+
+
+def _embedded(nodes: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``nodes`` that get a vector, in table order (by node id: the
+    same order whatever order the rows came in)."""
+    todo = nodes.filter(pl.col("embedded")).sort("node_id")
     if "summary" not in todo.columns:
         todo = todo.with_columns(pl.lit(None, pl.Utf8).alias("summary"))
-    texts = [embedding_text(*r) for r in todo.select(
-        "kind", "title", "breadcrumb", "text", "attrs", "summary").iter_rows()]
-    return todo, texts, [stable_hash(model_key, EMBED_TEXT_VERSION, t) for t in texts]
+    return todo
+
+
+def _rows_table(todo: pl.DataFrame, spec: EncoderSpec) -> pa.Table:
+    """The rows of ``todo`` (:func:`_embedded`) as the vector tables' rows without
+    their vectors (the columns of :data:`VECTOR_COLUMNS`, what the fingerprint
+    covers), each with its encoder text (:func:`embedding_text`) and its hash.
+
+    The texts are made ``TEXT_SLICE`` rows at a time, each slice turned into
+    Arrow before the next is made: the corpus's texts are never a Python list,
+    which takes more than the Arrow column it ends in. The slices are joined
+    into one column, so the table's layout (and its fingerprint) does not depend
+    on the slice size."""
+    model_key = _model_key(spec)
+    made = pa.schema([VECTOR_COLUMNS.field("text_hash"), VECTOR_COLUMNS.field("text")])
+    base = todo.select([c for c in VECTOR_COLUMNS.names if c not in made.names]).to_arrow()
+    fields = todo.select(*EMBED_FIELDS)
+    parts = []
+    for start in range(0, max(fields.height, 1), TEXT_SLICE):
+        texts = [embedding_text(*r) for r in fields.slice(start, TEXT_SLICE).iter_rows()]
+        parts.append(python_table({"text_hash": [stable_hash(model_key, EMBED_TEXT_VERSION, t)
+                                                 for t in texts], "text": texts}, made))
+    del fields
+    for made_field in made:
+        chunks = [c for p in parts for c in p.column(made_field.name).chunks]
+        base = base.append_column(made_field, pa.chunked_array(
+            [pa.concat_arrays(chunks)] if len(chunks) > 1 else chunks, made_field.type))
+    return base
 
 
 def encode_sorted(texts: list[str], encoder: Encoder, batch_size: int = ENCODE_BATCH,
@@ -214,18 +253,26 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
     to ``sink(text_hashes, vectors)`` every ``flush_texts`` texts and when the
     shard ends or is stopped, so at most that many are held in memory."""
     t0 = time.perf_counter()
-    _, texts, hashes = _texts(nodes, spec)
+    todo = _embedded(nodes)
+    rows = _rows_table(todo, spec)
+    del todo
+    hashes = rows.column("text_hash").to_pylist()
     # which texts have a vector: from the tables' contents file, else their hash column
     known_contents = read_contents(lance_dir)
     previous = known_contents.hashes() if known_contents is not None \
         else _previous_vectors(lance_dir, vectors=False)
-    mine = {h: t for h, t in zip(hashes, texts)
-            if h not in previous and h not in known and shard_of(h, shards) == shard}
+    mine: dict[str, int] = {}  # text hash → its first row
+    for i, h in enumerate(hashes):
+        if h not in previous and h not in known and shard_of(h, shards) == shard:
+            mine.setdefault(h, i)
+    del hashes
     if not mine:
         return ShardVectors(0, 0, time.perf_counter() - t0)
     if progress:
         progress(0, len(mine))  # the count is known before the model is loaded
     keys = list(mine)
+    texts = rows.column("text").take(pa.array(list(mine.values()), pa.int64())).to_pylist()
+    del rows, mine
     encoder = load_encoder()
     pending_keys: list[str] = []
     pending: list[np.ndarray] = []
@@ -245,7 +292,7 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
             flush()
 
     try:
-        encode_sorted([mine[k] for k in keys], encoder, batch_size, progress, emit)
+        encode_sorted(texts, encoder, batch_size, progress, emit)
     finally:  # stopped or failed: what was encoded is kept for the next attempt
         flush()
         release_freed_memory()  # the encoder's activations, before the next step allocates
@@ -270,10 +317,11 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     else (the embeddings step reads it for this call) does not hold it through
     the tables' write."""
     t0 = time.perf_counter()
-    todo, texts, hashes = _texts(nodes, spec)
+    todo = _embedded(nodes)
     del nodes  # (see above)
-    rows = _rows_table(todo, hashes, texts)
-    del todo, texts  # the rows hold the texts: those to encode are read back from them
+    rows = _rows_table(todo, spec)
+    del todo  # the rows hold the texts: those to encode are read back from them
+    hashes = rows.column("text_hash").to_pylist()
     kinds = rows.column("kind").to_pylist()
     tables = rows_by_kind(kinds)  # each kind's table: its rows, in table order
     by_kind = {kind: int(len(at)) for kind, at in tables.items()}
@@ -355,16 +403,6 @@ def _unchanged_tables(lance_dir: Path, dim: int, per_kind: dict[str, str],
         return set()
     return {kind for kind, digest in per_kind.items()
             if kind not in encoded and known.kinds.get(kind) == digest}
-
-
-def _rows_table(todo: pl.DataFrame, hashes: list[str], texts: list[str]) -> pa.Table:
-    """The vector tables' rows without their vectors, in table order (the
-    columns of :data:`VECTOR_COLUMNS`): what the fingerprint covers."""
-    made = pa.schema([VECTOR_COLUMNS.field("text_hash"), VECTOR_COLUMNS.field("text")])
-    base = todo.select([c for c in VECTOR_COLUMNS.names if c not in made.names])
-    extra = python_table({"text_hash": hashes, "text": texts}, made)
-    return base.to_arrow().append_column(made.field("text_hash"), extra.column("text_hash")) \
-        .append_column(made.field("text"), extra.column("text"))
 
 
 def _stored_dim(sources: list[StoredVectors], h: str) -> int | None:

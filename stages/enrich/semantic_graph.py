@@ -43,7 +43,7 @@ Vectors = np.ndarray | Callable[[], Iterator[np.ndarray]]
 # how the kNN is computed, in the synonymy cache's key: bumped when its edges can change
 # (2: queries searched in batches of SEARCH_BATCH, not all in one search)
 KNN_VERSION = 2
-SEARCH_BATCH = 4096  # queries per faiss search (_batches)
+SEARCH_BATCH = 4096  # queries per faiss search
 FLAT_MAX = 20_000  # above this many entities, an IVF index instead of an exact one
 NPROBE = 8
 MAX_ALIASES = 20
@@ -197,9 +197,11 @@ def _knn_faiss(vectors: Vectors, n: int, k: int) -> tuple[np.ndarray, np.ndarray
     Given blocks (see :func:`synonymy_edges`), the vectors are never held beside
     the index's own copy of them: an exact index is filled a block at a time; an
     IVF index is trained on the whole matrix, which goes once each vector's list
-    is known, and is then filled from a second pass. The queries come from one
-    more pass, in batches of ``SEARCH_BATCH`` (:func:`_batches`). Given a
-    matrix, the same steps run on it as one block."""
+    is known, and is then filled from a second pass. The queries are the index's
+    own copies, read back ``SEARCH_BATCH`` at a time (an IVF index keeps where
+    each went: eight bytes a vector), not a third read of the vectors: the same
+    numbers, without a reader's buffers beside the index. Given a matrix, the
+    same steps run on it as one block."""
     import faiss
 
     blocks = vectors if callable(vectors) else lambda: iter((vectors,))
@@ -234,35 +236,17 @@ def _knn_faiss(vectors: Vectors, n: int, k: int) -> tuple[np.ndarray, np.ndarray
             at += len(block)
     if index is None or index.ntotal != n:
         raise ValueError(f"{n} entity ids but {0 if index is None else index.ntotal} vectors")
+    if n > FLAT_MAX:
+        index.make_direct_map()  # a vector's list and place in it, for reconstruct_n
     sims, labels = np.empty((n, k), np.float32), np.empty((n, k), np.int64)
-    at = 0
-    for queries in _batches(blocks(), SEARCH_BATCH):
+    for at in range(0, n, SEARCH_BATCH):
+        queries = index.reconstruct_n(at, min(SEARCH_BATCH, n - at))
         sims[at:at + len(queries)], labels[at:at + len(queries)] = index.search(queries, k)
-        at += len(queries)
     return sims, labels
 
 
 def _float32(block: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(block, dtype=np.float32)
-
-
-def _batches(blocks: Iterator[np.ndarray], size: int) -> Iterator[np.ndarray]:
-    """The rows of ``blocks`` again, ``size`` at a time (the last batch fewer).
-    faiss's similarities differ in their last bits with how many queries one
-    search is given, so the queries go in batches of one size whatever blocks
-    the vectors come in: a matrix and any reader of it give the same edges."""
-    pending: list[np.ndarray] = []
-    count = 0
-    for block in blocks:
-        while len(block):
-            part, block = block[:size - count], block[size - count:]
-            pending.append(part)
-            count += len(part)
-            if count == size:
-                yield _float32(np.concatenate(pending))
-                pending, count = [], 0
-    if pending:
-        yield _float32(np.concatenate(pending))
 
 
 def _matrix(vectors: Vectors, n: int) -> np.ndarray:

@@ -45,6 +45,13 @@ out off over under again s t don
 """.split())
 
 
+# Entries each of the word and identifier memos keeps (least recently used go first).
+# They fill with the corpus's vocabulary, so a large bound lets a build's memory grow
+# with the corpus; a few thousand entries hold the words that recur (on real code,
+# tokenizing took as long as with eight times the room).
+TOKEN_MEMO = 8192
+
+
 @lru_cache(maxsize=1)
 def _stemmer():
     import Stemmer  # PyStemmer: Snowball in C
@@ -52,7 +59,7 @@ def _stemmer():
     return Stemmer.Stemmer("english").stemWord
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_MEMO)
 def _word(w: str) -> str | None:
     """A prose word or identifier part: lower-cased, stop words dropped, stemmed."""
     w = w.lower()
@@ -61,7 +68,7 @@ def _word(w: str) -> str | None:
     return _stemmer()(w)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=TOKEN_MEMO)
 def _identifier(tok: str) -> tuple[str, ...]:
     """Tokens of one identifier or dotted path (see the module docstring)."""
     parts = [p.strip("_") for p in tok.split(".") if p.strip("_")]

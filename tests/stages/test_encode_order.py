@@ -11,7 +11,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from strata.stages.embed import _texts, build_vectors, encode_shard, encode_sorted
+from strata.stages.embed import (_embedded, _rows_table, build_vectors, encode_shard,
+                                 encode_sorted)
 from strata.stages.stored_vectors import read_vector_cache
 from strata.core import stopping
 from strata.core.embedding import EncoderSpec, encoder_threads, load_encoder
@@ -122,7 +123,8 @@ def test_a_shard_writes_its_vectors_as_it_goes_and_resumes_where_it_stopped(enco
                                        "vector": pa.FixedSizeListArray.from_arrays(flat, 384)}),
                              cache / f"000-{i:05d}.parquet")
     cached = read_vector_cache(cache)
-    _, ordered, hashes = _texts(items, spec)
+    rows = _rows_table(_embedded(items), spec)
+    ordered, hashes = rows.column("text").to_pylist(), rows.column("text_hash").to_pylist()
     assert set(cached) == set(hashes)
     direct = encoder.encode(ordered)
     assert np.abs(np.stack([cached[h] for h in hashes]) - direct).max() < 1e-5

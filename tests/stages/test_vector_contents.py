@@ -208,3 +208,22 @@ def test_a_contents_file_without_the_kinds_fingerprints_keeps_no_table(built, en
     again = build_vectors(edited, EncoderSpec(), lambda: encoder, lance, dim=384)
     assert again.tables_kept == [] and again.computed == 1
     assert set(read_contents(lance).kinds) == {"section", "entity", "fact"}
+
+
+def test_texts_made_a_slice_at_a_time_give_the_rows_of_one_slice(built, encoder, monkeypatch,
+                                                                 tmp_path):
+    """The encoder texts are made ``TEXT_SLICE`` rows at a time; the tables, their
+    contents file and fingerprint must not depend on it, or a rebuild after a
+    change of slice would rewrite every table (and two builds of one corpus would
+    disagree)."""
+    items, lance = built
+    one_slice = read_contents(lance)
+    monkeypatch.setattr(embed, "TEXT_SLICE", 4)  # 30 rows: 8 slices, the last short
+    rows = embed._rows_table(embed._embedded(items), EncoderSpec())
+    assert all(column.num_chunks == 1 for column in rows.columns)
+    again = build_vectors(items, EncoderSpec(), lambda: encoder, lance)
+    assert again.unchanged and again.computed == 0  # the same fingerprint: nothing rewritten
+    fresh = build_vectors(items, EncoderSpec(), lambda: encoder, tmp_path / "sliced")
+    sliced = read_contents(tmp_path / "sliced")
+    assert fresh.computed == 30 and sliced.fingerprint == one_slice.fingerprint
+    assert sliced.rows.equals(one_slice.rows)
