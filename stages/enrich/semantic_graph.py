@@ -43,7 +43,9 @@ Vectors = np.ndarray | Callable[[], Iterator[np.ndarray]]
 # how the kNN is computed, in the synonymy cache's key: bumped when its edges can change
 # (2: queries searched in batches of SEARCH_BATCH, not all in one search)
 KNN_VERSION = 2
-SEARCH_BATCH = 4096  # queries per faiss search
+# Queries per faiss search, one size whatever blocks the vectors came in: faiss's
+# similarities differ in their last bits with how many queries a search is given.
+SEARCH_BATCH = 4096
 FLAT_MAX = 20_000  # above this many entities, an IVF index instead of an exact one
 NPROBE = 8
 MAX_ALIASES = 20
