@@ -91,5 +91,8 @@ def test_a_freeze_inside_another_leaves_the_outer_one_in_force():
         outer = gc.get_freeze_count()
         with long_lived_objects_frozen():
             pass
-        assert outer > 0 and gc.get_freeze_count() >= outer
+        # still frozen (an unfreeze empties the permanent generation); not ``>= outer``:
+        # reference counting still frees a frozen object that dies meanwhile, as one
+        # whose last reference another test's thread held
+        assert outer > 0 and gc.get_freeze_count() > outer // 2
     assert gc.get_freeze_count() == 0 and gc.isenabled()
