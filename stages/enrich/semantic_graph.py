@@ -236,10 +236,9 @@ def _knn_faiss(vectors: Vectors, n: int, k: int) -> tuple[np.ndarray, np.ndarray
             index.add_core(len(block), faiss.swig_ptr(block), None,
                            faiss.swig_ptr(lists[at:at + len(block)]))
             at += len(block)
+        index.make_direct_map()  # a vector's list and place in it, for reconstruct_n
     if index is None or index.ntotal != n:
         raise ValueError(f"{n} entity ids but {0 if index is None else index.ntotal} vectors")
-    if n > FLAT_MAX:
-        index.make_direct_map()  # a vector's list and place in it, for reconstruct_n
     sims, labels = np.empty((n, k), np.float32), np.empty((n, k), np.int64)
     for at in range(0, n, SEARCH_BATCH):
         queries = index.reconstruct_n(at, min(SEARCH_BATCH, n - at))
