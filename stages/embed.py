@@ -24,6 +24,7 @@ from strata.stages.parse.finalize import stable_hash
 from strata.core import stopping
 from strata.core.embedding import TORCH_RUNTIMES, Encoder, EncoderSpec, canonical_model
 from strata.core.onnx_runtime import ENCODING_VERSION as ONNX_ENCODING
+from strata.core.torch_trace import MAX_ROWS
 from strata.core.memory import heap_blocks, release_freed_memory
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
@@ -39,12 +40,15 @@ from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_C
 # 3: each text encoded at a padded length of its own (SentenceTransformerEncoder._encode_fixed_shapes)
 EMBED_TEXT_VERSION = "3"
 MAX_EMBED_CHARS = 2000
-# Texts per encoder call (one forward pass), taken shortest first over everything
-# a build or shard must encode, so a call pads its texts to nearly the same
-# length. Once sorted, the size hardly matters; on unsorted texts small calls win,
-# as they pad less (benchmarks.throughput's sweep). 16: that sweep's best, and a
-# call lasts a few milliseconds, so a stop request is seen at once.
-ENCODE_BATCH = 16
+# Texts per encoder call, taken shortest first over everything a build or shard
+# must encode. On torch a call runs as forward passes of a fixed number of rows per
+# padded length (strata.core.torch_trace.shape_batches), the last pass of each
+# length filled with repeats: a call of fewer texts than a pass has rows pays for
+# the whole pass. So a call holds the rows of the widest pass, that of the
+# shortest texts; sorted, its texts then fill whole passes, where smaller calls
+# left most rows of the short texts' passes (entities, facts) to repeats. It is
+# still a fraction of a second of work, so a stop request is seen at once.
+ENCODE_BATCH = MAX_ROWS
 # Vectors a shard holds before it writes them to its cache: memory stays bounded
 # however large the shard, and an interrupted shard keeps what it wrote.
 FLUSH_TEXTS = 4096

@@ -81,7 +81,7 @@ def _read_frame(stream: IO[bytes]) -> tuple[dict, bytes]:
 class EncoderProcess:
     """The parent's handle: start the child, wait for its encoder, encode through it.
     It has the attributes and methods of an encoder that the embedding stage uses
-    (``spec``, ``dim``, ``encode``, ``set_threads``)."""
+    (``spec``, ``dim``, ``encode``, ``token_counts``, ``set_threads``)."""
 
     def __init__(self, spec: EncoderSpec, batch_size: int):
         self.requested = (spec, batch_size)
@@ -138,6 +138,13 @@ class EncoderProcess:
 
     def set_threads(self, n: int) -> None:
         self._call({"op": "threads", "n": int(n)})
+
+    def token_counts(self, texts: list[str]) -> list[int] | None:
+        """The child's encoder's token counts of ``texts`` (None where it has none),
+        which the caller orders its texts by, as it would its own encoder's: sorted
+        by characters, calls straddle padded lengths and run part-empty passes."""
+        reply, _ = self._call({"op": "count", "texts": list(texts)})
+        return reply.get("counts")
 
     def encode(self, texts: list[str]) -> np.ndarray:
         reply, payload = self._call({"op": "encode", "texts": list(texts)})
@@ -283,6 +290,10 @@ def _serve(requests, replies) -> None:
             elif op == "threads":
                 encoder.set_threads(request["n"])
                 answer = {"op": "ok"}
+            elif op == "count":
+                count = getattr(encoder, "token_counts", None)
+                answer = {"op": "counts",
+                          "counts": count(request["texts"]) if count is not None else None}
             elif op == "encode":
                 with heap_blocks():  # as the parent's encoding loop does
                     vectors = np.ascontiguousarray(encoder.encode(request["texts"]),

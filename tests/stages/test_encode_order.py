@@ -61,6 +61,37 @@ def test_sorted_batches_give_the_vectors_one_text_at_a_time_gives(encoder):
     assert np.array_equal(got, alone)
 
 
+def test_calls_of_the_default_size_fill_the_passes_of_the_shortest_texts(encoder, monkeypatch):
+    """On torch a call runs fixed-shape passes, the last of each padded length
+    filled with repeats; the shortest texts have the widest passes. Calls of the
+    default size, sorted, run those texts in as few passes as their count needs."""
+    from strata.core import embedding, torch_trace
+    from strata.stages.embed import ENCODE_BATCH
+
+    rng = random.Random(3)
+    texts = [" ".join(rng.sample(WORDS, 2)) + f" {i}" for i in range(3 * torch_trace.MAX_ROWS)]
+    counts = encoder.token_counts(texts)
+    if counts is None:
+        pytest.skip("an ONNX runtime: its calls are not fixed-shape passes")
+    lengths = {torch_trace.padded_length(n) for n in counts}
+    assert len(lengths) == 1  # one padded length: the widest passes
+    passes: list[int] = []
+    real = torch_trace.shape_batches
+
+    def counted(counts, cap):
+        for length, rows in real(counts, cap):
+            passes.append(len(rows))
+            yield length, rows
+
+    monkeypatch.setattr(torch_trace, "shape_batches", counted)  # the traced model's
+    monkeypatch.setattr(embedding, "shape_batches", counted)  # the eager model's
+    got = np.zeros((len(texts), encoder.dim), np.float32)
+    encode_sorted(texts, encoder, batch_size=ENCODE_BATCH, emit=got.__setitem__)
+    rows = torch_trace.rows_per_pass(lengths.pop())
+    assert len(passes) == -(-len(texts) // rows)  # no pass ran part-filled by a short call
+    assert np.array_equal(got, encoder.encode(texts))
+
+
 def test_token_counts_tokenize_a_bounded_batch_at_a_time(encoder, monkeypatch):
     """A first build's shard counts every text it encodes; the tokenizer's output
     for all of them at once was a peak that grew with the corpus. The counts are
