@@ -105,9 +105,9 @@ SECTIONS = (
      "bare model (one process, the texts sorted by length, one call) on the very texts the build "
      "encoded, in the same run: the ratio of the two is the figure that holds on a shared "
      "machine. Build texts/s = embeddings computed / the plain build's embedding shards' own time "
-     "(model load and cache writes included); in brackets the same under cProfile, whose cost "
-     "in the Python around each forward pass the bare model does not pay. Load = the 1-minute load average before the build and "
-     "after the bare model (2 cores: above 2, other work shared them). The profiled build runs "
+     "(model load and cache writes included); in brackets the profiled build's (the bare model "
+     "runs without cProfile). Load = the 1-minute load average before the build and after the "
+     "bare model (2 cores: above 2, other work shared them). The profiled build runs "
      "every step under cProfile (`STRATA_PROFILE`); CPU % = the process's CPU seconds, every "
      "thread, over wall × cores: near 100 is bound by the cores, well below is waiting."),
     ("throughput_torch", "Build throughput with torch in float32 (the runtime before `auto`)",

@@ -15,7 +15,7 @@ benchmark, in one run:
    call at the best batch size;
 3. reports texts/s of the plain build's embedding shards against the bare
    model's (the ratio is what matters on a shared machine: both ran in the same
-   minutes; the profiled build's rate beside it, cProfile slowing its Python), and
+   minutes; the profiled build's rate beside it), and
    the per-step profile: wall, CPU seconds of the process (all threads), CPU
    utilisation of the cores it may use, and the top costs by own time.
 
@@ -175,8 +175,8 @@ def measure(name: str, docs: Path, work: Path, extra: list[str], runtime: str,
     texts = encoded_texts(work / "profile" / "index")
     print(f"{name}: bare model on the same {len(texts)} texts...", flush=True)
     bare = bare_model(texts, work, runtime)
-    # the rate compared with the bare model's is the plain build's: cProfile slows
-    # the Python around every forward pass, which the bare model runs without it
+    # the rate compared with the bare model's is the plain build's: the bare model
+    # runs without cProfile, which adds to the Python around every forward pass
     seconds, rate = encode_rate(out["first_build"]) if plain_first else encode_rate(b, rows)
     out["profiled_texts_per_s"] = round(encode_rate(b, rows)[1], 1)
     out["bare"] = bare
