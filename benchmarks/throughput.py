@@ -177,8 +177,9 @@ def measure(name: str, docs: Path, work: Path, extra: list[str], runtime: str,
     bare = bare_model(texts, work, runtime)
     # the rate compared with the bare model's is the plain build's: the bare model
     # runs without cProfile, which adds to the Python around every forward pass
-    seconds, rate = encode_rate(out["first_build"]) if plain_first else encode_rate(b, rows)
-    out["profiled_texts_per_s"] = round(encode_rate(b, rows)[1], 1)
+    profiled = encode_rate(b, rows)
+    seconds, rate = encode_rate(out["first_build"]) if plain_first else profiled
+    out["profiled_texts_per_s"] = round(profiled[1], 1)
     out["bare"] = bare
     out["build_encode_s"], out["build_texts_per_s"] = round(seconds, 2), round(rate, 1)
     out["ratio"] = round(rate / bare["texts_per_s"], 3) if bare["texts_per_s"] else 0.0
