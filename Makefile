@@ -49,9 +49,11 @@ lint: install
 # Three workers, file by file (pytest-xdist): much of a test's time is a child process,
 # a server or a Dagster run waiting, so a third worker keeps two cores busy where two
 # left them idle a sixth of the time. PYTEST_WORKERS=0 runs them in this process.
+# The slowest tests are listed at the end: the suite is to stay near ten minutes.
 PYTEST_WORKERS ?= 3
 test: install
-	$(PY) -m pytest -m "not slow and not e2e and not llm_e2e" -q -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -m "not slow and not e2e and not llm_e2e" -q -n $(PYTEST_WORKERS) --dist loadfile \
+		--durations=25 --durations-min=5
 
 # The Dagster UI in headless Chromium (Debian's chromium): dagster dev on loopback,
 # the asset graph, a materialization of the sample corpus; screenshots in docs/images/.
