@@ -102,9 +102,12 @@ SECTIONS = (
      "then a rebuild from an empty folder, as a new worker or pod does."),
     ("throughput", "Build throughput against the encoder's own: MuSiQue and the 2,000-file corpus",
      "`benchmarks.throughput`: each corpus built by `strata index` in a child process, then the "
-     "bare model (one process, the texts sorted by length, one call) on the very texts the build "
+     "bare model (one process, the texts sorted by length, one call, with the OpenMP wait policy "
+     "a build process gets: threads sleep when out of work) on the very texts the build "
      "encoded, in the same run: the ratio of the two is the figure that holds on a shared "
-     "machine. Build texts/s = embeddings computed / the plain build's embedding shards' own time "
+     "machine; beside it the bare model with libgomp's default policy (threads spin), what the "
+     "model reaches with the machine to itself (the settings page says what the policy costs). "
+     "Build texts/s = embeddings computed / the plain build's embedding shards' own time "
      "(model load and cache writes included); in brackets the profiled build's (the bare model "
      "runs without cProfile). Load = the 1-minute load average before the build and after the "
      "bare model (2 cores: above 2, other work shared them). The profiled build runs "

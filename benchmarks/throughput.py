@@ -12,7 +12,11 @@ benchmark, in one run:
 2. encodes the very texts the build encoded (read back from its vector tables)
    with the bare model in a fresh child process: a batch-size sweep on a sample
    (ONNX only: torch's forward passes have a fixed shape), then every text in one
-   call at the best batch size;
+   call at the best batch size; twice, in two children: with the OpenMP wait
+   policy a build process gets (:func:`strata.core.embedding.passive_waits`:
+   threads sleep when out of work), the rate the build is compared with, and
+   with libgomp's default (threads spin), what the model reaches on a machine
+   with nothing else to run, reported beside it (the policy's own cost);
 3. reports texts/s of the plain build's embedding shards against the bare
    model's (the ratio is what matters on a shared machine: both ran in the same
    minutes; the profiled build's rate beside it), and
@@ -64,12 +68,17 @@ def encoded_texts(index: Path) -> list[str]:
     return texts
 
 
-def bare_child(texts_file: Path, runtime: str) -> None:
-    """In a fresh process (torch's threads as a build process gets them): the
-    batch-size sweep on a sample, then every text in one call."""
+def bare_child(texts_file: Path, runtime: str, policy: str) -> None:
+    """In a fresh process (torch's threads as a build process gets them, and its
+    OpenMP wait policy when ``policy`` is ``build``; else the environment's, which
+    :func:`bare_model` leaves without one): the batch-size sweep on a sample, then
+    every text in one call."""
     from strata.stages.embed import ENCODE_BATCH
-    from strata.core.embedding import TORCH_RUNTIMES, EncoderSpec, encoder_threads, load_encoder
+    from strata.core.embedding import (TORCH_RUNTIMES, EncoderSpec, encoder_threads,
+                                       load_encoder, passive_waits)
 
+    if policy == "build":
+        passive_waits()  # before torch is imported: OpenMP reads it when it loads
     texts = json.loads(texts_file.read_text())
     encoder = load_encoder(EncoderSpec(runtime=runtime))
     encoder.set_threads(encoder_threads())
@@ -90,14 +99,19 @@ def bare_child(texts_file: Path, runtime: str) -> None:
                       "build_batch": ENCODE_BATCH, "seconds": round(wall, 2),
                       "texts_per_s": round(len(texts) / wall, 1),
                       "cpu_util_pct": round(100 * cpu / wall / len(os.sched_getaffinity(0)), 1),
-                      "threads": encoder_threads(), "loadavg": load()}))
+                      "threads": encoder_threads(), "loadavg": load(),
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default")}))
 
 
-def bare_model(texts: list[str], work: Path, runtime: str) -> dict:
+def bare_model(texts: list[str], work: Path, runtime: str, policy: str = "build") -> dict:
+    """The bare model's rate on ``texts`` in a child process, with the wait policy
+    of a build process (``build``) or libgomp's default (``default``)."""
     f = work / "texts.json"
     f.write_text(json.dumps(texts))
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY" or policy == "build"}
     proc = subprocess.run([sys.executable, "-m", "benchmarks.throughput", "--bare", str(f),
-                           "--runtime", runtime], cwd=REPO, capture_output=True, text=True)
+                           "--runtime", runtime, "--policy", policy], cwd=REPO, env=env,
+                          capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"bare model failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -175,6 +189,7 @@ def measure(name: str, docs: Path, work: Path, extra: list[str], runtime: str,
     texts = encoded_texts(work / "profile" / "index")
     print(f"{name}: bare model on the same {len(texts)} texts...", flush=True)
     bare = bare_model(texts, work, runtime)
+    out["bare_default_policy"] = bare_model(texts, work, runtime, "default")
     # the rate compared with the bare model's is the plain build's: the bare model
     # runs without cProfile, which adds to the Python around every forward pass
     profiled = encode_rate(b, rows)
@@ -193,14 +208,16 @@ def measure(name: str, docs: Path, work: Path, extra: list[str], runtime: str,
 
 def tables(results: dict, runtime: str) -> str:
     lines = ["| corpus | texts encoded | build texts/s (profiled) | bare model texts/s (batch) | "
-             "ratio | load (1 min) | build wall s | whole build CPU % |",
-             "|---|---|---|---|---|---|---|---|"]
+             "ratio | bare model, libgomp's default wait policy | load (1 min) | build wall s | "
+             "whole build CPU % |",
+             "|---|---|---|---|---|---|---|---|---|"]
     targets = []
     for name, r in results.items():
         b, bare = r["profiled_build"], r["bare"]
         lines.append(f"| {name} | {b['embeddings_computed']} | {r['build_texts_per_s']} "
                      f"({r.get('profiled_texts_per_s', '–')}) | "
                      f"{bare['texts_per_s']} ({bare['best_batch']}) | {r['ratio']:.2f} | "
+                     f"{r.get('bare_default_policy', {}).get('texts_per_s', '–')} | "
                      f"{b['loadavg_before'][0]}→{bare['loadavg'][0]} | {b['wall_s']:.1f} | "
                      f"{r['build_cpu_util_pct']} |")
         targets.append((f"{name}: build ≥ {TARGET_RATIO} × the bare model's texts/s",
@@ -246,9 +263,11 @@ def main() -> None:
     ap.add_argument("--only", choices=("musique", "corpus"))
     ap.add_argument("--runtime", default=resolve_runtime(AUTO), choices=RUNTIMES)
     ap.add_argument("--bare", help=argparse.SUPPRESS)
+    ap.add_argument("--policy", choices=("build", "default"), default="build",
+                    help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.bare:
-        bare_child(Path(args.bare), args.runtime)
+        bare_child(Path(args.bare), args.runtime, args.policy)
         return
     from benchmarks.musique_corpus import OPENIE_FILE, write_corpus
     from benchmarks.synthetic_corpus import generate

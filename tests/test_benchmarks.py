@@ -87,3 +87,24 @@ def test_report_splices_only_between_the_markers():
     assert out == f"intro\n{START}\nnew\n{END}\noutro\n"
     with pytest.raises(SystemExit):
         splice("no markers here", "x")
+
+
+def test_the_bare_model_is_timed_with_the_wait_policy_the_build_runs_with(tmp_path, monkeypatch):
+    """The throughput benchmark compares a build with the bare model: the compared
+    child gets the OpenMP wait policy a build process gets (PASSIVE, unless the
+    operator set one), the reference child libgomp's default even then."""
+    from benchmarks.throughput import bare_model
+    from strata.core.embedding import resolve_runtime
+
+    texts = ["a gauge", "the pressure sensor drifted after the storm"] * 40
+    runtime = resolve_runtime("auto")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # an operator's own choice
+    chosen, ignored = (bare_model(texts, tmp_path, runtime, p) for p in ("build", "default"))
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    compared, spinning = bare_model(texts, tmp_path, runtime), bare_model(texts, tmp_path,
+                                                                            runtime, "default")
+    assert chosen["omp_wait_policy"] == "ACTIVE"  # the build keeps an operator's choice too
+    assert ignored["omp_wait_policy"] == "default"
+    assert compared["omp_wait_policy"] == "PASSIVE"
+    assert spinning["omp_wait_policy"] == "default"
+    assert compared["texts"] == spinning["texts"] == len(texts)
