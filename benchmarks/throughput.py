@@ -103,13 +103,12 @@ def bare_child(texts_file: Path, runtime: str, policy: str) -> None:
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "default")}))
 
 
-def bare_model(texts: list[str], work: Path, runtime: str, policy: str = "build") -> dict:
-    """The bare model's rate on ``texts`` in a child process, with the wait policy
-    of a build process (``build``) or libgomp's default (``default``)."""
-    f = work / "texts.json"
-    f.write_text(json.dumps(texts))
+def bare_model(texts_file: Path, runtime: str, policy: str = "build") -> dict:
+    """The bare model's rate on the texts of ``texts_file`` (a JSON list) in a child
+    process, with the wait policy of a build process (``build``) or libgomp's
+    default (``default``)."""
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY" or policy == "build"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.throughput", "--bare", str(f),
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.throughput", "--bare", str(texts_file),
                            "--runtime", runtime, "--policy", policy], cwd=REPO, env=env,
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -188,8 +187,10 @@ def measure(name: str, docs: Path, work: Path, extra: list[str], runtime: str,
     out["profiled_build"], out["profile"] = b, rows
     texts = encoded_texts(work / "profile" / "index")
     print(f"{name}: bare model on the same {len(texts)} texts...", flush=True)
-    bare = bare_model(texts, work, runtime)
-    out["bare_default_policy"] = bare_model(texts, work, runtime, "default")
+    texts_file = work / "texts.json"  # written once, read by both children
+    texts_file.write_text(json.dumps(texts))
+    bare = bare_model(texts_file, runtime)
+    out["bare_default_policy"] = bare_model(texts_file, runtime, "default")
     # the rate compared with the bare model's is the plain build's: the bare model
     # runs without cProfile, which adds to the Python around every forward pass
     profiled = encode_rate(b, rows)

@@ -97,12 +97,14 @@ def test_the_bare_model_is_timed_with_the_wait_policy_the_build_runs_with(tmp_pa
     from strata.core.embedding import resolve_runtime
 
     texts = ["a gauge", "the pressure sensor drifted after the storm"] * 40
+    texts_file = tmp_path / "texts.json"
+    texts_file.write_text(json.dumps(texts))
     runtime = resolve_runtime("auto")
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # an operator's own choice
-    chosen, ignored = (bare_model(texts, tmp_path, runtime, p) for p in ("build", "default"))
+    chosen, ignored = (bare_model(texts_file, runtime, p) for p in ("build", "default"))
     monkeypatch.delenv("OMP_WAIT_POLICY")
-    compared, spinning = bare_model(texts, tmp_path, runtime), bare_model(texts, tmp_path,
-                                                                            runtime, "default")
+    compared, spinning = bare_model(texts_file, runtime), bare_model(texts_file, runtime,
+                                                                     "default")
     assert chosen["omp_wait_policy"] == "ACTIVE"  # the build keeps an operator's choice too
     assert ignored["omp_wait_policy"] == "default"
     assert compared["omp_wait_policy"] == "PASSIVE"
