@@ -112,7 +112,11 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     from strata.core.memory import release_freed_memory
 
     del nodes, edges, documents, skipped
-    write_query_arrays(layout.build, int(encoder["dim"]))
+    # the vector tables the build kept as they were are copied from the arrays of
+    # the version they were published in, not read and made unit again
+    live = layout.current_version()
+    write_query_arrays(layout.build, int(encoder["dim"]),
+                       previous=layout.version_dir(live) if live is not None else None)
     release_freed_memory()  # the query encoder loads next: into this memory
     query_side = prepare(layout.build, EncoderSpec.from_manifest(encoder))
     manifest["query"] = query_side

@@ -137,9 +137,11 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
 
 
 def _import_next() -> None:
-    """Import what the embeddings step uses after texts were encoded: LanceDB and
-    the lexical index's score matrices (bm25s, scipy)."""
-    for module in ("lancedb", "strata.core.bm25_matrix"):
+    """Import what the embeddings step uses after texts were encoded: LanceDB, the
+    lexical index's score matrices (bm25s, scipy), and pandas, which pyarrow
+    imports the first time it is handed a Python list (to ask whether it is a
+    pandas object)."""
+    for module in ("lancedb", "strata.core.bm25_matrix", "pandas"):
         importlib.import_module(module)
 
 

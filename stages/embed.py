@@ -100,9 +100,11 @@ def embedding_text(kind: str, title: str, breadcrumb: str, text: str, attrs: str
     return f"{breadcrumb}\n{body}"[:MAX_EMBED_CHARS]
 
 
-def _previous_vectors(lance_dir: Path, vectors: bool = True) -> StoredVectors:
+def _previous_vectors(lance_dir: Path, vectors: bool = True,
+                      skip: set[str] = frozenset()) -> StoredVectors:
     """The previous build's vectors by text hash (:class:`StoredVectors`: their hashes
-    read now, the vectors when asked for). With ``vectors=False`` only the hashes
+    read now, the vectors when asked for), but for the tables named in ``skip``
+    (kept as they are). With ``vectors=False`` only the hashes
     are read (which texts have a vector); else every vector is read once, a batch
     at a time, to find a damaged table now rather than halfway through the write.
 
@@ -123,6 +125,8 @@ def _previous_vectors(lance_dir: Path, vectors: bool = True) -> StoredVectors:
         _forget_tables(lance_dir, f"unreadable ({short_error(e)})")
         return StoredVectors.of({})
     for name in names:
+        if name in skip:
+            continue
         bad = damaged_lance_file(lance_dir / f"{name}.lance")
         try:
             if bad is not None:
@@ -275,7 +279,10 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
     if progress:
         progress(0, len(mine))  # the count is known before the model is loaded
     keys = list(mine)
-    texts = rows.column("text").take(pa.array(list(mine.values()), pa.int64())).to_pylist()
+    # gathered by polars: pyarrow, given a list of positions, imports pandas first (to
+    # ask whether it is a pandas object), a few tenths of a second before the encoder
+    # has its texts; the process imports it later anyway, while it waits for them
+    texts = pl.Series(rows.column("text")).gather(list(mine.values())).to_list()
     del rows, mine
     encoder = load_encoder()
     pending_keys: list[str] = []
@@ -329,22 +336,34 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
     kinds = rows.column("kind").to_pylist()
     tables = rows_by_kind(kinds)  # each kind's table: its rows, in table order
     by_kind = {kind: int(len(at)) for kind, at in tables.items()}
-    if not precomputed and dim:
+    known = read_contents(lance_dir) if dim else None
+    if known is not None and known.dim != dim:
+        known = None
+    if not precomputed and known is not None and known.fingerprint == fingerprint(rows, dim):
         # the contents file says the tables hold exactly these rows: nothing to encode,
         # read or write, and the tables are not opened at all
-        known = read_contents(lance_dir)
-        if known is not None and known.dim == dim and known.fingerprint == fingerprint(rows, dim):
-            return EmbedResult(dim=dim, computed=0, reused=len(hashes), by_kind=by_kind,
-                               unchanged=True, contents=known, seconds=time.perf_counter() - t0)
+        return EmbedResult(dim=dim, computed=0, reused=len(hashes), by_kind=by_kind,
+                           unchanged=True, contents=known, seconds=time.perf_counter() - t0)
+    # The kinds whose table already holds exactly their rows (the trusted contents
+    # file says so): none of their texts needs a vector and their table is kept as
+    # it is, so their stored vectors are not read at all. A small edit reads the
+    # vectors of the kinds it touched, not every entity's and fact's.
+    per_kind = kind_fingerprints(rows, tables, dim) if known is not None else {}
+    settled = {kind for kind, digest in per_kind.items() if known.kinds.get(kind) == digest}
     sources = [StoredVectors.of(precomputed)] if precomputed else []
-    sources.append(_previous_vectors(lance_dir))
+    sources.append(_previous_vectors(lance_dir, skip={vector_table_name(k) for k in settled}))
     if precomputed and not dim:
         dim = sources[0].dim
-    missing = [i for i, h in enumerate(hashes) if not any(h in s for s in sources)]
+    missing = [i for i, h in enumerate(hashes)
+               if kinds[i] not in settled and not any(h in s for s in sources)]
     encoder = load_encoder() if missing or not dim else None
     if encoder is not None:
+        if settled and encoder.dim != dim:  # not the tables' model after all: read them all
+            settled, per_kind = set(), {}
+            sources[-1] = _previous_vectors(lance_dir)
         dim = encoder.dim
-        missing = [i for i, h in enumerate(hashes) if _stored_dim(sources, h) != dim]
+        missing = [i for i, h in enumerate(hashes)
+                   if kinds[i] not in settled and _stored_dim(sources, h) != dim]
     assert dim is not None
     encoded = np.zeros((len(missing), dim), dtype=np.float32)
     if missing:
@@ -366,8 +385,10 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
         return EmbedResult(dim=dim, loaded_encoder=encoder is not None, computed=0,
                            reused=len(hashes), by_kind=by_kind, unchanged=True, contents=known,
                            seconds=time.perf_counter() - t0)
-    per_kind = kind_fingerprints(rows, tables, dim)
-    kept = _unchanged_tables(lance_dir, dim, per_kind, {kinds[i] for i in missing})
+    per_kind = per_kind or kind_fingerprints(rows, tables, dim)
+    # (a settled kind must be kept: its vectors were not read to be written again)
+    kept = settled | _unchanged_tables(known if known is not None else read_contents(lance_dir),
+                                       dim, per_kind, {kinds[i] for i in missing})
     unstamp(lance_dir)  # never left claiming tables that are being replaced
     tmp = lance_dir.with_name(lance_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -394,15 +415,14 @@ def build_vectors(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable
                        seconds=time.perf_counter() - t0)
 
 
-def _unchanged_tables(lance_dir: Path, dim: int, per_kind: dict[str, str],
+def _unchanged_tables(known: VectorContents | None, dim: int, per_kind: dict[str, str],
                       encoded: set[str]) -> set[str]:
     """The kinds whose table on disk already holds exactly the rows it would be
-    written with (its fingerprint in the trusted contents file is ``per_kind``'s,
+    written with (its fingerprint in ``known``, the trusted contents file, is ``per_kind``'s,
     with vectors of ``dim``), none of whose rows were encoded now (``encoded``: the
     kinds of those rows). Their tables are kept as they are (hard links into the
     new folder): a small edit rewrites the tables of the kinds it touched, not
     the entities' and facts' too."""
-    known = read_contents(lance_dir)
     if known is None or known.dim != dim:
         return set()
     return {kind for kind, digest in per_kind.items()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
-from strata.core.layout import replace_dir
+from strata.core.layout import link_or_copy, replace_dir
 from strata.core.lexical import (FORMAT, LexicalIndex, forget_token_memos, joined_token_ids,
                                  tokenize)
 from strata.stages.lexical_tokens import cached_tokens, source_digest
@@ -83,7 +83,10 @@ def build_lexical(items: pl.DataFrame, folder: Path,
     the fingerprint (is there anything to do at all?) and the token cache's key
     are digests of each row's fields (:func:`source_digest`), and a text is made
     only to be tokenized. Every collection's tokens are counted before either
-    index is built, so the rows go before the score matrices come; ``items``
+    index is built, so the rows go before the score matrices come. A collection
+    whose rows did not change (its own fingerprint, beside it) is linked from
+    the previous folder as it is: a collection's scores depend on its documents
+    alone, so an edit of the text units does not index the facts again. ``items``
     goes once its embedded rows are copied in node order (a caller that keeps it
     nowhere else, as the embeddings step, then holds one copy of the rows)."""
     todo = items.filter(pl.col("embedded")).sort("node_id")
@@ -95,17 +98,32 @@ def build_lexical(items: pl.DataFrame, folder: Path,
     del todo
     by_kind = dict(sorted(Counter(kinds).items()))
     digests = [source_digest(row) for row in rows.iter_rows()]
+    unit = kinds.is_in(list(EMBEDDED_KINDS))
     fingerprint = hashlib.sha256(f"{FORMAT}\0{TEXTS_KEY}\0".encode())
-    for nid, kind, digest in zip(ids, kinds, digests):
-        fingerprint.update(f"{nid}\0{kind}\0".encode("utf-8", "surrogatepass") + digest)
+    # each collection's own, from its rows alone: an edit that touches only the text
+    # units leaves the graph collection (entities and facts, most of the documents)
+    # as it was, linked into the new folder instead of tokenized and indexed again
+    parts = {name: hashlib.sha256(f"{FORMAT}\0{TEXTS_KEY}\0{name}\0".encode())
+             for name in (LEXICAL_UNITS, LEXICAL_GRAPH)}
+    for nid, kind, digest, is_unit in zip(ids, kinds, digests, unit):
+        row = f"{nid}\0{kind}\0".encode("utf-8", "surrogatepass") + digest
+        fingerprint.update(row)
+        parts[LEXICAL_UNITS if is_unit else LEXICAL_GRAPH].update(row)
     stamp = folder / FINGERPRINT_FILE
     if stamp.is_file() and stamp.read_text().strip() == fingerprint.hexdigest() \
             and _readable(folder):
         return LexicalResult(docs=len(ids), unchanged=True, by_kind=by_kind)
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    unit = kinds.is_in(list(EMBEDDED_KINDS))
-    collections = ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, ~unit))
+    tmp.mkdir(parents=True)
+    collections = []
+    for name, keep in ((LEXICAL_UNITS, unit), (LEXICAL_GRAPH, ~unit)):
+        digest = parts[name].hexdigest()
+        if _same_collection(folder, name, digest):
+            shutil.copytree(folder / name, tmp / name, copy_function=link_or_copy)
+        else:
+            collections.append((name, keep))
+        (tmp / f"{name}.{FINGERPRINT_FILE}").write_text(digest + "\n")
     counted = {}
     try:
         # every collection's tokens first, the texts made (where they must be) and
@@ -126,6 +144,19 @@ def build_lexical(items: pl.DataFrame, folder: Path,
     (tmp / FINGERPRINT_FILE).write_text(fingerprint.hexdigest() + "\n")
     replace_dir(tmp, folder)
     return LexicalResult(docs=len(ids), unchanged=False, by_kind=by_kind)
+
+
+def _same_collection(folder: Path, name: str, digest: str) -> bool:
+    """Whether ``folder`` holds the collection ``name`` built from rows whose
+    fingerprint is ``digest``, readable (:meth:`LexicalIndex.check`)."""
+    stamp = folder / f"{name}.{FINGERPRINT_FILE}"
+    try:
+        if stamp.read_text().strip() != digest:
+            return False
+        LexicalIndex.check(folder / name)
+    except Exception:  # noqa: BLE001 - missing or unreadable: index it again
+        return False
+    return True
 
 
 def _text(row: tuple) -> str:

@@ -197,3 +197,53 @@ def test_an_unchanged_lexical_index_is_kept_only_while_it_would_load(sample_inde
     assert not build_lexical(items, folder).unchanged
     LexicalIndex.check(units)
     assert len(LexicalIndex.load(units)) > 0
+
+
+def _units_and_facts(edit: str | None = None) -> pl.DataFrame:
+    """Embedding items of both collections: sections, entities and facts; ``edit``
+    replaces the first section's text."""
+    words = "harbour tide gauge survey buoy swell datum station anemometer drift".split()
+    kinds = ["section", "entity", "fact"] * 10
+    texts = [" ".join(words[(i + j) % len(words)] for j in range(2 + i % 5))
+             for i in range(len(kinds))]
+    if edit is not None:
+        texts[0] = edit
+    n = len(kinds)
+    return pl.DataFrame({"node_id": [f"n{i:03d}" for i in range(n)], "kind": kinds,
+                         "title": [""] * n, "breadcrumb": ["a"] * n, "text": texts,
+                         "attrs": ["{}"] * n, "summary": [None] * n, "embedded": [True] * n},
+                        schema_overrides={"summary": pl.Utf8})
+
+
+def _files(folder) -> dict[str, tuple[int, bytes]]:
+    return {p.name: (p.stat().st_ino, p.read_bytes()) for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("graph_damaged", [False, True])
+def test_an_edit_of_the_text_units_keeps_the_graph_collection_as_it_was(tmp_path, graph_damaged):
+    """Each collection is indexed from its own documents: an edit of a section
+    indexes the units again and links the entities' and facts' collection into
+    the new folder as it was (the same files), unless that collection would not
+    load, which is indexed again. Either way the folder is what a fresh build of
+    the edited rows writes, file for file, and the edit is found."""
+    from strata.stages.lexical import build_lexical
+
+    folder, tokens = tmp_path / "lexical", tmp_path / "tokens"
+    assert not build_lexical(_units_and_facts(), folder, tokens).unchanged
+    graph, units = _files(folder / "graph"), _files(folder / "units")
+    if graph_damaged:
+        (folder / "graph" / "docs.parquet").write_bytes(b"not parquet")
+    edited = _units_and_facts(edit="anemometer calibration drift")
+    assert not build_lexical(edited, folder, tokens).unchanged
+    now = _files(folder / "graph")
+    if graph_damaged:
+        assert all(now[name][0] != graph[name][0] for name in now)  # written again
+    else:
+        assert now == graph  # the same inodes: linked, not written
+    assert all(_files(folder / "units")[name][0] != units[name][0] for name in units)
+    build_lexical(edited, tmp_path / "fresh")
+    for name in ("units", "graph"):
+        assert {k: v[1] for k, v in _files(folder / name).items()} == \
+            {k: v[1] for k, v in _files(tmp_path / "fresh" / name).items()}
+    assert LexicalIndex.load(folder / "units").search("calibration", 1)[0][0] == "n000"
+    assert build_lexical(edited, folder, tokens).unchanged

@@ -299,6 +299,24 @@ def same_files(build: Path, version_dir: Path) -> bool:
     return True
 
 
+def linked_folders(a: Path, b: Path) -> bool:
+    """Whether the folders ``a`` and ``b`` hold the same files, each a hard link
+    of the other's (relative path, device and inode; nothing is read): a vector
+    table a build kept as it was, and the published version's copy of it."""
+    def files(root: Path) -> set[tuple[str, int, int]]:
+        out = set()
+        for p in root.rglob("*"):
+            if not p.is_dir():
+                st = p.stat()
+                out.add((p.relative_to(root).as_posix(), st.st_dev, st.st_ino))
+        return out
+
+    try:
+        return a.is_dir() and b.is_dir() and files(a) == files(b)
+    except OSError:
+        return False
+
+
 def link_or_copy(src, dst) -> str:
     # Build files are never modified in place (Parquet is rewritten whole, Lance
     # writes new fragment files), so a hard link is a safe, free snapshot.

@@ -312,11 +312,32 @@ def _node_table(folder: Path, path: Path | None):
     return _read_arrow(path)
 
 
-def compute(folder: Path, dim: int, vectors_file: Path | None = None) -> QueryArrays:
+def _previous_arrays(previous: Path | None, dim: int) -> QueryArrays | None:
+    """The arrays of the version in ``previous`` when they read and have ``dim``."""
+    if previous is None:
+        return None
+    try:
+        arrays = open_arrays(previous)
+    except (DamagedArrays, OSError, ValueError):
+        return None
+    if arrays is None or arrays.vectors.shape[1:] != (dim,) \
+            or arrays.fact_vectors.shape[1:] != (dim,):
+        return None
+    return arrays
+
+
+def compute(folder: Path, dim: int, vectors_file: Path | None = None,
+            previous: Path | None = None) -> QueryArrays:
     """The arrays of the version (or build) in ``folder``, from its Parquet
     tables and Lance vector tables. With ``vectors_file`` the node vectors go
     straight into that ``.npy`` file and come back mapped from it, and the
     nodes' text into ``nodes.arrow`` beside it (:func:`_node_table`).
+
+    ``previous``: the folder of the version published before, whose arrays
+    hold the unit vectors of every table ``folder`` kept as it was (the same
+    files: :func:`strata.core.layout.linked_folders`); those are copied from its arrays by node id
+    instead of read from the table and made unit again. A small edit then
+    reads the vectors of the kinds it touched, not every entity's and fact's.
 
     Each table is read when it is needed and let go once used: the graph is
     made from the nodes' ids and hierarchy and the edges, then the node table
@@ -327,6 +348,7 @@ def compute(folder: Path, dim: int, vectors_file: Path | None = None) -> QueryAr
     import pyarrow as pa
 
     from strata.core.lance_scan import connect, scan, table_names, vector_matrix
+    from strata.core.layout import linked_folders
 
     ent_path = folder / TABLE_FILES["entities"]
     nodes = graph_nodes(pl.read_parquet(folder / TABLE_FILES["nodes"], columns=GRAPH_COLUMNS),
@@ -349,6 +371,7 @@ def compute(folder: Path, dim: int, vectors_file: Path | None = None) -> QueryAr
     lance_dir = folder / LANCE_DIR
     db = connect(lance_dir) if lance_dir.exists() else None
     names = set(table_names(db)) if db is not None else set()
+    before = _previous_arrays(previous, dim)
     try:
         for kind in VECTOR_KINDS:
             name = vector_table_name(kind)
@@ -359,6 +382,19 @@ def compute(folder: Path, dim: int, vectors_file: Path | None = None) -> QueryAr
                 head = t.search().select(["text", "vector"]).limit(PROBE_PER_TABLE).to_arrow()
                 probe_texts += head.column("text").to_pylist()
                 probe_vecs.append(vector_matrix(head.column("vector")).reshape(head.num_rows, dim))
+            if before is not None and linked_folders(lance_dir / f"{name}.lance",
+                                                     previous / LANCE_DIR / f"{name}.lance"):
+                if kind == FACT:  # the same table: its rows in the same order
+                    fact_ids.append(before.fact_ids.combine_chunks().cast(pa.string()))
+                    fact_blocks.append(np.asarray(before.fact_vectors, dtype=np.float32))
+                    continue
+                old = np.nonzero((np.asarray(before.graph.kind) == KIND_CODE[kind])
+                                 & np.asarray(before.has_vector))[0]
+                rows = rows_of(lookup, before.nodes.column("node_id").take(old))
+                found = rows >= 0
+                rows_out.put(rows[found], np.asarray(before.vectors[old[found]]))
+                has[rows[found]] = True  # a row without a vector is zeros either way
+                continue
             for batch in scan(t, ["node_id", "vector"]):
                 if not batch.num_rows:
                     continue
@@ -465,11 +501,12 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None,
     return target
 
 
-def write(folder: Path, dim: int) -> Path:
-    """Compute the arrays of ``folder`` (a build or a version) and save them there."""
+def write(folder: Path, dim: int, previous: Path | None = None) -> Path:
+    """Compute the arrays of ``folder`` (a build or a version) and save them there
+    (``previous``: see :func:`compute`)."""
     staged = _staging(folder)
     try:
-        arrays = compute(folder, dim, vectors_file=staged / "vectors.npy")
+        arrays = compute(folder, dim, vectors_file=staged / "vectors.npy", previous=previous)
         return save(arrays, folder, staged=staged)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)

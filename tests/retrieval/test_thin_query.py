@@ -331,3 +331,68 @@ def test_vectors_written_a_run_at_a_time_equal_the_matrix_in_memory(tmp_path):
     mapped, matrix = streamed.close(), held.close()
     assert np.array_equal(mapped, matrix) and np.array_equal(np.load(tmp_path / "v.npy"), matrix)
     assert matrix[4].tolist() == [9.0, 10.0, 11.0] and not matrix[[3, 5]].any()
+
+
+def _linked_copy(src, dst) -> None:
+    from strata.core.layout import link_or_copy
+
+    shutil.copytree(src, dst, copy_function=link_or_copy)
+
+
+def _same_arrays(a, b) -> None:
+    assert a.graph.ids == b.graph.ids
+    assert np.array_equal(a.has_vector, b.has_vector)
+    assert np.array_equal(np.asarray(a.vectors), np.asarray(b.vectors))
+    assert a.fact_ids.to_pylist() == b.fact_ids.to_pylist()
+    assert np.array_equal(np.asarray(a.fact_vectors), np.asarray(b.fact_vectors))
+    assert a.probe_texts == b.probe_texts
+
+
+def test_a_publish_copies_the_vectors_of_the_tables_a_build_kept_from_the_last_version(
+        sample_index, tmp_path, monkeypatch):
+    """A vector table the build kept as it was (hard links of the published
+    version's files) is not read again: its unit vectors come from the last
+    version's arrays, by node id, so they land on the right rows even when the
+    nodes moved. A table with other files is read. Either way the arrays are
+    those computed from the tables alone."""
+    import polars as pl
+
+    from strata.core.schema import LANCE_DIR, TABLE_FILES
+
+    version = IndexLayout(sample_index).resolve()
+    dim = open_arrays(version).vectors.shape[1]
+    previous, build = tmp_path / "previous", tmp_path / "build"
+    _linked_copy(version, previous)
+    _linked_copy(version, build)
+    # the nodes in another order: every graph row moves
+    nodes_file = build / TABLE_FILES["nodes"]
+    nodes = pl.read_parquet(nodes_file)
+    nodes_file.unlink()
+    nodes.reverse().write_parquet(nodes_file)
+    tables = sorted(p.name.removesuffix(".lance") for p in (build / LANCE_DIR).iterdir())
+    assert len(tables) >= 2
+    rewritten = tables[0]  # same bytes, new files: not the version's table any more
+    shutil.rmtree(build / LANCE_DIR / f"{rewritten}.lance")
+    shutil.copytree(version / LANCE_DIR / f"{rewritten}.lance",
+                    build / LANCE_DIR / f"{rewritten}.lance")
+    scanned: list[str] = []
+    import strata.core.lance_scan as lance_scan
+
+    real_scan = lance_scan.scan
+
+    def recording(table, columns, *a, **k):
+        scanned.append(table.name)
+        return real_scan(table, columns, *a, **k)
+
+    monkeypatch.setattr(lance_scan, "scan", recording)
+    reused = compute(build, dim, previous=previous)
+    assert scanned == [rewritten]
+    scanned.clear()
+    from_tables = compute(build, dim)
+    assert sorted(scanned) == tables
+    _same_arrays(reused, from_tables)
+    assert reused.graph.ids != open_arrays(version).graph.ids  # the rows did move
+    # no arrays where the last version should be: every table is read
+    scanned.clear()
+    _same_arrays(compute(build, dim, previous=tmp_path / "nowhere"), from_tables)
+    assert sorted(scanned) == tables

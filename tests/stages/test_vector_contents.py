@@ -191,6 +191,40 @@ def test_an_edit_rewrites_only_the_tables_of_the_kinds_it_touched(built, encoder
                          dim=384).unchanged
 
 
+def test_an_edit_reads_the_stored_vectors_of_the_kinds_it_touched_only(built, encoder,
+                                                                      monkeypatch):
+    """The tables an edit keeps are not read: a small edit of a section pays for
+    the section table's vectors, not for every entity's and fact's. Which tables
+    are scanned is recorded at both readers (the stored hashes and vectors, and
+    the fill of the rows to write); the result is the table a fresh build writes."""
+    import strata.stages.stored_vectors as stored
+
+    items, lance = built
+    scanned: list[str] = []
+
+    def recording(table, columns, *a, **k):
+        scanned.append(table.name)
+        return scan(table, columns, *a, **k)
+
+    monkeypatch.setattr(embed, "scan", recording)
+    monkeypatch.setattr(stored, "scan", recording)
+    edited = items.with_columns(pl.when(pl.col("node_id") == "n0003")
+                                .then(pl.lit("a changed tide gauge survey"))
+                                .otherwise(pl.col("text")).alias("text"))
+    again = build_vectors(edited, EncoderSpec(), lambda: encoder, lance, dim=384)
+    assert again.computed == 1 and again.reused == 29 and again.tables_kept == ["entity", "fact"]
+    assert scanned and set(scanned) == {"section_vectors"}
+    monkeypatch.undo()
+    fresh = lance.parent / "fresh"
+    build_vectors(edited, EncoderSpec(), lambda: encoder, fresh)
+    exact = encoder.runtime in TORCH_RUNTIMES
+    for kind in ("section", "entity", "fact"):
+        kept, written = _rows(lance, kind), _rows(fresh, kind)
+        assert [r[:2] for r in kept] == [r[:2] for r in written]
+        x, y = (np.array([r[2] for r in rows], np.float32) for rows in (kept, written))
+        assert np.array_equal(x, y) if exact else np.allclose(x, y, atol=1e-4)
+
+
 def test_a_contents_file_without_the_kinds_fingerprints_keeps_no_table(built, encoder):
     """A contents file written before it named each kind's fingerprint: every table
     is written again, and the file written then names them."""
