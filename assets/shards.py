@@ -120,6 +120,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                              python_paths=python_paths)
         # and files parsed again with the same bytes (one that could not be read before)
         warm_encoder(len(result.parsed))
+        _encode_ahead(result, embedder.spec_for(spec.embedding, built_encoder(layout)), layout)
         for name, table in (("nodes", result.nodes), ("references", result.references),
                             ("documents", result.documents)):  # the cache index last
             write_parquet_atomic(table, out / TABLE_FILES[name])
@@ -134,6 +135,23 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                          f"{len(result.parsed)} parsed, {len(result.reused)} reused")
 
     return parse_shard
+
+
+def _encode_ahead(result, enc_spec, layout) -> None:
+    """Hand the new texts of the files this parse shard parsed to the encoder
+    process warming for the run, if there is one: it encodes them while the run
+    goes on to the facts, summaries and captions, and the embedding shard then
+    finds their vectors made (the same bytes: see :func:`strata.core.encoder_process.prefetch`)."""
+    import polars as pl
+
+    from strata.core import encoder_process
+    from strata.stages.embed import new_texts
+
+    if not result.parsed or not encoder_process.warming(enc_spec):
+        return
+    parsed = pl.from_arrow(result.nodes).filter(pl.col("path").is_in(list(result.parsed)))
+    texts = new_texts(parsed, enc_spec, layout.build_lance, encoder_process.PREFETCH_MAX)
+    encoder_process.prefetch(enc_spec, texts)
 
 
 def _import_next() -> None:
@@ -201,6 +219,7 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
             encoder = warm or embedder.load(enc_spec)
             encoder.set_threads(threads)
             used["encoder_pid"] = warm.pid if warm is not None else os.getpid()
+            used["warm"], used["ahead_before"] = warm, warm.prefetched if warm is not None else 0
             return encoder
 
         used: dict = {}
@@ -209,13 +228,17 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
             result = encode_shard(items, enc_spec, load, layout.build_lance, shard, shards, sink,
                                   progress=progress_logger(context, f"embed shard {shard}"),
                                   known=known)
+        # texts the warm encoder process had encoded ahead, while the run parsed
+        ahead = used["warm"].prefetched - used["ahead_before"] if used.get("warm") else 0
         summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
                    "computed": result.computed, "seconds": round(result.seconds, 3),
                    "pid": os.getpid(), "threads": threads, "encoding_processes": processes,
-                   "encoder_pid": used.get("encoder_pid")}  # another pid: a warm encoder process
+                   "encoder_pid": used.get("encoder_pid"),  # another pid: a warm encoder process
+                   "encoded_ahead": ahead}
         write_json_atomic(cache / f"{shard:03d}.json", summary)
         context.log.info(f"embed shard {shard}/{shards}: {result.computed} texts encoded "
-                         f"({threads} threads, {processes} encoding processes)")
+                         f"({threads} threads, {processes} encoding processes"
+                         + (f", {ahead} of them ahead, while the run parsed)" if ahead else ")"))
 
     return embed_shard
 
@@ -245,6 +268,7 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
         if what == "embedding":  # whether a shard encoded in a warm encoder process
             extra["warm_encoder"] = any(s.get("encoder_pid") not in (None, s["pid"])
                                         for s in rows)
+            extra["encoded_ahead"] = sum(s.get("encoded_ahead", 0) for s in rows)
         record_stage(layout, f"{what}_shards", seconds=busiest, shards=len(rows),
                      shard_seconds_total=round(total, 3), processes=processes, **extra)
         columns = [k for k in (rows[0] if rows else {"shard": 0}) if k not in ("run_id", "shards")]

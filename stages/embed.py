@@ -206,6 +206,28 @@ def _rows_table(todo: pl.DataFrame, spec: EncoderSpec) -> pa.Table:
     return base
 
 
+def new_texts(nodes: pl.DataFrame, spec: EncoderSpec, lance_dir: Path, limit: int) -> list[str]:
+    """The encoder texts of ``nodes`` (rows of the nodes table) that no stored
+    vector covers (the tables' contents file says which are stored), each once,
+    none when there are more than ``limit``: what the embedding shards will send
+    the encoder, known as soon as a parse has made the nodes. A text whose unit
+    gets a summary later is another text by then (it is encoded again then)."""
+    todo = _embedded(nodes)
+    if not todo.height:
+        return []
+    model_key = _model_key(spec)
+    contents = read_contents(lance_dir)
+    stored = contents.hashes() if contents is not None else set()
+    texts: dict[str, None] = {}
+    for fields in todo.select(*EMBED_FIELDS).iter_rows():
+        text = embedding_text(*fields)
+        if stable_hash(model_key, EMBED_TEXT_VERSION, text) not in stored:
+            texts[text] = None
+            if len(texts) > limit:
+                return []
+    return list(texts)
+
+
 def encode_sorted(texts: list[str], encoder: Encoder, batch_size: int = ENCODE_BATCH,
                   progress: Progress | None = None,
                   emit: Callable[[list[int], np.ndarray], None] | None = None) -> None:

@@ -55,6 +55,35 @@ def test_the_warm_encoder_gives_the_vectors_of_the_processs_own(allowed):
     assert encoder_process.take(SPEC, 16) is None
 
 
+def test_texts_encoded_ahead_are_the_vectors_an_encode_would_give(allowed):
+    """A prefetch hands texts over without waiting; the encode that asks for them
+    later gets their vectors from what the child made ahead, the same bytes as
+    the process's own encoder gives, in the order asked (a text asked twice, and
+    texts never handed over, included). Only a torch runtime's vectors are the
+    same whatever they are encoded with, so only those are handed over."""
+    if SPEC.runtime not in ("torch", "torch-bf16"):
+        pytest.skip("prefetch is for torch runtimes")
+    encoder_process.start(SPEC, 8)
+    texts = _texts()
+    ahead, later = texts[:6], texts[6:]
+    assert encoder_process.warming(SPEC)
+    assert encoder_process.prefetch(SPEC, ahead)  # before the child has even loaded
+    assert not encoder_process.prefetch(SPEC, [])
+    assert not encoder_process.prefetch(EncoderSpec(runtime="onnx"), ahead)
+    warm = encoder_process.take(SPEC, 8)
+    assert warm is not None
+    warm.set_threads(2)
+    own = load_encoder(SPEC, batch_size=8)
+    own.set_threads(2)
+    asked = [ahead[2], later[0], ahead[0], ahead[2], later[1]]
+    got = warm.encode(asked)
+    assert warm.prefetched == 3  # ahead[2] twice and ahead[0]; not the two others
+    assert np.array_equal(got, own.encode(asked))
+    assert np.array_equal(warm.encode(ahead), own.encode(ahead))
+    assert warm.prefetched == 3 + 4  # ahead[0] and ahead[2] went with their first use
+    encoder_process.done_encoding()
+
+
 def test_work_handed_to_take_runs_beside_the_wait_and_its_failure_stays_there(allowed):
     """What the caller would do next anyway (the embedding shard: import the table
     library) runs in a thread of its own while the child loads and encodes; take
@@ -184,6 +213,9 @@ def test_an_edit_rebuilt_by_the_cli_encodes_in_the_warm_process_and_equals_a_fre
     report = json.loads((out / "build" / "build_report.json").read_text())
     assert report["embedding_shards"]["warm_encoder"] is True
     assert report["embed"]["computed"] > 0
+    # the edited file's new texts were handed over as the parse made them: encoded
+    # ahead, and still the bytes a fresh build gives them (below)
+    assert 0 < report["embedding_shards"]["encoded_ahead"] <= report["embed"]["computed"]
 
     # the same corpus name: node ids carry it
     write_corpora(builder.config_path, {"warm": {"root": str(sample_copy),

@@ -7,7 +7,11 @@ executes in one process (the strata executor without workers), the first
 parse shard that finds changed files starts this process (:func:`start`); it
 imports torch and loads the encoder on another core while the run parses,
 extracts facts and summarizes, and the embedding shard then sends it its
-texts (:func:`take`). The encoder is the one the run's own process would have
+texts (:func:`take`). The parse shard hands it the new texts of the files it
+parsed as soon as it has made their nodes (:func:`prefetch`), so that the
+encoding runs beside the steps before the embedding where the encoder is
+loaded already (``--watch``); the shard's request then finds their vectors
+made. The encoder is the one the run's own process would have
 loaded (same spec, batch size and threads), and traced and ONNX models compute
 a text's vector from the text alone, so the vectors are the same bytes.
 
@@ -88,6 +92,7 @@ class EncoderProcess:
         self.spec: EncoderSpec = spec
         self.dim = 0
         self._ready: bool | None = None  # None: not heard from yet
+        self.prefetched = 0  # texts whose vectors were encoded ahead, by a prefetch
         self._proc = subprocess.Popen(
             [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, start_new_session=True)  # a terminal's Ctrl-C is the parent's
@@ -148,7 +153,17 @@ class EncoderProcess:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         reply, payload = self._call({"op": "encode", "texts": list(texts)})
+        self.prefetched += int(reply.get("prefetched", 0))
         return np.frombuffer(payload, dtype=np.float32).reshape(reply["shape"]).copy()
+
+    def prefetch(self, texts: list[str]) -> None:
+        """Have the child encode ``texts`` as soon as it can, ahead of the
+        :meth:`encode` that will ask for them; nothing is awaited (the child
+        answers no prefetch)."""
+        try:
+            self._send({"op": "prefetch", "texts": list(texts)})
+        except (BrokenPipeError, OSError) as e:  # gone: the shard's encode reports it
+            log.debug("could not hand texts to the encoder process: %s", e)
 
     def close(self) -> None:
         """End the child: its pipe closes, it exits at once; killed if it has not
@@ -229,6 +244,31 @@ def start(spec: EncoderSpec, batch_size: int) -> None:
         log.debug("could not start an encoder process: %s", e)
 
 
+# Texts a prefetch may hand over, and vectors the child keeps for them: a small
+# edit's, not a build's (a build that parses most of a corpus starts no process).
+PREFETCH_MAX = 4096
+
+
+def warming(spec: EncoderSpec) -> bool:
+    """Whether an encoder process for ``spec`` was started (loading or loaded)."""
+    return _warm is not None and _warm.requested[0] == spec
+
+
+def prefetch(spec: EncoderSpec, texts: list[str]) -> bool:
+    """Hand ``texts`` to the encoder process warming ``spec``, to encode while the
+    run goes on with the steps before the embedding. Returns whether it did:
+    only a torch runtime's vectors are the same bytes whatever they are encoded
+    with (:func:`strata.core.torch_trace.shape_batches`), and at most
+    ``PREFETCH_MAX`` texts are kept."""
+    from strata.core.embedding import TORCH_RUNTIMES
+
+    if _warm is None or _warm.requested[0] != spec or not texts or len(texts) > PREFETCH_MAX \
+            or spec.runtime not in TORCH_RUNTIMES or not _warm.alive():
+        return False
+    _warm.prefetch(texts)
+    return True
+
+
 def take(spec: EncoderSpec, batch_size: int,
          meanwhile: Callable[[], object] | None = None) -> EncoderProcess | None:
     """The warm encoder process for ``spec``, once it has loaded it; None when none
@@ -274,12 +314,16 @@ def _serve(requests, replies) -> None:
     from strata.core.memory import heap_blocks
 
     encoder: Any = None
+    ahead: dict[str, np.ndarray] = {}  # text → its vector, encoded by a prefetch
     while True:
         try:
             request, _ = _read_frame(requests)
         except (EOFError, OSError, ValueError):
             return  # the parent closed the pipe or is gone
         payload = b""
+        if request.get("op") == "prefetch":  # no answer: the parent is not waiting
+            _encode_ahead(encoder, request, ahead)
+            continue
         try:
             op = request.get("op")
             if op == "load":
@@ -295,15 +339,40 @@ def _serve(requests, replies) -> None:
                 answer = {"op": "counts",
                           "counts": count(request["texts"]) if count is not None else None}
             elif op == "encode":
+                texts = request["texts"]
+                unique = list(dict.fromkeys(texts))
+                made = {t: ahead.pop(t) for t in unique if t in ahead}  # used once
+                todo = [t for t in unique if t not in made]
                 with heap_blocks():  # as the parent's encoding loop does
-                    vectors = np.ascontiguousarray(encoder.encode(request["texts"]),
-                                                   dtype=np.float32)
-                answer, payload = {"op": "vectors", "shape": list(vectors.shape)}, vectors.tobytes()
+                    got = dict(zip(todo, encoder.encode(todo))) if todo else {}
+                got.update(made)
+                vectors = np.ascontiguousarray([got[t] for t in texts], dtype=np.float32) \
+                    .reshape(len(texts), int(encoder.dim))
+                answer = {"op": "vectors", "shape": list(vectors.shape),
+                          "prefetched": sum(t in made for t in texts)}
+                payload = vectors.tobytes()
             else:
                 answer = {"op": "error", "message": f"unknown request {op!r}"}
         except Exception as e:  # noqa: BLE001 - reported to the parent, which decides
             answer, payload = {"op": "error", "message": f"{type(e).__name__}: {e}"[:2000]}, b""
         _write_frame(replies, answer, payload)  # an OSError when the parent is gone: this ends
+
+
+def _encode_ahead(encoder, request: dict, ahead: dict) -> None:
+    """Encode a prefetch's texts into ``ahead``. Anything that goes wrong only
+    leaves the texts to the encode that asks for them (and reports it there)."""
+    from strata.core.memory import heap_blocks
+
+    texts = [t for t in request.get("texts", []) if t not in ahead]
+    if encoder is None or not texts:
+        return
+    if len(ahead) + len(texts) > PREFETCH_MAX:
+        ahead.clear()  # texts of earlier runs that nobody asked for
+    try:
+        with heap_blocks():
+            ahead.update(zip(texts, np.asarray(encoder.encode(texts), dtype=np.float32)))
+    except Exception as e:  # noqa: BLE001 - see above
+        log.debug("prefetched texts were not encoded: %s", e)
 
 
 def main() -> None:
