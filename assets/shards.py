@@ -99,6 +99,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         # what this shard parsed in an interrupted earlier run is not parsed again
         earlier = read_previous(out)
         cache = overlay(previous_build(layout), [earlier] if earlier else [])
+        enc_spec = embedder.spec_for(spec.embedding, built_encoder(layout))
 
         def warm_encoder(changed: int) -> None:
             from strata.core import encoder_process
@@ -107,8 +108,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
             # encoder's loading, which starts now on another core (encoder_process); a
             # command that builds again and again keeps it loaded for its next runs
             if encoder_process.keeping() or 0 < changed <= len(sources) * WARM_SHARE:
-                encoder_process.start(embedder.spec_for(spec.embedding, built_encoder(layout)),
-                                      embedder.batch_size)
+                encoder_process.start(enc_spec, embedder.batch_size)
 
         # files whose bytes changed, known before they are parsed: the loading starts
         # before their parse, not after it
@@ -120,7 +120,7 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
                              python_paths=python_paths)
         # and files parsed again with the same bytes (one that could not be read before)
         warm_encoder(len(result.parsed))
-        _encode_ahead(result, embedder.spec_for(spec.embedding, built_encoder(layout)), layout)
+        _encode_ahead(result, enc_spec, layout)
         for name, table in (("nodes", result.nodes), ("references", result.references),
                             ("documents", result.documents)):  # the cache index last
             write_parquet_atomic(table, out / TABLE_FILES[name])

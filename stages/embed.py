@@ -179,6 +179,11 @@ def _embedded(nodes: pl.DataFrame) -> pl.DataFrame:
     return todo
 
 
+def _text_hash(model_key: str, text: str) -> str:
+    """What names an encoder text's vector: the text, how texts are made, the model."""
+    return stable_hash(model_key, EMBED_TEXT_VERSION, text)
+
+
 def _rows_table(todo: pl.DataFrame, spec: EncoderSpec) -> pa.Table:
     """The rows of ``todo`` (:func:`_embedded`) as the vector tables' rows without
     their vectors (the columns of :data:`VECTOR_COLUMNS`, what the fingerprint
@@ -196,8 +201,8 @@ def _rows_table(todo: pl.DataFrame, spec: EncoderSpec) -> pa.Table:
     parts = []
     for start in range(0, max(fields.height, 1), TEXT_SLICE):
         texts = [embedding_text(*r) for r in fields.slice(start, TEXT_SLICE).iter_rows()]
-        parts.append(python_table({"text_hash": [stable_hash(model_key, EMBED_TEXT_VERSION, t)
-                                                 for t in texts], "text": texts}, made))
+        parts.append(python_table({"text_hash": [_text_hash(model_key, t) for t in texts],
+                                   "text": texts}, made))
     del fields
     for made_field in made:
         chunks = [c for p in parts for c in p.column(made_field.name).chunks]
@@ -221,7 +226,7 @@ def new_texts(nodes: pl.DataFrame, spec: EncoderSpec, lance_dir: Path, limit: in
     texts: dict[str, None] = {}
     for fields in todo.select(*EMBED_FIELDS).iter_rows():
         text = embedding_text(*fields)
-        if stable_hash(model_key, EMBED_TEXT_VERSION, text) not in stored:
+        if _text_hash(model_key, text) not in stored:
             texts[text] = None
             if len(texts) > limit:
                 return []

@@ -53,16 +53,20 @@ def lexical_text(kind: str, title: str | None, breadcrumb: str | None, text: str
     return "\n".join(p for p in parts if p)[:MAX_LEXICAL_CHARS]
 
 
-def _readable(folder: Path) -> bool:
-    """Whether both collections would load (:meth:`LexicalIndex.check`): the build
-    folder shares its files with the published versions (hard links), so a
-    damaged version is a damaged cache."""
+def _loads(collection: Path) -> bool:
+    """Whether the collection in ``collection`` would load (:meth:`LexicalIndex.check`):
+    the build folder shares its files with the published versions (hard links),
+    so a damaged version is a damaged cache."""
     try:
-        for name in (LEXICAL_UNITS, LEXICAL_GRAPH):
-            LexicalIndex.check(folder / name)
-    except Exception:  # noqa: BLE001 - any unreadable part: rebuild the index
+        LexicalIndex.check(collection)
+    except Exception:  # noqa: BLE001 - any unreadable part: index it again
         return False
     return True
+
+
+def _readable(folder: Path) -> bool:
+    """Whether both collections would load."""
+    return all(_loads(folder / name) for name in (LEXICAL_UNITS, LEXICAL_GRAPH))
 
 
 def build_lexical(items: pl.DataFrame, folder: Path,
@@ -148,15 +152,12 @@ def build_lexical(items: pl.DataFrame, folder: Path,
 
 def _same_collection(folder: Path, name: str, digest: str) -> bool:
     """Whether ``folder`` holds the collection ``name`` built from rows whose
-    fingerprint is ``digest``, readable (:meth:`LexicalIndex.check`)."""
-    stamp = folder / f"{name}.{FINGERPRINT_FILE}"
+    fingerprint is ``digest``, readable (:func:`_loads`)."""
     try:
-        if stamp.read_text().strip() != digest:
-            return False
-        LexicalIndex.check(folder / name)
-    except Exception:  # noqa: BLE001 - missing or unreadable: index it again
+        stamped = (folder / f"{name}.{FINGERPRINT_FILE}").read_text().strip()
+    except (OSError, ValueError):  # none (a folder from before they had their own), or not text
         return False
-    return True
+    return stamped == digest and _loads(folder / name)
 
 
 def _text(row: tuple) -> str:

@@ -262,7 +262,7 @@ def prefetch(spec: EncoderSpec, texts: list[str]) -> bool:
     ``PREFETCH_MAX`` texts are kept."""
     from strata.core.embedding import TORCH_RUNTIMES
 
-    if _warm is None or _warm.requested[0] != spec or not texts or len(texts) > PREFETCH_MAX \
+    if not warming(spec) or not texts or len(texts) > PREFETCH_MAX \
             or spec.runtime not in TORCH_RUNTIMES or not _warm.alive():
         return False
     _warm.prefetch(texts)
