@@ -8,7 +8,8 @@ from strata.assets.common import (corpus_and_layout, md, output_version, path_me
                            record_stage, stop_on_dead_endpoint, stoppable)
 from strata.assets.groups import INDEX
 from strata.assets.partitions import corpora_partitions
-from strata.assets.shard_cache import (built_encoder, load_embedding_items, shard_summaries,
+from strata.core.corpus_encoder import built_encoder
+from strata.assets.shard_cache import (load_embedding_items, shard_summaries,
                                       vector_cache_dir)
 from strata.resources.corpora import CorpusRegistry
 from strata.resources.embedder import EmbedderResource

@@ -26,7 +26,7 @@ def build_tags(spec, llm=None, embedder=None) -> dict[str, str]:
     if llm is not None:
         tags[LLM_TAG] = llm.label(spec.llm)
     if embedder is not None:
-        from strata.assets.shard_cache import built_encoder
+        from strata.core.corpus_encoder import built_encoder
         from strata.core.layout import IndexLayout
 
         previous = built_encoder(IndexLayout(spec.out))

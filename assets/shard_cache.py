@@ -15,24 +15,11 @@ from pathlib import Path
 import polars as pl
 
 from strata.assets.common import read_build_table
-from strata.core.embedding import EncoderSpec
-from strata.core.layout import IndexLayout, read_json_or_empty
+from strata.core.layout import IndexLayout
 
 SHARDS_DIR = "shards"
 SUMMARY = "summary.json"
 PARSED_PATHS = "parsed.parquet"  # the files a parse shard actually parsed in its run
-
-
-def built_encoder(layout: IndexLayout) -> EncoderSpec | None:
-    """The encoder the corpus's vectors were last built with (``build/encoder.json``),
-    or None before its first build; the shards and the embeddings asset both pass it
-    to :meth:`EmbedderResource.spec_for <strata.resources.embedder.EmbedderResource.spec_for>`,
-    so they settle ``auto`` alike."""
-    previous = read_json_or_empty(layout.build / "encoder.json")
-    try:
-        return EncoderSpec.from_manifest(previous) if previous else None
-    except (TypeError, ValueError):  # written by another version: settle afresh
-        return None
 
 
 def parse_shards_root(layout: IndexLayout) -> Path:

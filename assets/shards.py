@@ -30,7 +30,8 @@ from strata.assets.common import (corpus_and_layout, md, progress_logger, record
 from strata.assets.parse_config import ParseConfig
 from strata.assets.groups import INDEX, INGEST
 from strata.assets.partitions import corpora_partitions
-from strata.assets.shard_cache import (PARSED_PATHS, SUMMARY, built_encoder, load_embedding_items,
+from strata.core.corpus_encoder import built_encoder
+from strata.assets.shard_cache import (PARSED_PATHS, SUMMARY, load_embedding_items,
                                       parse_shard_dir, parse_shards_root, previous_build,
                                       shard_summaries, vector_cache_dir)
 from strata.resources.corpora import CorpusRegistry
@@ -45,14 +46,6 @@ def shard_count() -> int:
     a bad value is a one-line :class:`strata.core.settings.SettingsError` (a ValueError)."""
     return load(BuildSettings).shards
 
-
-# A parse shard that finds at most this share of its files changed (or, having
-# parsed, parsed at most this share) starts loading the encoder in a process of its
-# own (strata.core.encoder_process). Why not always: the loading is a second or two,
-# which matters in a rebuild of a few seconds, not in a build that parses most of a
-# corpus for minutes, where the encoder would only sit in memory beside the steps
-# before the embedding.
-WARM_SHARE = 0.5
 
 STEP_PROCESSES_TAG = "strata/step_processes"  # the executor's: steps it runs side by side
 
@@ -104,10 +97,9 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         def warm_encoder(changed: int) -> None:
             from strata.core import encoder_process
 
-            # a few changed files: texts to encode soon, in a run too short to hide the
-            # encoder's loading, which starts now on another core (encoder_process); a
-            # command that builds again and again keeps it loaded for its next runs
-            if encoder_process.keeping() or 0 < changed <= len(sources) * WARM_SHARE:
+            # a few changed files: the encoder's loading starts now, on another core
+            # (unless the command started it before the run: then that process is kept)
+            if encoder_process.worth_warming(changed, len(sources)):
                 encoder_process.start(enc_spec, embedder.batch_size)
 
         # files whose bytes changed, known before they are parsed: the loading starts

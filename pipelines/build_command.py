@@ -223,10 +223,53 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         stop.describe_after = (f"{out} still serves version {before}" if before is not None
                                else f"nothing was published in {out}")
         stop.describe_after += "; run the same command again to resume from what finished"
+        _start_encoder_early(args, spec)
         return _run_index_job(args, stop, spec, config_path, token, before)
     finally:
+        from strata.core.encoder_process import done_encoding
+
+        done_encoding()  # one started early that the run did not take (or did not end)
         unregister_cli_lock(lock)
         lock.release()
+
+
+def _workers(args: argparse.Namespace, spec) -> int:
+    """Step processes the run asks for: the flag, else the corpus's setting, else 1."""
+    return args.workers or spec.workers or 1
+
+
+def _start_encoder_early(args: argparse.Namespace, spec) -> None:
+    """Start loading the encoder now, before Dagster is imported and the run set
+    up, when the run will run every step in this process and the corpus's files
+    say (by their modification times: :func:`strata.stages.discover.looks_changed`)
+    that a few of them changed since its last build: the loading then overlaps
+    the second or more before the run's first step, and the parse shard hands the
+    new texts to an encoder that is loaded (:mod:`strata.core.encoder_process`).
+    Nothing is started for a first build, an unchanged corpus or one mostly
+    changed, and a wrong guess costs only a model loaded on another core."""
+    from strata.core.encoder_process import start_before_run, worth_warming
+    from strata.core.layout import IndexLayout
+
+    if _workers(args, spec) > 1 or load(BuildSettings).executor != "auto":
+        return  # step processes, or an executor that runs no step here
+    layout = IndexLayout(spec.out)
+    documents = layout.build_table("documents")
+    try:
+        import pyarrow.parquet as pq
+
+        since = documents.stat().st_mtime_ns
+        known = pq.ParquetFile(documents).read(columns=["path"]).column("path").to_pylist()
+    except (OSError, ValueError, KeyError):  # no previous build, or none readable: the run
+        return  # decides
+    from strata.stages.discover import looks_changed
+
+    if worth_warming(looks_changed(spec.root, known, since, spec.include, spec.exclude),
+                     len(known)):
+        from strata.core.corpus_encoder import built_encoder, encoder_for
+
+        settings = load(EmbedSettings)
+        start_before_run(encoder_for(settings, spec.embedding, built_encoder(layout)),
+                         settings.batch_size)
 
 
 def _count_files(root: Path, cap: int = 100_000) -> str:
@@ -269,7 +312,7 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
     processes with ``--workers``)."""
     home = dagster_home()
     name, out = spec.name, spec.out
-    workers = args.workers or spec.workers or 1
+    workers = _workers(args, spec)
     # Read when the code location loads, so set before it is imported: one shard per
     # worker process (in one process shards add steps, not speed), and the corpora
     # file the run's resources and any step process read (through dg.EnvVar).

@@ -71,6 +71,7 @@ class BuildInterrupt:
         self._nudge_lock = threading.Lock()
         self._err_fd: int | None = None  # stderr as it was before Dagster captured it
         self._unpatch = lambda: None
+        self._patched = False  # the log mirrors' patch (attach)
 
     # -- installation -----------------------------------------------------------
     def __enter__(self) -> BuildInterrupt:
@@ -91,7 +92,6 @@ class BuildInterrupt:
         self._old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
         self._watcher = threading.Thread(target=self._watch, daemon=True, name="strata-signals")
         self._watcher.start()
-        self._unpatch = own_group_for_log_mirrors()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -116,8 +116,14 @@ class BuildInterrupt:
             self._err_fd = None
 
     def attach(self, instance, tags: dict) -> None:
-        """The run to mark canceled: the one carrying ``tags`` in ``instance``."""
+        """The run to mark canceled: the one carrying ``tags`` in ``instance``. Its
+        compute-log mirrors start in their own process group
+        (:func:`own_group_for_log_mirrors`), patched here, just before the run, not
+        on entry: the command gets as far as it can before it imports Dagster."""
         self.instance, self.tags = instance, dict(tags)
+        if self._pipe is not None and not self._patched:
+            self._patched = True
+            self._unpatch = own_group_for_log_mirrors()
 
     # -- the signal -------------------------------------------------------------
     def _handler(self, signum, frame) -> None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import dagster as dg
 
-from strata.core.embedding import AUTO, DEFAULT_MODEL, Encoder, EncoderSpec, resolve_runtime
+from strata.core.corpus_encoder import encoder_for
+from strata.core.embedding import Encoder, EncoderSpec
 from strata.core.settings import EmbedSettings, settings_base
 
 
@@ -31,23 +30,9 @@ class EmbedderResource(settings_base(EmbedSettings, dg.ConfigurableResource,
 
     def spec_for(self, corpus_spec: EncoderSpec | None,
                  previous: EncoderSpec | None = None) -> EncoderSpec:
-        """The encoder a build of a corpus declaring ``corpus_spec`` uses: the
-        corpus's own model when it names one, else this resource's; the corpus's
-        runtime when it declares one, else this resource's. ``previous`` (what
-        the index was last built with) settles ``auto`` so that a rebuild keeps its
-        runtime and encodes nothing again."""
-        declared = corpus_spec is not None and (corpus_spec.model != DEFAULT_MODEL
-                                                or corpus_spec.backend != "sentence-transformers")
-        spec = corpus_spec if declared else EncoderSpec(
-            backend=self.backend, model=self.model, base_url=self.base_url,
-            api_key_env=self.api_key_env)
-        assert spec is not None
-        if spec.backend != "sentence-transformers":  # runtimes are a local model's
-            return replace(spec, runtime="torch")
-        setting = corpus_spec.runtime if corpus_spec is not None and corpus_spec.runtime != AUTO \
-            else self.runtime
-        before = previous.runtime if previous is not None and previous.same_model(spec) else None
-        return replace(spec, runtime=resolve_runtime(setting, before, spec.model))
+        """The encoder a build of a corpus declaring ``corpus_spec`` uses, this
+        resource's fields as the defaults (:func:`strata.core.corpus_encoder.encoder_for`)."""
+        return encoder_for(self, corpus_spec, previous)
 
     def load(self, spec: EncoderSpec) -> Encoder:
         from strata.core.embedding import load_encoder

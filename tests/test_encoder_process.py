@@ -19,7 +19,7 @@ import pytest
 
 from strata.core import encoder_process
 from strata.core.embedding import EncoderSpec, load_encoder, resolve_runtime
-from tests.conftest import REPO, SAMPLE
+from tests.conftest import COUNT_ENCODER_PROCESSES, REPO, SAMPLE
 
 SPEC = EncoderSpec(runtime=resolve_runtime("auto"))
 
@@ -193,8 +193,10 @@ def test_an_edit_rebuilt_by_the_cli_encodes_in_the_warm_process_and_equals_a_fre
     out = tmp_path / "index"
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"),
            "STRATA_CORPORA": str(tmp_path / "cli.yaml")}
-    code = ("import sys; from strata.pipelines.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import sys; from strata.pipelines.cli import main; "
+            f"{COUNT_ENCODER_PROCESSES}; rc = main(sys.argv[1:]); "
             "print('imported:', sorted(m for m in ('lancedb', 'torch') if m in sys.modules)); "
+            "print('encoder processes:', len(started), 'before the run:', early); "
             "sys.exit(rc)")
     argv = ["index", str(sample_copy), "--corpus", "warm", "--out", str(out), "-q"]
 
@@ -204,12 +206,16 @@ def test_an_edit_rebuilt_by_the_cli_encodes_in_the_warm_process_and_equals_a_fre
         assert run.returncode == 0, run.stderr[-3000:]
         return run
 
-    cli()
+    first = cli()
+    assert "encoder processes: 0" in first.stdout  # a first build parses everything
     edited = sorted(sample_copy.rglob("*.md"))[0]
     edited.write_text(edited.read_text() + "\n\n## Drift log\n\nThe gauge drifted by two "
                       "hectopascals after the storm and was corrected against the reference.\n")
     again = cli()
     assert "imported: ['lancedb']" in again.stdout  # no torch here: the encoder process had it
+    # the command saw the edited file's new modification time and started the encoder
+    # before the run; the run's parse shard kept that process (no second one)
+    assert "encoder processes: 1 before the run: [1]" in again.stdout
     report = json.loads((out / "build" / "build_report.json").read_text())
     assert report["embedding_shards"]["warm_encoder"] is True
     assert report["embed"]["computed"] > 0
@@ -223,3 +229,57 @@ def test_an_edit_rebuilt_by_the_cli_encodes_in_the_warm_process_and_equals_a_fre
     builder.build("warm")
     diffs = index_differences(IndexLayout(out).resolve(), IndexLayout(tmp_path / "fresh").resolve())
     assert diffs == []
+
+
+def test_the_command_starts_the_encoder_before_its_run_only_for_a_few_changed_files_in_process(
+        tmp_path, monkeypatch):
+    """`strata index` starts the encoder before its run when the index's last build
+    listed the files and a few were modified since, and the run will run every
+    step in this process; not for a first build, an unchanged or mostly changed
+    corpus, step processes, or another executor. Times are set, not waited for."""
+    import argparse
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from strata.pipelines.build_command import _start_encoder_early
+    from strata.core.layout import IndexLayout
+    from strata.stages.corpora import CorpusSpec
+
+    root, out = tmp_path / "corpus", tmp_path / "index"
+    root.mkdir()
+    names = [f"{i}.md" for i in range(4)]
+    for name in names:
+        (root / name).write_text(f"# {name}\n")
+    spec = CorpusSpec(name="early", root=root, out=out)
+    args = argparse.Namespace(workers=None)
+    built = 1_000_000_000_000_000_000
+
+    def started(**changed) -> bool:
+        for name in names:
+            os.utime(root / name, ns=(built - 1, built - 1))
+        for name, ns in changed.items():
+            os.utime(root / f"{name}.md", ns=(ns, ns))
+        os.utime(root, ns=(built - 1, built - 1))
+        try:
+            _start_encoder_early(args, spec)
+            return encoder_process._warm is not None
+        finally:
+            encoder_process.release()
+
+    assert not started(**{"0": built + 1})  # no build yet: nothing to compare with
+    documents = IndexLayout(out).build_table("documents")
+    documents.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"path": names}), documents)
+    os.utime(documents, ns=(built, built))
+    assert not started()  # nothing modified since
+    assert started(**{"0": built + 1})  # one of four
+    assert not started(**dict.fromkeys("012", built + 1))  # most of the corpus: the run decides
+    args.workers = 2
+    assert not started(**{"0": built + 1})  # step processes: none would use it
+    args.workers = None
+    monkeypatch.setenv("STRATA_EXECUTOR", "multiprocess")
+    assert not started(**{"0": built + 1})
+    monkeypatch.setenv("STRATA_EXECUTOR", "auto")
+    monkeypatch.setenv("STRATA_WARM_ENCODER", "0")
+    assert not started(**{"0": built + 1})

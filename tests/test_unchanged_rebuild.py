@@ -17,7 +17,7 @@ from strata.core.layout import IndexLayout, write_json_atomic
 from strata.retrieval import Index
 from tests.s3 import s3_endpoint
 from tests.s3 import uri as s3_uri
-from tests.conftest import REPO, write_corpora
+from tests.conftest import COUNT_ENCODER_PROCESSES, REPO, write_corpora
 
 # --------------------------------------------------------------------------- the layout
 
@@ -154,9 +154,11 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
     (tmp_path / "dh").mkdir()
     argv = ["index", str(sample_copy), "--corpus", "same", "--out", str(out)]
     # the CLI's main, then which heavy modules the process imported on its way
-    code = ("import sys; from strata.pipelines.cli import main; rc = main(sys.argv[1:]); "
+    # and how many encoder processes it started (tests/test_encoder_process.py)
+    code = ("import sys; from strata.pipelines.cli import main; "
+            f"{COUNT_ENCODER_PROCESSES}; rc = main(sys.argv[1:]); "
             "print('imported:', sorted(m for m in ('bm25s', 'lancedb', 'pandas', 'torch') "
-            "if m in sys.modules)); "
+            "if m in sys.modules)); print('encoder processes:', len(started)); "
             "sys.exit(rc)")
     runs, reports = [], []
     for _ in range(2):
@@ -180,6 +182,9 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
     assert "imported: ['bm25s', 'lancedb', 'pandas', 'torch']" in runs[0].stdout
     assert "imported: []" in runs[1].stdout
     assert [r["embedding_shards"]["warm_encoder"] for r in reports] == [False, False]
+    # no encoder process either: a first build has no times to compare, and nothing
+    # was modified since the first
+    assert ["encoder processes: 0" in run.stdout for run in runs] == [True, True]
     listed = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "map", "--index",
                              str(out), "--versions", "--json"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=120)

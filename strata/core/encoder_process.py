@@ -4,10 +4,11 @@ Why: a rebuild after a small edit encodes a few texts, and the run's process
 spent most of its embedding step importing torch and loading the model before
 it encoded them, with the machine's other core idle. When every step of a run
 executes in one process (the strata executor without workers), the first
-parse shard that finds changed files starts this process (:func:`start`); it
-imports torch and loads the encoder on another core while the run parses,
-extracts facts and summarizes, and the embedding shard then sends it its
-texts (:func:`take`). The parse shard hands it the new texts of the files it
+parse shard that finds changed files starts this process (:func:`start`), or
+the ``strata index`` command already did, before its run, from the files'
+modification times (:func:`start_before_run`); it imports torch and loads the
+encoder on another core while the run parses, extracts facts and summarizes,
+and the embedding shard then sends it its texts (:func:`take`). The parse shard hands it the new texts of the files it
 parsed as soon as it has made their nodes (:func:`prefetch`), so that the
 encoding runs beside the steps before the embedding where the encoder is
 loaded already (``--watch``); the shard's request then finds their vectors
@@ -224,15 +225,44 @@ def done_encoding() -> None:
         release()
 
 
+# A build that finds at most this share of its files changed starts loading the
+# encoder in a process of its own. Why not always: the loading is a second or two,
+# which matters in a rebuild of a few seconds, not in a build that parses most of a
+# corpus for minutes, where the encoder would only sit in memory beside the steps
+# before the embedding.
+WARM_SHARE = 0.5
+
+
+def worth_warming(changed: int, files: int) -> bool:
+    """Whether a build that finds ``changed`` of its ``files`` changed should
+    start the encoder process: a few changed files (texts to encode soon, in a run
+    too short to hide the encoder's loading), or any build of a command that keeps
+    the process from one run to the next (:func:`kept_between_runs`)."""
+    return _kept or 0 < changed <= files * WARM_SHARE
+
+
 def start(spec: EncoderSpec, batch_size: int) -> None:
     """Start loading the local encoder ``spec`` in its own process, when this
     process runs every step of its run and ``STRATA_WARM_ENCODER`` allows it. A
     process already warming the same encoder is kept."""
+    if _allowed:
+        _launch(spec, batch_size)
+
+
+def start_before_run(spec: EncoderSpec, batch_size: int) -> None:
+    """:func:`start`, by a command about to run a build whose steps will all run in
+    this process, before the run itself (the command's imports, Dagster's set-up
+    and the first steps take a second or more, which the loading then overlaps).
+    The run's parse shard asks for the same encoder and keeps this process; the
+    command ends it with :func:`done_encoding` should the run not take it."""
+    _launch(spec, batch_size)
+
+
+def _launch(spec: EncoderSpec, batch_size: int) -> None:
     global _warm
     from strata.core.settings import EmbedSettings, load
 
-    if not _allowed or spec.backend != "sentence-transformers" \
-            or not load(EmbedSettings).warm_encoder:
+    if spec.backend != "sentence-transformers" or not load(EmbedSettings).warm_encoder:
         return
     if _warm is not None:
         if _warm.requested == (spec, batch_size):
