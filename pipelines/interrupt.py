@@ -72,6 +72,7 @@ class BuildInterrupt:
         self._err_fd: int | None = None  # stderr as it was before Dagster captured it
         self._unpatch = lambda: None
         self._patched = False  # the log mirrors' patch (attach)
+        self._old_unraisable = sys.unraisablehook
 
     # -- installation -----------------------------------------------------------
     def __enter__(self) -> BuildInterrupt:
@@ -92,6 +93,7 @@ class BuildInterrupt:
         self._old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
         self._watcher = threading.Thread(target=self._watch, daemon=True, name="strata-signals")
         self._watcher.start()
+        self._old_unraisable, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, *exc) -> None:
@@ -102,6 +104,7 @@ class BuildInterrupt:
         if self._pipe is None:
             return
         self._unpatch()
+        sys.unraisablehook = self._old_unraisable
         signal.set_wakeup_fd(self._old_wakeup)
         for s, h in self._old.items():
             signal.signal(s, h)
@@ -131,6 +134,18 @@ class BuildInterrupt:
         the ordinary KeyboardInterrupt."""
         self._note(signum)
         raise KeyboardInterrupt
+
+    def _unraisable(self, unraisable) -> None:
+        """An interrupt that a signal raised while Python ran a finalizer or a weakref
+        callback (a garbage collection inside a step) cannot propagate, and Python
+        would print it as "Exception ignored in ..." with its traceback on the
+        user's terminal. The signal itself reached the watcher through the wakeup
+        descriptor whatever Python did with the exception, so it is dropped here;
+        anything else goes to the hook as before."""
+        errors = sys.modules.get("dagster._core.errors")
+        interrupted = getattr(errors, "DagsterExecutionInterruptedError", KeyboardInterrupt)
+        if not isinstance(unraisable.exc_value, (KeyboardInterrupt, interrupted)):
+            self._old_unraisable(unraisable)
 
     def _note(self, signum: int) -> bool:
         """Record a signal; True for the first one."""

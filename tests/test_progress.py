@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import termios
+import textwrap
 import threading
 import time
 
@@ -219,3 +220,38 @@ def test_a_stop_that_dagster_raises_as_the_next_step_starts_reads_as_stopped():
     assert _interrupted(failure("Failure", ErrorSource.USER_CODE_ERROR,
                                 user=UserFailureData("stopped", stopped.description,
                                                     stopped.metadata)))
+
+
+
+def test_an_interrupt_raised_inside_a_finalizer_leaves_no_traceback_on_the_terminal():
+    """A signal can raise Dagster's interrupt (or KeyboardInterrupt) while Python
+    runs a finalizer or a weakref callback, where it cannot propagate: Python
+    prints "Exception ignored in ..." and a traceback. While a build runs, such an
+    interrupt is dropped (the signal reached the command's watcher anyway); any
+    other error in a finalizer is reported as before, and the hook is Python's
+    again once the build is over. In a process of its own: pytest replaces the hook."""
+    code = textwrap.dedent("""
+        import sys
+        from dagster._core.errors import DagsterExecutionInterruptedError
+        from strata.pipelines.interrupt import BuildInterrupt
+
+        class Raises:
+            def __init__(self, error):
+                self.error = error
+
+            def __del__(self):
+                raise self.error
+
+        with BuildInterrupt():
+            Raises(DagsterExecutionInterruptedError())
+            Raises(KeyboardInterrupt())
+            Raises(ValueError("a finalizer's own error"))
+        print("-- the build is over --", file=sys.stderr, flush=True)
+        Raises(KeyboardInterrupt())
+        """)
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    inside, after = run.stderr.split("-- the build is over --")
+    assert "Interrupt" not in inside and "ValueError: a finalizer's own error" in inside
+    assert "KeyboardInterrupt" in after
