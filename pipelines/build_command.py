@@ -113,6 +113,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     from strata.core.buildlock import (BuildLock, BuildLocked, register_cli_lock,
                                   unregister_cli_lock)
     from strata.core.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
+    from strata.stages.discover import check_patterns
 
     root = Path(args.root).expanduser().resolve()
     if not root.is_dir():
@@ -133,6 +134,11 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         say(f"error: {e}", err=True)
         return EXIT_USAGE
     include, exclude = _patterns(args, declared)
+    try:
+        check_patterns(include, exclude)  # a flag's: the corpora file's were checked on load
+    except ValueError as e:
+        say(f"error: {e}; --include and --exclude take gitignore lines", err=True)
+        return EXIT_USAGE
     if not (args.include or (declared and declared.include)) and not args.yes \
             and root in {Path("/"), Path.home().resolve()}:
         say(f"error: {root} is {'the whole file system' if root == Path('/') else 'your home folder'}"
@@ -247,29 +253,32 @@ def _start_encoder_early(args: argparse.Namespace, spec) -> None:
     new texts to an encoder that is loaded (:mod:`strata.core.encoder_process`).
     Nothing is started for a first build, an unchanged corpus or one mostly
     changed, and a wrong guess costs only a model loaded on another core."""
-    from strata.core.encoder_process import start_before_run, worth_warming
+    from strata.core.corpus_encoder import built_encoder, encoder_for
+    from strata.core.encoder_process import may_start, start_before_run, worth_warming
     from strata.core.layout import IndexLayout
 
     if _workers(args, spec) > 1 or load(BuildSettings).executor != "auto":
         return  # step processes, or an executor that runs no step here
     layout = IndexLayout(spec.out)
-    documents = layout.build_table("documents")
+    documents = layout.build_table("documents")  # the files the last build listed
+    if not documents.is_file():
+        return  # a first build: everything is to parse
+    settings = load(EmbedSettings)
+    encoder = encoder_for(settings, spec.embedding, built_encoder(layout))
+    if not may_start(encoder):
+        return
     try:
         import pyarrow.parquet as pq
 
         since = documents.stat().st_mtime_ns
         known = pq.ParquetFile(documents).read(columns=["path"]).column("path").to_pylist()
-    except (OSError, ValueError, KeyError):  # no previous build, or none readable: the run
-        return  # decides
+    except (OSError, ValueError, KeyError):  # gone since, or not readable: the run decides
+        return
     from strata.stages.discover import looks_changed
 
     if worth_warming(looks_changed(spec.root, known, since, spec.include, spec.exclude),
                      len(known)):
-        from strata.core.corpus_encoder import built_encoder, encoder_for
-
-        settings = load(EmbedSettings)
-        start_before_run(encoder_for(settings, spec.embedding, built_encoder(layout)),
-                         settings.batch_size)
+        start_before_run(encoder, settings.batch_size)
 
 
 def _count_files(root: Path, cap: int = 100_000) -> str:

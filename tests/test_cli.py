@@ -169,6 +169,17 @@ def test_errors_say_what_to_do(tmp_path):
     assert proc.returncode == 2 and "strata index" in proc.stderr
     proc = strata("index", str(tmp_path), "--corpus", "bad name!", check=False)
     assert proc.returncode == 2 and "invalid corpus name" in proc.stderr
+    # a pattern that is not a gitignore line: refused before anything is written
+    # (not a parse step failing after its retry)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# a\n")
+    proc = strata("index", str(tmp_path / "notes"), "--corpus", "x", "--out",
+                  str(tmp_path / "out"), "--exclude", "!", check=False,
+                  env_extra={"DAGSTER_HOME": str(tmp_path / "dh"),
+                             "STRATA_CORPORA": str(tmp_path / "corpora.yaml")})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "invalid exclude pattern" in proc.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "corpora.yaml").exists()
 
 
 def test_a_missing_image_is_reported_as_the_files_problem_not_the_llms(tmp_path):

@@ -8,11 +8,12 @@ parse shard that finds changed files starts this process (:func:`start`), or
 the ``strata index`` command already did, before its run, from the files'
 modification times (:func:`start_before_run`); it imports torch and loads the
 encoder on another core while the run parses, extracts facts and summarizes,
-and the embedding shard then sends it its texts (:func:`take`). The parse shard hands it the new texts of the files it
-parsed as soon as it has made their nodes (:func:`prefetch`), so that the
-encoding runs beside the steps before the embedding where the encoder is
-loaded already (``--watch``); the shard's request then finds their vectors
-made. The encoder is the one the run's own process would have
+and the embedding shard then sends it its texts (:func:`take`). The parse
+shard hands it the new texts of the files it parsed as soon as it has made
+their nodes (:func:`prefetch`), so that the encoding runs beside the steps
+before the embedding where the encoder is loaded by then (``--watch``, or a
+command that started it before its run); the shard's request then finds their
+vectors made. The encoder is the one the run's own process would have
 loaded (same spec, batch size and threads), and traced and ONNX models compute
 a text's vector from the text alone, so the vectors are the same bytes.
 
@@ -258,11 +259,17 @@ def start_before_run(spec: EncoderSpec, batch_size: int) -> None:
     _launch(spec, batch_size)
 
 
-def _launch(spec: EncoderSpec, batch_size: int) -> None:
-    global _warm
+def may_start(spec: EncoderSpec) -> bool:
+    """Whether a process may be started for ``spec`` at all: a local model (an
+    endpoint has nothing to load), and ``STRATA_WARM_ENCODER`` not switched off."""
     from strata.core.settings import EmbedSettings, load
 
-    if spec.backend != "sentence-transformers" or not load(EmbedSettings).warm_encoder:
+    return spec.backend == "sentence-transformers" and load(EmbedSettings).warm_encoder
+
+
+def _launch(spec: EncoderSpec, batch_size: int) -> None:
+    global _warm
+    if not may_start(spec):
         return
     if _warm is not None:
         if _warm.requested == (spec, batch_size):
