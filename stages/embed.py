@@ -43,11 +43,12 @@ MAX_EMBED_CHARS = 2000
 # Texts per encoder call, taken shortest first over everything a build or shard
 # must encode. On torch a call runs as forward passes of a fixed number of rows per
 # padded length (strata.core.torch_trace.shape_batches), the last pass of each
-# length filled with repeats: a call of fewer texts than a pass has rows pays for
-# the whole pass. So a call holds the rows of the widest pass, that of the
-# shortest texts; sorted, its texts then fill whole passes, where smaller calls
-# left most rows of the short texts' passes (entities, facts) to repeats. It is
-# still a fraction of a second of work, so a stop request is seen at once.
+# length filled with repeats where the CPU's kernels make the row count matter: a
+# call of fewer texts than a pass has rows then pays for the whole pass. So a call
+# holds the rows of the widest pass, that of the shortest texts; sorted, its texts
+# then fill whole passes, where smaller calls left most rows of the short texts'
+# passes (entities, facts) to repeats. It is still a fraction of a second of work,
+# so a stop request is seen at once.
 ENCODE_BATCH = MAX_ROWS
 # Vectors a shard holds before it writes them to its cache: memory stays bounded
 # however large the shard, and an interrupted shard keeps what it wrote.

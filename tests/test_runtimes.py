@@ -40,13 +40,13 @@ def test_native_bf16_reads_the_cpu_flags_as_torch_probes_them(monkeypatch):
     import torch
 
     probed = bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-    assert embedding._cpu_flags() is not None  # Linux: the kernel's flags, no torch needed
+    assert embedding.cpu_flags() is not None  # Linux: the kernel's flags, no torch needed
     assert embedding.native_bf16() is probed
-    monkeypatch.setattr(embedding, "_cpu_flags", lambda: {"fpu", "avx2"})
+    monkeypatch.setattr(embedding, "cpu_flags", lambda: {"fpu", "avx2"})
     assert embedding.native_bf16() is False
-    monkeypatch.setattr(embedding, "_cpu_flags", lambda: {"avx2", "amx_tile"})
+    monkeypatch.setattr(embedding, "cpu_flags", lambda: {"avx2", "amx_tile"})
     assert embedding.native_bf16() is True
-    monkeypatch.setattr(embedding, "_cpu_flags", lambda: None)  # no /proc: torch is asked
+    monkeypatch.setattr(embedding, "cpu_flags", lambda: None)  # no /proc: torch is asked
     assert embedding.native_bf16() is probed
 
 
@@ -202,3 +202,44 @@ def test_a_torch_encoder_loads_without_sentence_transformers(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=tmp_path, check=True).stdout
     assert out.strip() == "(1, 384) []"
+
+
+@pytest.mark.parametrize("runtime", ["torch", "torch-bf16"])
+def test_passes_go_unfilled_only_where_this_cpu_gives_the_same_bytes(runtime, tmp_path,
+                                                                       monkeypatch):
+    """A pass's rows beyond its texts are filled with repeats unless the CPU's
+    kernels give a row the same bytes whatever the row count (torch_trace.rows_free):
+    measured once, kept under the CPU's digest, measured again for another CPU; and
+    where the passes go unfilled, every vector is the filled passes' to the bit."""
+    import random
+
+    from strata.core import cpu, torch_trace
+
+    model = torch_trace.load_traced(str(embedding.packaged_model_path()), runtime)
+    model.graph = tmp_path / f"{runtime}.pt"  # its record lands here, not in the cache
+    record = tmp_path / f"{runtime}.pt.rows.json"
+    probes: list[int] = []
+    real = model._encode
+    monkeypatch.setattr(model, "_encode", lambda texts, fill: probes.append(1) or real(texts, fill))
+    free = torch_trace.rows_free(model)
+    assert probes and json.loads(record.read_text()) == {"cpu": cpu.cpu_fingerprint(),
+                                                          "rows_free": free}
+    probes.clear()
+    assert torch_trace.rows_free(model) is free and not probes  # kept: not measured again
+    monkeypatch.setattr(cpu, "cpu_fingerprint", lambda: "another-cpu")
+    assert torch_trace.rows_free(model) is free and probes  # another CPU: measured again
+    assert json.loads(record.read_text())["cpu"] == "another-cpu"
+
+    rng = random.Random(5)
+    words = " ".join(TEXTS).split()
+    texts = [" ".join(rng.choices(words, k=rng.randint(1, 150))) for _ in range(40)]
+    filled = real(texts, True)
+    if free:  # this CPU: unfilled passes, the same bytes
+        assert np.array_equal(real(texts, False), filled)
+    record.write_text(json.dumps({"cpu": "another-cpu", "rows_free": False}))
+    passes: list[int] = []
+    shapes = torch_trace.shape_batches
+    monkeypatch.setattr(torch_trace, "shape_batches", lambda counts, cap, fill: (
+        passes.append(fill) or shapes(counts, cap, fill)))
+    model.fill = not torch_trace.rows_free(model)  # as load_traced settles it
+    assert np.array_equal(model.encode(texts), filled) and passes == [True]

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
+from strata.core.cpu import cpu_flags
 from strata.core.settings import RUNTIME_CHOICES, RUNTIMES, EmbedSettings, default, load
 from strata.core.torch_trace import TracedSentenceModel, max_positions, shape_batches, traceable
 
@@ -44,18 +45,6 @@ COUNT_BATCH = 1024
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_tile"})
 
 
-def _cpu_flags() -> set[str] | None:
-    """The CPU's feature flags as the kernel reports them (None off Linux)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.partition(":")[2].split())
-    except OSError:
-        pass
-    return None
-
-
 def native_bf16() -> bool:
     """Whether this CPU computes bfloat16 matmuls in hardware (AVX512-BF16 or
     AMX), where torch-bf16 encodes markedly faster than float32 with vectors that
@@ -65,7 +54,7 @@ def native_bf16() -> bool:
     Read from the kernel's CPU flags where there are some: asking torch meant
     importing it, a second of a first build's start (the runtime is settled
     before the run) even when the encoder then loads in a process of its own."""
-    flags = _cpu_flags()
+    flags = cpu_flags()
     if flags is not None:
         return bool(flags & BF16_FLAGS)
     try:

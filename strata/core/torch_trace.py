@@ -66,13 +66,17 @@ def rows_per_pass(length: int) -> int:
     return rows
 
 
-def shape_batches(counts: list[int], cap: int) -> Iterator[tuple[int, list[int]]]:
+def shape_batches(counts: list[int], cap: int,
+                  fill: bool = True) -> Iterator[tuple[int, list[int]]]:
     """(padded length, rows) for each forward pass over texts of ``counts``
     tokens: texts grouped by the padded length each is computed at (never above
     ``cap``, the model's longest input), shortest first, and every pass at a
     length exactly :func:`rows_per_pass` rows: a group's last pass is filled with
     its first text again (those rows' outputs are the same vector, written to the
-    same place).
+    same place). Without ``fill`` a group's last pass has only its own rows: for
+    a CPU whose kernels give a row the same bytes whatever the row count of its
+    pass (:func:`rows_free`), where the filled rows would be work for nothing (a
+    small edit's texts fall in a handful of lengths, each a pass mostly filled).
 
     Why: the kernels a transformer runs on CPU depend on the shape of the batch. A
     batch with no padding takes the attention path without a mask, the padded
@@ -90,7 +94,7 @@ def shape_batches(counts: list[int], cap: int) -> Iterator[tuple[int, list[int]]
         step = rows_per_pass(length)
         for start in range(0, len(members), step):
             rows = members[start:start + step]
-            yield length, rows + [rows[0]] * (step - len(rows))
+            yield length, rows + [rows[0]] * (step - len(rows)) if fill else rows
 
 
 def traceable(location: str) -> bool:
@@ -195,6 +199,7 @@ class TracedSentenceModel:
             tokenizer.decode() if isinstance(tokenizer, bytes) else tokenizer)
         self.tokenizer.enable_truncation(int(meta["max_seq_length"]))
         self.tokenizer.no_padding()
+        self.fill = True  # fill every pass to its row count (load_traced settles it)
 
     def get_sentence_embedding_dimension(self) -> int:
         return self.dim
@@ -212,11 +217,14 @@ class TracedSentenceModel:
         computed at :func:`padded_length` of its own token count in passes of
         texts of that length only, a fixed number of rows each (:func:`shape_batches`);
         ``batch_size`` is accepted for sentence-transformers' signature and unused."""
+        return self._encode(texts, self.fill)
+
+    def _encode(self, texts: list[str], fill: bool) -> np.ndarray:
         import torch
 
         encodings = self._encodings(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for length, part in shape_batches([len(e.ids) for e in encodings], self.cap):
+        for length, part in shape_batches([len(e.ids) for e in encodings], self.cap, fill):
             ids = np.full((len(part), length), self.pad_id, dtype=np.int64)
             mask = np.zeros_like(ids)
             types = np.zeros_like(ids)
@@ -233,16 +241,70 @@ class TracedSentenceModel:
 
 def load_traced(location: str, runtime: str) -> TracedSentenceModel:
     """The model in ``location`` on ``runtime``, from the cache, traced first
-    when the cache does not hold it (or holds a file that cannot be read)."""
+    when the cache does not hold it (or holds a file that cannot be read); its
+    passes filled or not as :func:`rows_free` finds for this CPU."""
     import torch
 
     path = module_path(location, runtime)
+    model = None
     if path.exists():
         extra = {_META: "", _TOKENIZER: ""}
         try:
             module = torch.jit.load(str(path), map_location="cpu", _extra_files=extra).eval()
-            return TracedSentenceModel(module, extra, path)
+            model = TracedSentenceModel(module, extra, path)
         except (OSError, RuntimeError, ValueError, KeyError) as e:
             log.warning("the traced model %s cannot be read (%s); tracing it again", path,
                         str(e).splitlines()[0] if str(e) else type(e).__name__)
-    return _trace(Path(location), runtime, path)
+    if model is None:
+        model = _trace(Path(location), runtime, path)
+    model.fill = not rows_free(model)
+    return model
+
+
+def _probe_texts() -> list[str]:
+    """Texts at three padded lengths, more of each than the widest pass at it holds."""
+    words = "tide gauge drift harbour reading storm corrected against the reference".split()
+    texts = []
+    for size in (6, 40, 180):
+        for i in range(rows_per_pass(padded_length(size)) + 3):
+            texts.append(" ".join(words[(i + j) % len(words)] for j in range(size + i % 3)))
+    return texts
+
+
+def rows_free(model: TracedSentenceModel) -> bool:
+    """Whether, on this CPU, a text's vector is the same bytes in a pass of any
+    row count, so that a pass need not be filled (:func:`shape_batches`).
+
+    Why measured and not assumed: the row count is part of the shape the kernels
+    are chosen by, and on CPUs with AMX it decides how the matmuls are blocked,
+    which changes a vector's last bits; elsewhere (AVX512-BF16 without AMX, for
+    one) it does not. So the model encodes probe texts in full passes, one by
+    one and in part-filled passes, and the passes are left unfilled only where
+    every vector is the same bytes. The answer is kept beside the traced module
+    under a digest of the CPU (:func:`strata.core.cpu.cpu_fingerprint`): measured
+    once per machine, and again on another one."""
+    from strata.core.cpu import cpu_fingerprint
+
+    record = model.graph.with_name(model.graph.name + ".rows.json")
+    cpu = cpu_fingerprint()
+    try:
+        kept = json.loads(record.read_text())
+        if kept.get("cpu") == cpu and isinstance(kept.get("rows_free"), bool):
+            return kept["rows_free"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    texts = _probe_texts()
+    filled = model._encode(texts, fill=True)
+    alone = np.concatenate([model._encode([t], fill=False) for t in texts])
+    parts = np.concatenate([model._encode(texts[i:i + 3], fill=False)
+                            for i in range(0, len(texts), 3)])
+    free = bool(np.array_equal(filled, alone) and np.array_equal(filled, parts))
+    tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps({"cpu": cpu, "rows_free": free}))
+        os.replace(tmp, record)
+    except OSError as e:  # a read-only cache: measured again by the next process
+        log.debug("could not keep %s: %s", record, e)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+    return free

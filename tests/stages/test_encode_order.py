@@ -78,8 +78,8 @@ def test_calls_of_the_default_size_fill_the_passes_of_the_shortest_texts(encoder
     passes: list[int] = []
     real = torch_trace.shape_batches
 
-    def counted(counts, cap):
-        for length, rows in real(counts, cap):
+    def counted(counts, cap, fill=True):
+        for length, rows in real(counts, cap, fill):
             passes.append(len(rows))
             yield length, rows
 
