@@ -423,6 +423,13 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
             + "; open the UI with `make ui` to see it")
     elif failed:
         say(f"warning: {failed}", err=True)
+    if not stats.get("files"):  # said even with -q: an empty index is rarely what was meant
+        skipped = len(stats.get("skipped") or [])
+        say(f"warning: none of the {skipped} file(s) under {spec.root} could be indexed "
+            "(`strata map --stats` lists why); the index is empty" if skipped else
+            f"warning: no file under {spec.root} matches the include and exclude lines "
+            f"({', '.join(spec.include)}; {', '.join(spec.exclude) or 'no exclude'}); the "
+            "index is empty", err=True)
     return EXIT_OK
 
 

@@ -180,6 +180,14 @@ def test_errors_say_what_to_do(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and "invalid exclude pattern" in proc.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "corpora.yaml").exists()
+    # lines that match no file: the build succeeds, and says the index is empty
+    proc = strata("index", str(tmp_path / "notes"), "--corpus", "x", "--out",
+                  str(tmp_path / "out"), "--include", "*.rst", "-q",
+                  env_extra={"DAGSTER_HOME": str(tmp_path / "dh"),
+                             "STRATA_CORPORA": str(tmp_path / "corpora.yaml")})
+    assert proc.stderr.strip().splitlines() == [
+        f"warning: no file under {tmp_path / 'notes'} matches the include and exclude lines "
+        "(*.rst; no exclude); the index is empty"], proc.stderr
 
 
 def test_a_missing_image_is_reported_as_the_files_problem_not_the_llms(tmp_path):
