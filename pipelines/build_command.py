@@ -255,7 +255,7 @@ def _start_encoder_early(args: argparse.Namespace, spec) -> None:
     changed, and a wrong guess costs only a model loaded on another core."""
     from strata.core.corpus_encoder import built_encoder, encoder_for
     from strata.core.encoder_process import may_start, start_before_run, worth_warming
-    from strata.core.layout import IndexLayout
+    from strata.core.layout import IndexLayout, read_parquet_file
 
     if _workers(args, spec) > 1 or load(BuildSettings).executor != "auto":
         return  # step processes, or an executor that runs no step here
@@ -268,10 +268,8 @@ def _start_encoder_early(args: argparse.Namespace, spec) -> None:
     if not may_start(encoder):
         return
     try:
-        import pyarrow.parquet as pq
-
         since = documents.stat().st_mtime_ns
-        known = pq.ParquetFile(documents).read(columns=["path"]).column("path").to_pylist()
+        known = read_parquet_file(documents, ["path"]).column("path").to_pylist()
     except (OSError, ValueError, KeyError):  # gone since, or not readable: the run decides
         return
     from strata.stages.discover import looks_changed

@@ -175,6 +175,44 @@ def _pruned(spec: pathspec.GitIgnoreSpec, rel_dir: str, negations: bool) -> bool
     return not (negations and spec.patterns[res.index].pattern.rstrip().endswith("/**"))
 
 
+@dataclass(frozen=True)
+class _Lines:
+    """A listing's include and exclude lines, compiled once: which folders a walk
+    enters and which files it lists. One place, for :func:`iter_paths` and for
+    :func:`looks_changed`, whose guess must admit exactly what the listing would."""
+
+    wanted: pathspec.GitIgnoreSpec
+    unwanted: pathspec.GitIgnoreSpec
+    negations: bool
+    registry: frozenset[Path]  # the project's corpus registry: rewritten by the command
+
+    @classmethod
+    def of(cls, include: Iterable[str], exclude: Iterable[str]) -> _Lines:
+        from strata.core.ownership import own_files
+
+        unwanted = _spec(DEFAULT_EXCLUDE + tuple(exclude), "exclude")
+        return cls(_spec(tuple(include) or ("**/*",), "include"), unwanted,
+                   any(p.include is False for p in unwanted.patterns), own_files())
+
+    def walks(self, rel_dir: str, folder: Path) -> bool:
+        """Whether the folder ``rel_dir`` (at ``folder``) is walked: not excluded
+        whole (:func:`_pruned`), and not Strata's own (an index, a Dagster home)."""
+        from strata.core.ownership import looks_owned
+
+        return not _pruned(self.unwanted, rel_dir, self.negations) and not looks_owned(folder)
+
+    def lists(self, rel: str, file: Path) -> bool:
+        """Whether the file ``rel`` (at ``file``) is listed: included, not
+        excluded, and neither Strata's record nor the project's corpus registry."""
+        from strata.core.ownership import MARKER
+
+        if self.unwanted.match_file(rel) or file.name == MARKER:
+            return False
+        if self.registry and file.name.startswith("corpora") and file.resolve() in self.registry:
+            return False
+        return self.wanted.match_file(rel)
+
+
 def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
                exclude: Iterable[str] = ()) -> Iterator[tuple[str, Path]]:
     """Relative POSIX paths below ``root``, sorted, never leaving it.
@@ -197,35 +235,21 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
     valid UTF-8 is yielded in its escaped form (:func:`display_path`) with the
     real path beside it.
     """
-    from strata.core.ownership import MARKER, looks_owned, own_files
-
-    wanted = _spec(tuple(include) or ("**/*",), "include")
-    unwanted = _spec(DEFAULT_EXCLUDE + tuple(exclude), "exclude")
-    negations = any(p.include is False for p in unwanted.patterns)
-    registry = own_files()
+    lines = _Lines.of(include, exclude)
     unreadable: list[OSError] = []  # folders os.walk could not list: reported, not dropped
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False,
                                                 onerror=unreadable.append):
-        yield from _unreadable(root, unreadable, wanted)
+        yield from _unreadable(root, unreadable, lines.wanted)
         rel_dir = os.path.relpath(dirpath, root)
         rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
         dirnames[:] = sorted(
             d for d in dirnames
-            if not _pruned(unwanted, display_path(f"{rel_dir}/{d}" if rel_dir else d)[0],
-                           negations)
-            and not looks_owned(Path(dirpath) / d)  # an index, a Dagster home: never indexed
-        )
+            if lines.walks(display_path(f"{rel_dir}/{d}" if rel_dir else d)[0], Path(dirpath) / d))
         for name in sorted(filenames):
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            rel = display_path(rel)[0]
-            if unwanted.match_file(rel) or name == MARKER:
-                continue
-            if registry and name.startswith("corpora") and \
-                    (Path(dirpath) / name).resolve() in registry:
-                continue  # the project's corpus registry
-            if wanted.match_file(rel):
+            rel = display_path(f"{rel_dir}/{name}" if rel_dir else name)[0]
+            if lines.lists(rel, Path(dirpath) / name):
                 yield rel, Path(dirpath) / name
-    yield from _unreadable(root, unreadable, wanted)
+    yield from _unreadable(root, unreadable, lines.wanted)
 
 
 def looks_changed(root: Path, known: Iterable[str], since_ns: int,
@@ -242,12 +266,7 @@ def looks_changed(root: Path, known: Iterable[str], since_ns: int,
     reading and hashing that :func:`discover` does, and it can be wrong both ways
     (an mtime set back by a copy, a file touched without a change); the content
     hashes of the parse decide what is parsed and encoded, never this."""
-    from strata.core.ownership import MARKER, looks_owned, own_files
-
-    wanted = _spec(tuple(include) or ("**/*",), "include")
-    unwanted = _spec(DEFAULT_EXCLUDE + tuple(exclude), "exclude")
-    negations = any(p.include is False for p in unwanted.patterns)
-    registry = own_files()  # rewritten by the command itself: never a corpus file
+    lines = _Lines.of(include, exclude)  # what iter_paths would walk and list
     known = set(known)
     folders = {""}
     changed = 0
@@ -270,11 +289,10 @@ def looks_changed(root: Path, known: Iterable[str], since_ns: int,
             rel = display_path(f"{folder}/{entry.name}" if folder else entry.name)[0]
             if rel in known or rel in folders:
                 continue
-            if entry.is_dir(follow_symlinks=False):
-                changed += not (_pruned(unwanted, rel, negations) or looks_owned(Path(entry.path)))
-            elif not (unwanted.match_file(rel) or entry.name == MARKER
-                      or Path(entry.path).resolve() in registry) and wanted.match_file(rel):
-                changed += 1
+            path = Path(entry.path)
+            listed = lines.walks(rel, path) if entry.is_dir(follow_symlinks=False) \
+                else lines.lists(rel, path)
+            changed += listed
     return changed
 
 

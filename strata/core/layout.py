@@ -397,8 +397,9 @@ def write_parquet_atomic(table, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def read_parquet_file(path: Path):
-    """One Parquet file as an Arrow table, its schema metadata kept.
+def read_parquet_file(path: Path, columns: list[str] | None = None):
+    """One Parquet file as an Arrow table (only ``columns``, when given), its
+    schema metadata kept.
 
     ``pq.ParquetFile``, not ``pq.read_table``: the latter goes through
     ``pyarrow.dataset``, whose first use imports pandas (a quarter of a second),
@@ -406,7 +407,7 @@ def read_parquet_file(path: Path):
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as f:
-        return f.read()
+        return f.read(columns=columns)
 
 
 def read_cache_table(path: Path, why: str = "cache"):

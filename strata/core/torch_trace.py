@@ -299,12 +299,10 @@ def rows_free(model: TracedSentenceModel) -> bool:
     parts = np.concatenate([model._encode(texts[i:i + 3], fill=False)
                             for i in range(0, len(texts), 3)])
     free = bool(np.array_equal(filled, alone) and np.array_equal(filled, parts))
-    tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+    from strata.core.layout import write_json_atomic
+
     try:
-        tmp.write_text(json.dumps({"cpu": cpu, "rows_free": free}))
-        os.replace(tmp, record)
+        write_json_atomic(record, {"cpu": cpu, "rows_free": free})
     except OSError as e:  # a read-only cache: measured again by the next process
         log.debug("could not keep %s: %s", record, e)
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
     return free
