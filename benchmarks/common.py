@@ -29,9 +29,16 @@ RRF_K = 60  # the usual reciprocal-rank-fusion constant
 
 def cli_env(work: Path) -> dict:
     """The environment of a ``strata`` command a benchmark runs: its Dagster home and
-    corpora file in ``work`` (the home made), never the project's."""
+    corpora file in ``work`` (the home made), never the project's.
+
+    ``PYTHONDONTWRITEBYTECODE`` is left out: a sandbox or CI image may set it for
+    its own reasons, and then every command compiles each of Strata's modules it
+    imports from source, every time. A user's install has them compiled (pip
+    compiles at install; an editable install caches them on first import), so a
+    build measured with it set would be timed with a cost no user pays."""
     (work / "dagster_home").mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "DAGSTER_HOME": str(work / "dagster_home"),
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "DAGSTER_HOME": str(work / "dagster_home"),
             "STRATA_CORPORA": str(work / "corpora.yaml")}
 
 
