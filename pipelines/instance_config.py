@@ -27,11 +27,12 @@ when it configures no run queue of its own.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import yaml
+
+from strata.core.layout import write_text_atomic
 
 CORPUS_RUN_LIMIT = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True},
                     "limit": 1}
@@ -58,7 +59,7 @@ def ensure_instance_config(home: Path) -> Path:
     mark(home, "dagster-home")  # never indexed, even inside a corpus folder
     path = home / "dagster.yaml"
     if not path.exists():
-        _write(path, HEADER + yaml.safe_dump(SETTINGS, sort_keys=False))
+        write_text_atomic(path, HEADER + yaml.safe_dump(SETTINGS, sort_keys=False))
         return path
     try:
         text = path.read_text()
@@ -72,7 +73,7 @@ def ensure_instance_config(home: Path) -> Path:
         return path
     extra = {k: v for k, v in SETTINGS.items() if k not in current}
     if extra:
-        _write(path, text.rstrip("\n") + "\n" + ("" if ours else HEADER)
+        write_text_atomic(path, text.rstrip("\n") + "\n" + ("" if ours else HEADER)
                + yaml.safe_dump(extra, sort_keys=False))
     return path
 
@@ -90,10 +91,6 @@ def corpus_run_limit(instance) -> int | None:
     return None
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":  # make install

@@ -364,15 +364,28 @@ def fetch_version(versions_dir: Path, name: str, fill: Callable[[Path], Any]) ->
     return True
 
 
+def _write_then_replace(path: Path, tmp: Path, write: Callable[[Path], None]) -> None:
+    """``write`` the file at ``tmp``, then move it over ``path``; when the write
+    fails (a full disk, a quota, an interrupt) the part written is removed, so a
+    failed write leaves the old file and no half of a new one taking the space."""
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """``data`` at ``path`` all at once (a reader sees the old file or the new one),
     written beside it under a name of this process's, so two writers never mix."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+    _write_then_replace(path, path.with_name(f".{path.name}.{os.getpid()}.tmp"), write)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -392,9 +405,8 @@ def write_parquet_atomic(table, path: Path) -> None:
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)
+    _write_then_replace(path, path.with_name(f".{path.name}.tmp"),
+                        lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
 def read_parquet_file(path: Path, columns: list[str] | None = None):

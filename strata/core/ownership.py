@@ -21,11 +21,10 @@ Two rules follow from one record:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from strata.core.buildlock import LOCK_FILE
-from strata.core.layout import BUILD, CACHE, CURRENT, VERSIONS
+from strata.core.layout import BUILD, CACHE, CURRENT, VERSIONS, write_text_atomic
 from strata.core.schema import MANIFEST
 
 MARKER = ".strata-owned.json"
@@ -84,9 +83,7 @@ def mark(folder: Path, kind: str, names: tuple[str, ...] | list[str] = ()) -> No
     record = read_record(folder)
     have = set(owned_names(folder))
     record.update(kind=kind, names=sorted(have | set(names) | {MARKER}))
-    tmp = folder / f".{MARKER}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(tmp, folder / MARKER)
+    write_text_atomic(folder / MARKER, json.dumps(record, indent=2) + "\n")
 
 
 def claim_index(out: Path, allow_foreign: bool = False) -> None:

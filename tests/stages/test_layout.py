@@ -269,3 +269,46 @@ def test_a_fetched_version_appears_whole_or_not_at_all(tmp_path):
                                                                       "nodes.parquet"]
     assert [p.name for p in versions.iterdir()] == ["v000001"]
     assert fetch_version(versions, "v000001", broken) is False  # here already: not fetched
+
+
+FILLS_THE_DISK = """
+import json, os, resource, signal, sys
+from pathlib import Path
+import pyarrow as pa
+from strata.core.layout import write_bytes_atomic, write_parquet_atomic
+
+# the process may write files of at most 1 MiB: a larger write fails part-way with
+# EFBIG, as it would with ENOSPC on a full disk (the signal is ignored so that the
+# write returns its error rather than ending the process)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+folder, failed = Path(sys.argv[1]), {}
+noise = pa.table({"b": pa.array([os.urandom(4096) for _ in range(1024)], pa.binary())})
+for name, write in (("blob.json", lambda p: write_bytes_atomic(p, os.urandom(4 << 20))),
+                    ("table.parquet", lambda p: write_parquet_atomic(noise, p))):
+    try:
+        write(folder / name)
+    except OSError as e:
+        failed[name] = e.errno
+print(json.dumps(failed))
+"""
+
+
+def test_a_write_that_fails_part_way_leaves_the_old_file_and_no_part_of_the_new(tmp_path):
+    """A write the disk cannot take in full (4 MiB where 1 MiB fits) fails with the
+    disk's error, the file it was to replace is as it was, and nothing of the new
+    one is left beside it taking the space."""
+    import errno
+    import subprocess
+    import sys
+
+    from strata.core.layout import write_bytes_atomic
+
+    write_bytes_atomic(tmp_path / "blob.json", b"{}\n")
+    write_parquet_atomic(pa.table({"b": [b"old"]}), tmp_path / "table.parquet")
+    out = subprocess.run([sys.executable, "-c", FILLS_THE_DISK, str(tmp_path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == {"blob.json": errno.EFBIG, "table.parquet": errno.EFBIG}, out
+    assert (tmp_path / "blob.json").read_bytes() == b"{}\n"
+    assert pq.read_table(tmp_path / "table.parquet").column("b").to_pylist() == [b"old"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blob.json", "table.parquet"]
