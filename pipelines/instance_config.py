@@ -20,6 +20,11 @@ DEBUG; at DEBUG every step process printed a "STEP_WORKER_STARTED" line on the
 user's terminal, under ``-q`` too. Dagster's events are recorded whatever the
 level; only an op's own ``context.log.debug`` messages are no longer kept.
 
+``instance_class``: Dagster's instance, whose default storage is Dagster's SQLite
+storage in the home (the same files) with its engines kept for the process
+instead of made again for every transaction (:mod:`strata.pipelines.sqlite_storage`);
+a storage the file names is used as it says. Only in a file this module wrote.
+
 A file this module wrote (it starts with :data:`MARK`) gets the settings added
 since it was written; a file of the operator's own only the run limit, and only
 when it configures no run queue of its own.
@@ -42,11 +47,16 @@ SETTINGS = {
     "run_queue": {"dequeue_interval_seconds": 1},
     "python_logs": {"python_log_level": "INFO"},
 }
+# Dagster's instance whose default storage keeps each SQLite file's engine for the
+# process (:mod:`strata.pipelines.sqlite_storage`): only in a file Strata wrote
+OWN_SETTINGS = {
+    "instance_class": {"module": "strata.pipelines.sqlite_storage", "class": "StrataInstance"},
+}
 QUEUE_KEYS = ("concurrency", "run_queue", "run_coordinator")
 MARK = "# Written by Strata (pipelines/instance_config.py)"
 HEADER = (f"{MARK}: telemetry off, Dagster's run queue holding one\n"
           "# run per corpus partition at a time (the rest wait as Queued), Dagster's console\n"
-          "# logs from INFO.\n")
+          "# logs from INFO, Dagster's SQLite storage keeping each file's connection.\n")
 
 
 def ensure_instance_config(home: Path) -> Path:
@@ -59,7 +69,8 @@ def ensure_instance_config(home: Path) -> Path:
     mark(home, "dagster-home")  # never indexed, even inside a corpus folder
     path = home / "dagster.yaml"
     if not path.exists():
-        write_text_atomic(path, HEADER + yaml.safe_dump(SETTINGS, sort_keys=False))
+        write_text_atomic(path, HEADER + yaml.safe_dump({**SETTINGS, **OWN_SETTINGS},
+                                                        sort_keys=False))
         return path
     try:
         text = path.read_text()
@@ -72,6 +83,8 @@ def ensure_instance_config(home: Path) -> Path:
     if not ours and any(k in current for k in QUEUE_KEYS):
         return path
     extra = {k: v for k, v in SETTINGS.items() if k not in current}
+    if ours:
+        extra.update({k: v for k, v in OWN_SETTINGS.items() if k not in current})
     if extra:
         write_text_atomic(path, text.rstrip("\n") + "\n" + ("" if ours else HEADER)
                + yaml.safe_dump(extra, sort_keys=False))
@@ -89,8 +102,6 @@ def corpus_run_limit(instance) -> int | None:
                 limit["value"].get("applyLimitPerUniqueValue"):
             return int(limit["limit"])
     return None
-
-
 
 
 if __name__ == "__main__":  # make install

@@ -52,7 +52,8 @@ def test_an_operators_own_run_queue_is_left_alone(tmp_path):
 
 def test_a_file_strata_wrote_gets_the_settings_added_since(tmp_path):
     """A dagster.yaml an earlier Strata wrote (it configures the run queue) gets
-    the console log level; Dagster reads it, and a second call changes nothing."""
+    the console log level and the kept-engine storage; Dagster reads it, and a
+    second call changes nothing."""
     home = tmp_path / "home"
     home.mkdir()
     earlier = ("# Written by Strata (pipelines/instance_config.py): telemetry off, and Dagster's run\n"
@@ -68,5 +69,31 @@ def test_a_file_strata_wrote_gets_the_settings_added_since(tmp_path):
     with _instance(home) as instance:
         assert instance.python_log_level == "INFO"
         assert corpus_run_limit(instance) == 1
+        assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
     ensure_instance_config(home)
     assert (home / "dagster.yaml").read_text() == text
+
+
+def test_a_storage_strata_or_the_operator_named_is_kept(tmp_path, monkeypatch):
+    """Strata's instance class goes only into a file Strata wrote; there its kept
+    engines are the default storage, in the folder the instance is opened from
+    (whatever DAGSTER_HOME says), and a storage the file names wins."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))
+    home = tmp_path / "home"
+    home.mkdir()
+    mine = f"storage:\n  sqlite:\n    base_dir: {home}\n"
+    (home / "dagster.yaml").write_text(mine)
+    ensure_instance_config(home)
+    assert "instance_class" not in (home / "dagster.yaml").read_text()
+    ensure_instance_config(tmp_path / "fresh")
+    with _instance(tmp_path / "fresh") as instance:
+        assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
+        assert instance.event_log_storage._base_dir.startswith(str(tmp_path / "fresh"))
+    ours = (tmp_path / "fresh" / "dagster.yaml").read_text()
+    (home / "dagster.yaml").write_text(ours + mine)
+    ensure_instance_config(home)
+    assert (home / "dagster.yaml").read_text() == ours + mine
+    with _instance(home) as instance:
+        assert type(instance).__name__ == "StrataInstance"
+        assert type(instance.event_log_storage).__name__ == "SqliteEventLogStorage"
+    assert not (tmp_path / "elsewhere").exists()
