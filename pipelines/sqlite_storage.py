@@ -34,7 +34,6 @@ from contextlib import contextmanager
 
 import dagster as dg
 import yaml
-from dagster._config import StringSource
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     SQLITE_BUSY_TIMEOUT_SECONDS,
@@ -49,7 +48,6 @@ from dagster._core.storage.sqlite_storage import (
     _schedule_directory,
 )
 from dagster._serdes import ConfigurableClassData
-from dagster._utils import mkdir_p
 
 # database files whose engine a process keeps at a time (the least recently used
 # is let go): the asset index, the run storage and the run being written, with room
@@ -157,13 +155,9 @@ class PooledSqliteStorage(DagsterSqliteStorage):
         super(DagsterSqliteStorage, self).__init__()
 
     @classmethod
-    def config_type(cls):
-        return {"base_dir": StringSource}
-
-    @classmethod
     def from_config_value(cls, inst_data, config_value):
-        mkdir_p(config_value["base_dir"])
-        return cls(config_value["base_dir"], inst_data=inst_data)
+        # Dagster's names its own class here; from_local makes the folder and ``cls``
+        return cls.from_local(inst_data=inst_data, **config_value)
 
 
 class StrataInstance(dg.DagsterInstance):
