@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install lint run test e2e e2e-llm llm-server screenshots bench bench-stdlib ui serve validate clean diagram
+.PHONY: install lint run test test-dagster-previous e2e e2e-llm llm-server screenshots bench bench-stdlib ui serve validate clean diagram
 
 install: $(VENV)/.installed
 
@@ -41,10 +41,12 @@ run: install
 	@echo "      notebooks/explore.ipynb · .venv/bin/strata --help"
 
 # ruff (rules in pyproject.toml) and the import contracts (import-linter, [tool.importlinter]):
-# the layers and no import cycles, function-level imports included.
+# the layers and no import cycles, function-level imports included; then no other
+# library's private names outside the modules .ci/private_names.py allows.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(PY) .ci/private_names.py
 
 # Three workers, file by file (pytest-xdist): much of a test's time is a child process,
 # a server or a Dagster run waiting, so a third worker keeps two cores busy where two
@@ -54,6 +56,29 @@ PYTEST_WORKERS ?= 3
 test: install
 	$(PY) -m pytest -m "not slow and not e2e and not llm_e2e" -q -n $(PYTEST_WORKERS) --dist loadfile \
 		--durations=25 --durations-min=5
+
+# The Dagster-facing tests (definitions load, builds, the sensor and schedule, the executor,
+# the instance settings, the run filter of a stopped build, the private names Strata still
+# uses) against the previous Dagster minor release: its packages installed once into
+# .dagster-previous/ and put ahead of the venv's on PYTHONPATH (pure Python, the rest of
+# the venv shared), in this process and in every process a test starts.
+DAGSTER_PREVIOUS ?= 1.12.22
+DAGSTER_DASK_PREVIOUS ?= 0.28.22
+DAGSTER_PREVIOUS_DIR := $(CURDIR)/.dagster-previous
+test-dagster-previous: install
+	@test -f $(DAGSTER_PREVIOUS_DIR)/.installed-$(DAGSTER_PREVIOUS) || { \
+	  echo "==> installing Dagster $(DAGSTER_PREVIOUS) into $(DAGSTER_PREVIOUS_DIR)…"; \
+	  rm -rf $(DAGSTER_PREVIOUS_DIR) && \
+	  $(PY) -m pip install -q --disable-pip-version-check --no-deps --target $(DAGSTER_PREVIOUS_DIR) \
+	    dagster==$(DAGSTER_PREVIOUS) dagster-pipes==$(DAGSTER_PREVIOUS) dagster-shared==$(DAGSTER_PREVIOUS) \
+	    dagster-graphql==$(DAGSTER_PREVIOUS) dagster-webserver==$(DAGSTER_PREVIOUS) \
+	    dagster-dask==$(DAGSTER_DASK_PREVIOUS) && \
+	  touch $(DAGSTER_PREVIOUS_DIR)/.installed-$(DAGSTER_PREVIOUS); }
+	PYTHONPATH=$(DAGSTER_PREVIOUS_DIR) $(PY) -c "import dagster; assert dagster.__version__ == '$(DAGSTER_PREVIOUS)', dagster.__version__; print('Dagster', dagster.__version__)"
+	PYTHONPATH=$(DAGSTER_PREVIOUS_DIR) $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
+		tests/test_pipeline.py tests/test_automation.py tests/test_executor.py \
+		tests/test_instance_config.py tests/test_private_names.py tests/test_kill_midway.py \
+		tests/test_resources_env.py tests/test_import_side_effects.py
 
 # The Dagster UI in headless Chromium (Debian's chromium): dagster dev on loopback,
 # the asset graph, a materialization of the sample corpus; screenshots in docs/images/.

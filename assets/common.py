@@ -153,7 +153,6 @@ def stoppable(fn):
     @functools.wraps(fn)
     def body(*args, **kwargs):
         from strata.core import stopping
-        from strata.core.memory import release_freed_memory
         from strata.core.profiling import step_profile
 
         pulled = _WORKSPACE.set(None)
@@ -173,7 +172,6 @@ def stoppable(fn):
             raise
         finally:
             _WORKSPACE.reset(pulled)
-            release_freed_memory()  # steps share a process: the next starts from less
     return body
 
 

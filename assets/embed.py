@@ -50,13 +50,11 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     from strata.stages.stored_vectors import read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
     from strata.core.embedding import canonical_model, encoder_threads, release_encoders
-    from strata.core.memory import release_freed_memory
     from strata.core.layout import write_json_atomic
 
     # the shards' encoder (kept when they ran in this process): this step loads one only
     # for texts no shard encoded, and the steps after it encode nothing
     release_encoders()
-    release_freed_memory()
     spec, layout = corpus_and_layout(context, corpora)
     # What gets a vector is read for each phase and handed over, not kept here:
     # the vector tables' write and the lexical index each let it go once they
@@ -85,7 +83,6 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
                                precomputed=read_vector_cache(cache))
     shutil.rmtree(cache, ignore_errors=True)  # the vectors now live in the Lance tables
     release_encoders()  # one this step loaded for texts no shard encoded
-    release_freed_memory()  # the Lance writer's buffers, before the lexical index's tokens
     lexical = build_lexical(load_embedding_items(layout), layout.build_lexical,
                             layout.cache / "lexical_tokens")
     computed, reused = result.computed + in_shards, result.reused - in_shards

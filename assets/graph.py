@@ -106,7 +106,6 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     from strata.assets.openie import SEMANTIC_EDGES
     from strata.stages.enrich.images import duplicate_mapping
     from strata.stages.enrich.semantic_graph import redirect_edges, synonymy_edges_cached
-    from strata.core.memory import release_freed_memory
     from strata.stages.graph import build_edges
 
     t0 = time.perf_counter()
@@ -121,7 +120,6 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
                                             threshold=config.synonymy_threshold,
                                             k=config.synonymy_k, vectors_key=key)
     del entity_ids, vectors
-    release_freed_memory()
     result = build_edges(read_build_table(layout, "nodes", columns=NODE_COLUMNS),
                          read_build_table(layout, "references"))
     parts = [result.edges]

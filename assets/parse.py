@@ -45,7 +45,6 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     from strata.stages.discover import discover
     from strata.stages.nodes import build_nodes, overlay
     from strata.stages.parse.finalize import ParseSettings
-    from strata.core.memory import release_freed_memory
 
     from strata.assets.run_tags import CORPUS_TAG, LAUNCHED_BY_TAG, fill_run_tags, launched_by
 
@@ -67,7 +66,6 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     # the shards' rows now live in the build tables (the next run's cache)
     shutil.rmtree(parse_shards_root(layout), ignore_errors=True)
     del sources, previous, parts  # the corpus's texts and the parse cache: written out now
-    release_freed_memory()
     parsed_in_shards = len(shard_parsed & set(result.reused))
     parsed = len(result.parsed) + parsed_in_shards
     reused = len(result.reused) - parsed_in_shards

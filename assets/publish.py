@@ -109,7 +109,6 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     from strata.core.embedding import EncoderSpec
     from strata.core.query_runtime import prepare
 
-    from strata.core.memory import release_freed_memory
 
     del nodes, edges, documents, skipped
     # the vector tables the build kept as they were are copied from the arrays of
@@ -117,7 +116,6 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     live = layout.current_version()
     write_query_arrays(layout.build, int(encoder["dim"]),
                        previous=layout.version_dir(live) if live is not None else None)
-    release_freed_memory()  # the query encoder loads next: into this memory
     query_side = prepare(layout.build, EncoderSpec.from_manifest(encoder))
     manifest["query"] = query_side
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)

@@ -19,7 +19,6 @@ speed (the merging asset parses or encodes what is missing itself).
 
 
 import functools
-import importlib
 import os
 import time
 
@@ -72,12 +71,12 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
            description=f"Parse the documents whose path hash falls in shard {shard} of {shards}.")
     @stoppable
     def parse_shard(context: dg.OpExecutionContext, config: ParseConfig,
-                    corpora: CorpusRegistry, embedder: EmbedderResource) -> None:
+                    corpora: CorpusRegistry) -> None:
         import pyarrow as pa
 
         from strata.stages.discover import detect_format, discover, iter_paths
         from strata.stages.embed import shard_of
-        from strata.stages.nodes import build_nodes, changed_files, overlay, read_previous
+        from strata.stages.nodes import build_nodes, overlay, read_previous
         from strata.stages.parse.finalize import ParseSettings
         from strata.core.layout import write_parquet_atomic
         from strata.core.schema import python_table
@@ -92,27 +91,11 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         # what this shard parsed in an interrupted earlier run is not parsed again
         earlier = read_previous(out)
         cache = overlay(previous_build(layout), [earlier] if earlier else [])
-        enc_spec = embedder.spec_for(spec.embedding, built_encoder(layout))
-
-        def warm_encoder(changed: int) -> None:
-            from strata.core import encoder_process
-
-            # a few changed files: the encoder's loading starts now, on another core
-            # (unless the command started it before the run: then that process is kept)
-            if encoder_process.worth_warming(changed, len(sources)):
-                encoder_process.start(enc_spec, embedder.batch_size)
-
-        # files whose bytes changed, known before they are parsed: the loading starts
-        # before their parse, not after it
-        warm_encoder(changed_files(sources, cache))
         result = build_nodes(spec.name, sources, ParseSettings(config.chunk_tokens,
                                                                config.context_lines),
                              cache, blob_dir=layout.build_blobs,
                              progress=progress_logger(context, f"parse shard {shard}"),
                              python_paths=python_paths)
-        # and files parsed again with the same bytes (one that could not be read before)
-        warm_encoder(len(result.parsed))
-        _encode_ahead(result, enc_spec, layout)
         for name, table in (("nodes", result.nodes), ("references", result.references),
                             ("documents", result.documents)):  # the cache index last
             write_parquet_atomic(table, out / TABLE_FILES[name])
@@ -129,32 +112,6 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
     return parse_shard
 
 
-def _encode_ahead(result, enc_spec, layout) -> None:
-    """Hand the new texts of the files this parse shard parsed to the encoder
-    process warming for the run, if there is one: it encodes them while the run
-    goes on to the facts, summaries and captions, and the embedding shard then
-    finds their vectors made (the same bytes: see :func:`strata.core.encoder_process.prefetch`)."""
-    import polars as pl
-
-    from strata.core import encoder_process
-    from strata.stages.embed import new_texts
-
-    if not result.parsed or not encoder_process.warming(enc_spec):
-        return
-    parsed = pl.from_arrow(result.nodes).filter(pl.col("path").is_in(list(result.parsed)))
-    texts = new_texts(parsed, enc_spec, layout.build_lance, encoder_process.PREFETCH_MAX)
-    encoder_process.prefetch(enc_spec, texts)
-
-
-def _import_next() -> None:
-    """Import what the embeddings step uses after texts were encoded: LanceDB, the
-    lexical index's score matrices (bm25s, scipy), and pandas, which pyarrow
-    imports the first time it is handed a Python list (to ask whether it is a
-    pandas object)."""
-    for module in ("lancedb", "strata.core.bm25_matrix", "pandas"):
-        importlib.import_module(module)
-
-
 def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
     @dg.op(name=f"embed_shard_{shard}", ins={"ready": dg.In(dg.Nothing)}, out=dg.Out(dg.Nothing),
            tags={"strata/shard": f"{shard}/{shards}"},
@@ -166,7 +123,7 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         import pyarrow as pa
 
         from strata.stages.embed import encode_shard
-        from strata.core.embedding import encoder_threads
+        from strata.core.embedding import encoder_threads, is_loaded
         from strata.core.layout import read_cache_table, write_parquet_atomic
 
         spec, layout = corpus_and_layout(context, corpora)
@@ -200,18 +157,10 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         threads = encoder_threads(processes)
 
         def load():
-            from strata.core import encoder_process
-
-            # the encoder a parse shard of this run started loading in its own process,
-            # else this process's own; while the former loads and encodes, the libraries
-            # of the vector tables and of the lexical index are imported in a thread: the
-            # embeddings step needs them next, in this same process (a warm encoder means
-            # every step runs here, and texts to encode mean the lexical index changes)
-            warm = encoder_process.take(enc_spec, embedder.batch_size, meanwhile=_import_next)
-            encoder = warm or embedder.load(enc_spec)
+            # kept from an earlier run of this process (strata index --watch), or loaded now
+            used["kept"] = is_loaded(enc_spec)
+            encoder = embedder.load(enc_spec)
             encoder.set_threads(threads)
-            used["encoder_pid"] = warm.pid if warm is not None else os.getpid()
-            used["warm"], used["ahead_before"] = warm, warm.prefetched if warm is not None else 0
             return encoder
 
         used: dict = {}
@@ -220,17 +169,13 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
             result = encode_shard(items, enc_spec, load, layout.build_lance, shard, shards, sink,
                                   progress=progress_logger(context, f"embed shard {shard}"),
                                   known=known)
-        # texts the warm encoder process had encoded ahead, while the run parsed
-        ahead = used["warm"].prefetched - used["ahead_before"] if used.get("warm") else 0
         summary = {"shard": shard, "shards": shards, "run_id": context.run.run_id,
                    "computed": result.computed, "seconds": round(result.seconds, 3),
                    "pid": os.getpid(), "threads": threads, "encoding_processes": processes,
-                   "encoder_pid": used.get("encoder_pid"),  # another pid: a warm encoder process
-                   "encoded_ahead": ahead}
+                   "encoder_kept": used.get("kept", False)}
         write_json_atomic(cache / f"{shard:03d}.json", summary)
         context.log.info(f"embed shard {shard}/{shards}: {result.computed} texts encoded "
-                         f"({threads} threads, {processes} encoding processes"
-                         + (f", {ahead} of them ahead, while the run parsed)" if ahead else ")"))
+                         f"({threads} threads, {processes} encoding processes)")
 
     return embed_shard
 
@@ -241,10 +186,6 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
     @stoppable
     def collect(context: dg.OpExecutionContext, corpora: CorpusRegistry) -> dg.Output:
         _, layout = corpus_and_layout(context, corpora)
-        if what == "embedding":  # every shard has encoded: a warm encoder has nothing left to do
-            from strata.core.encoder_process import done_encoding
-
-            done_encoding()
         # Read from the shards' summary files, not from op outputs: some executors
         # (dagster-dask) do not pass fanned-in outputs along.
         folder, pattern = ((parse_shards_root(layout), f"*/{SUMMARY}") if what == "parse"
@@ -257,10 +198,8 @@ def _collect_op(name: str, what: str) -> dg.OpDefinition:
         # the slowest shard stands for the stage's time: shards may run side by side
         extra = {k: max(s.get(k, 0) for s in rows) for k in ("threads", "encoding_processes")
                  if rows and what == "embedding"}  # how the shards shared the cores
-        if what == "embedding":  # whether a shard encoded in a warm encoder process
-            extra["warm_encoder"] = any(s.get("encoder_pid") not in (None, s["pid"])
-                                        for s in rows)
-            extra["encoded_ahead"] = sum(s.get("encoded_ahead", 0) for s in rows)
+        if what == "embedding":  # whether an encoder kept from an earlier run encoded
+            extra["encoder_kept"] = any(s.get("encoder_kept") for s in rows)
         record_stage(layout, f"{what}_shards", seconds=busiest, shards=len(rows),
                      shard_seconds_total=round(total, 3), processes=processes, **extra)
         columns = [k for k in (rows[0] if rows else {"shard": 0}) if k not in ("run_id", "shards")]

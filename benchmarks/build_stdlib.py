@@ -3,7 +3,9 @@
 Runs `strata index` (the real Dagster assets) in a child process on the stdlib
 folder, without site-packages and test suites (about 19k code nodes), then
 again with nothing changed, and prints wall time, peak RSS and what was
-computed vs reused. Usage: python -m benchmarks.build_stdlib [--out DIR]
+computed vs reused (with ``--json FILE``, also writes them there). A smoke run
+builds one small package of it. Usage: python -m benchmarks.build_stdlib
+[--out DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+
+from benchmarks.common import RESULTS, size
 
 EXCLUDES = ["site-packages/**", "test/**", "**/test/**", "**/tests/**", "**/idle_test/**"]
 
@@ -46,8 +50,10 @@ def run_index(root: str, out: Path, home: Path, corpora: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None, help="index folder (default: a temporary folder)")
+    ap.add_argument("--json", type=Path, default=size(None, RESULTS / "build_stdlib.json"),
+                    help="also write the figures here")
     args = ap.parse_args()
-    root = sysconfig.get_paths()["stdlib"]
+    root = str(Path(sysconfig.get_paths()["stdlib"]) / size("", "json"))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         out = Path(args.out) if args.out else tmp / "index"
@@ -59,6 +65,11 @@ def main() -> None:
         print("rebuild, nothing changed:", json.dumps(
             {"wall_seconds": again["wall_seconds"], "stages": manifest["stages"]}, indent=2))
         print(f"speed-up of the unchanged rebuild: {first['wall_seconds'] / again['wall_seconds']:.1f}x")
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps({"root": root, "first": first, "unchanged": {
+                "wall_seconds": again["wall_seconds"], "stages": manifest["stages"]}},
+                indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -34,9 +34,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from benchmarks.common import SCRATCH, machine, write_result
+from benchmarks.common import RESULTS, SCRATCH, machine, smoke, write_result
 
 TOP = 10
 FLOORS = (0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5)
@@ -47,11 +46,11 @@ CAL_FILE = Path(__file__).resolve().parents[1] / "retrieval" / "calibration.json
 # --------------------------------------------------------------------------- dev sets
 
 def _openharmony():
-    from benchmarks.openharmony_dev import DEV_SET, gold_sections, section_of
+    from benchmarks.openharmony_dev import dev_questions, gold_sections, section_of
     from strata.retrieval import Index
 
     idx = Index.open(SCRATCH / "openharmony" / "index")
-    qs = yaml.safe_load(DEV_SET.read_text())
+    qs = dev_questions()
     gold = gold_sections(idx, qs)
     sec = section_of(idx)
     parent = dict(zip(idx.nodes()["node_id"].to_list(), idx.nodes()["parent_id"].to_list()))
@@ -77,11 +76,11 @@ def _openharmony():
 
 
 def _stdlib():
-    from benchmarks.hyprag_peer import QUESTIONS
+    from benchmarks.hyprag_peer import load_questions
     from strata.retrieval import Index
 
     idx = Index.open(SCRATCH / "stdlib_subset_index")
-    qs = yaml.safe_load(QUESTIONS.read_text())["questions"]
+    qs = load_questions()
 
     def label(gold):
         def relevant(r):
@@ -337,6 +336,7 @@ def main() -> None:
     import pickle
 
     saved = SCRATCH / "calibration_rows.pkl"
+    saved.parent.mkdir(parents=True, exist_ok=True)
     if args.reuse_rows and saved.exists():
         data = pickle.loads(saved.read_bytes())
     else:
@@ -355,8 +355,10 @@ def main() -> None:
                                   "bias": round(b, 5)}},
                "generic": {"features": [FEATURES[c] for c in generic],
                            "weights": [round(float(v), 5) for v in gw], "bias": round(gb, 5)}}
-    if not args.no_write:
-        CAL_FILE.write_text(json.dumps(entries, indent=2) + "\n")
+    if not args.no_write:  # a smoke run's weights stay beside its results
+        cal_file = RESULTS / "retrieval_calibration.json" if smoke() else CAL_FILE
+        cal_file.parent.mkdir(parents=True, exist_ok=True)
+        cal_file.write_text(json.dumps(entries, indent=2) + "\n")
     report = {"benchmark": "relevance calibration (dev sets; each set's out-of-corpus questions "
                            "are the other sets' questions)", "machine": machine(),
               "model": model, "sets": report_full, "generic_sets": report_gen,

@@ -6,16 +6,20 @@ and, given ``--old FILE``, the hand-written parser it replaced on the same
 input, e.g. ``git show bcdcc30:stages/parse/code_languages.py > /tmp/old.py``.
 Prints the figures; asserts nothing.
 
-Usage: ``python -m benchmarks.code_parse [--old /tmp/old.py] [--units 3334]``
+Usage: ``python -m benchmarks.code_parse [--old /tmp/old.py] [--units 3334] [--json FILE]``
+(``--json``: also write the figures there)
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 import time
+from pathlib import Path
 
+from benchmarks.common import RESULTS, size
 from strata.stages.parse.code import parse_code
 
 UNIT = ("// F{i} returns a value.\nfunc (s *Server) F{i}(x int) (int, error) {{\n"
@@ -44,14 +48,22 @@ def _time(parse, src: str) -> tuple[float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--old", help="the old code_languages.py, to compare")
-    ap.add_argument("--units", type=int, default=3334)
+    ap.add_argument("--units", type=int, default=size(3334, 50))
+    ap.add_argument("--json", type=Path, default=size(None, RESULTS / "code_parse.json"),
+                    help="also write the figures here")
     args = ap.parse_args()
     src = "package big\n\nimport \"fmt\"\n\n" + "".join(UNIT.format(i=i) for i in range(args.units))
     print(f"generated Go file: {src.count(chr(10)):,} lines, {len(src) / 2**20:.1f} MiB")
     parsers = [("tree-sitter", parse_code)] + ([("hand-written (old)", _load(args.old))] if args.old else [])
+    figures = {}
     for name, parse in parsers:
         seconds, defs = _time(parse, src)
+        figures[name] = {"seconds": round(seconds, 3), "definitions": defs}
         print(f"{name:>20}: {seconds:.2f} s best of 3, {defs:,} definitions")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"lines": src.count("\n"), "parsers": figures},
+                                        indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,8 @@ cache is warm: one run of each command, not counted, comes first. Figures:
 
 Usage: ``python -m benchmarks.cold_start [--reuse-build] [--quick]``
 (``--reuse-build`` keeps indexes already in the scratch folder, this
-benchmark's or those of ``musique_recall`` and ``openharmony_dev``;
+benchmark's or those of ``service_load``, ``musique_recall`` and
+``openharmony_dev``, as a smoke run always does;
 ``--quick`` checks the code in a minute: the sample index, two rounds, a
 20,000-node synthetic index with its approximate index forced; its results
 go to the scratch folder, not to ``benchmarks/results``).
@@ -48,18 +49,18 @@ import time
 from pathlib import Path
 
 from benchmarks.service_load import stop_server
-from benchmarks.common import (REPO, SCRATCH, build_with_cli, latency, machine, target,
-                               targets_md, write_result)
+from benchmarks.common import (REPO, SCRATCH, build_with_cli, latency, machine, sample_docs, size,
+                               smoke, target, targets_md, write_result)
 
-REPS = 5
-WARM_QUERIES = 100
+REPS = size(5, 1)
+WARM_QUERIES = size(100, 5)
 HEAVY = ("torch", "transformers", "sentence_transformers", "lancedb", "dagster")
 # not targets, listed so a reader sees what a query does import
 NOTED = ("onnxruntime", "tokenizers", "faiss", "pyarrow", "polars", "scipy", "bm25s", "pydantic")
 SAMPLE_QUESTION = "how do I correct pressure readings for barometric drift?"
-SYNTHETIC_NODES = 1_000_000
-QUICK_NODES, QUICK_ANN_MIN = 20_000, 1000
-RECALL_QUERIES = 100
+SYNTHETIC_NODES = size(1_000_000, 2000)
+QUICK_NODES, QUICK_ANN_MIN = size(20_000, 2000), 1000
+RECALL_QUERIES = size(100, 5)
 
 # targets
 MCP_INIT_S, SERVE_HEALTH_S = 1.0, 2.0
@@ -430,11 +431,9 @@ def questions_of(name: str) -> list[str]:
     if name == "sample":
         return [SAMPLE_QUESTION]
     if name == "openharmony":
-        import yaml
+        from benchmarks.openharmony_dev import dev_questions
 
-        from benchmarks.openharmony_dev import DEV_SET
-
-        return [q["question"] for q in yaml.safe_load(DEV_SET.read_text())]
+        return [q["question"] for q in dev_questions()]
     from benchmarks.musique_recall import gold_sets
 
     return gold_sets()[0]
@@ -444,7 +443,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reuse-build", action="store_true",
                     help="keep indexes already in the scratch folder (this benchmark's, or "
-                         "those of musique_recall and openharmony_dev)")
+                         "those of service_load, musique_recall and openharmony_dev)")
     ap.add_argument("--quick", action="store_true",
                     help="the sample index, 2 rounds, a 20,000-node synthetic index")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -453,24 +452,25 @@ def main() -> None:
         print(json.dumps(CHILDREN[args.child[0]](*args.child[1:])), flush=True)
         return
     from benchmarks.musique_corpus import OPENIE_FILE, write_corpus
-    from benchmarks.openharmony_dev import OH_DIR
+    from benchmarks.openharmony_dev import OH_DIR, oh_docs
 
-    reps = 2 if args.quick else REPS
+    reps = size(2, 1) if args.quick else REPS
+    reuse_build = args.reuse_build or smoke()  # a smoke run: the dev indexes of the run
     mine = SCRATCH / "cold_start"
     mine.mkdir(parents=True, exist_ok=True)
     report: dict = {"machine": machine(), "quick": args.quick, "reps": reps,
                     "loadavg_start": load(), "indexes": {}}
 
     def reuse(name: str, other: str | None = None) -> list[Path]:
-        if not args.reuse_build:
+        if not reuse_build:
             return []
         return [mine / name / "index"] + ([SCRATCH / other / "index"] if other else [])
 
-    indexes = {"sample": ensure_index("sample", REPO / "data" / "sample", reuse("sample"))}
+    indexes = {"sample": ensure_index("sample", sample_docs(), reuse("sample", "service_load"))}
     if not args.quick:
         if not OH_DIR.is_dir():
             raise SystemExit(f"{OH_DIR} not found: this benchmark needs ../shared/data")
-        indexes["openharmony"] = ensure_index("openharmony", OH_DIR,
+        indexes["openharmony"] = ensure_index("openharmony", oh_docs(),
                                               reuse("openharmony", "openharmony"))
         indexes["musique"] = ensure_index("musique", Path(), reuse("musique", "musique"),
                                           ["--openie-import", str(OPENIE_FILE)],
@@ -508,7 +508,8 @@ def main() -> None:
         print(f"  {name}: {report['warm'][name]}", flush=True)
 
     nodes = QUICK_NODES if args.quick else SYNTHETIC_NODES
-    syn, info = synthetic(nodes, paths["sample"], QUICK_ANN_MIN if args.quick else None)
+    syn, info = synthetic(nodes, paths["sample"],
+                          QUICK_ANN_MIN if args.quick or smoke() else None)
     report["synthetic"] = {"index": info}
     print(f"synthetic index: {reps} fresh processes, then recall...", flush=True)
     runs = []

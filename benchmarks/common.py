@@ -14,15 +14,61 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results"
-SCRATCH = Path(__file__).resolve().parent / "scratch"
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
+
+
+# --------------------------------------------------------------------------- smoke runs
+
+def smoke() -> bool:
+    """Whether this is a smoke run (``STRATA_BENCH_SMOKE=1``, as ``python -m
+    benchmarks.smoke`` runs every benchmark): every size tiny, every result in a
+    temporary folder. It checks that a benchmark runs end to end, not its figures."""
+    return os.environ.get("STRATA_BENCH_SMOKE", "") not in ("", "0")
+
+
+def size(full, tiny):
+    """``tiny`` in a smoke run, else ``full``: a corpus's files, questions, trials."""
+    return tiny if smoke() else full
+
+
+def _out() -> Path:
+    """Where results and scratch folders go: ``$STRATA_BENCH_OUT``; else, in a smoke
+    run, a new temporary folder (set in the environment, so the benchmark's child
+    processes share it); else ``benchmarks/``."""
+    if os.environ.get("STRATA_BENCH_OUT"):
+        return Path(os.environ["STRATA_BENCH_OUT"]).resolve()
+    if smoke():
+        os.environ["STRATA_BENCH_OUT"] = tempfile.mkdtemp(prefix="strata-bench-smoke-")
+        return Path(os.environ["STRATA_BENCH_OUT"])
+    return Path(__file__).resolve().parent
+
+
+OUT = _out()
+RESULTS = OUT / "results"
+SCRATCH = OUT / "scratch"
+
+
+def sample_docs() -> Path:
+    """The bundled sample corpus; in a smoke run a few of its pages, copied once
+    into the scratch folder."""
+    sample = REPO / "data" / "sample"
+    if not smoke():
+        return sample
+    out = SCRATCH / "sample_docs"
+    if not out.is_dir():
+        pages = sorted(p for p in (sample / "docs").rglob("*.md"))[:3]
+        for p in pages:
+            dst = out / p.relative_to(sample)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(p.read_bytes())
+    return out
 
 
 # --------------------------------------------------------------------------- builds

@@ -24,7 +24,6 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-import yaml
 
 from benchmarks.common import SCRATCH, machine, target, targets_md, write_result
 
@@ -81,9 +80,9 @@ def coverage(idx, questions: list[tuple[str, list[str]]]) -> dict:
 
 
 def oh_questions(idx) -> list[tuple[str, list[str]]]:
-    from benchmarks.openharmony_dev import DEV_SET, gold_sections
+    from benchmarks.openharmony_dev import dev_questions, gold_sections
 
-    qs = yaml.safe_load(DEV_SET.read_text())
+    qs = dev_questions()
     return [(q["question"], [g]) for q, g in zip(qs, gold_sections(idx, qs))]
 
 

@@ -23,13 +23,11 @@ ALPHAS = (0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 
 
 def _oh():
-    import yaml
-
-    from benchmarks.openharmony_dev import DEV_SET, gold_sections, section_of
+    from benchmarks.openharmony_dev import dev_questions, gold_sections, section_of
     from strata.retrieval import Index
 
     idx = Index.open(SCRATCH / "openharmony" / "index")
-    qs = yaml.safe_load(DEV_SET.read_text())
+    qs = dev_questions()
     gold, sec = gold_sections(idx, qs), section_of(idx)
     path_of = dict(zip(idx.nodes()["node_id"].to_list(), idx.nodes()["path"].to_list()))
 

@@ -42,7 +42,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from benchmarks.common import REPO, RESULTS, SCRATCH, cli_env, write_result
+from benchmarks.common import REPO, RESULTS, SCRATCH, cli_env, size, smoke, write_result
 
 PTY_LAUNCHER = ("import os, pty, sys; "
                 "sys.exit(os.waitstatus_to_exitcode(pty.spawn(sys.argv[1:])))")
@@ -143,19 +143,20 @@ def stop_times(work: Path, trials: int) -> list[dict]:
         (root / name).write_text(text)
     subprocess.run(_cmd(root, out, "-q"), cwd=REPO, env=_env(work), check=True)
     rows = []
+    # a smoke run: each way of stopping once, not each with each wait
+    pairs = ([("llm", "pty"), ("encode", "sigint")] if smoke() else
+             [(w, h) for w in ("llm", "encode") for h in ("sigint", "pty", "sigterm")])
     with FakeOpenAI() as server:
         server.add_fault("slow", 3600, match="SLOWPAGE", times=None)
-        for wait_for in ("llm", "encode"):
-            for how in ("sigint", "pty", "sigterm"):
-                runs = [_stop_once(work, root, out, server, how, wait_for, t)
-                        for t in range(trials)]
-                times = [r["stop_s"] for r in runs if "stop_s" in r]
-                rows.append({"signal": how, "during": wait_for, "trials": len(runs),
-                             "median_s": round(statistics.median(times), 2) if times else None,
-                             "max_s": max(times) if times else None,
-                             "exit_codes": sorted({r.get("rc") for r in runs}),
-                             "errors": [r["error"] for r in runs if "error" in r]})
-                print(rows[-1], flush=True)
+        for wait_for, how in pairs:
+            runs = [_stop_once(work, root, out, server, how, wait_for, t) for t in range(trials)]
+            times = [r["stop_s"] for r in runs if "stop_s" in r]
+            rows.append({"signal": how, "during": wait_for, "trials": len(runs),
+                         "median_s": round(statistics.median(times), 2) if times else None,
+                         "max_s": max(times) if times else None,
+                         "exit_codes": sorted({r.get("rc") for r in runs}),
+                         "errors": [r["error"] for r in runs if "error" in r]})
+            print(rows[-1], flush=True)
     return rows
 
 
@@ -385,12 +386,12 @@ def markdown(report: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--trials", type=int, default=size(3, 1))
     ap.add_argument("--only", choices=("stops", "render", "concurrency"), action="append",
                     help="run only this part (repeatable); the others keep their last figures")
-    ap.add_argument("--files", type=int, default=300,
+    ap.add_argument("--files", type=int, default=size(300, 5),
                     help="files in the corpus of the concurrent builds")
-    ap.add_argument("--policies", default="active,passive",
+    ap.add_argument("--policies", default=size("active,passive", "passive"),
                     help=f"OpenMP wait policies of the concurrent builds, of {', '.join(POLICIES)}")
     args = ap.parse_args()
     parts = args.only or ["stops", "render", "concurrency"]

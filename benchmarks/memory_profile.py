@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.common import REPO, SCRATCH, cli_env, communicate_sampled
+from benchmarks.common import REPO, RESULTS, SCRATCH, cli_env, communicate_sampled, size
 from benchmarks.synthetic_corpus import generate
 
 
@@ -253,9 +253,10 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=size([1000, 4000], [10, 20]))
     ap.add_argument("--work", type=Path, default=SCRATCH / "memory_profile")
-    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--json", type=Path, default=size(None, RESULTS / "memory_profile.json"),
+                    help="also write the figures here")
     ap.add_argument("--no-encoder", action="store_true", help="skip the encoder's footprint")
     ap.add_argument("--workers", type=int, default=1,
                     help="strata index --workers: 2 or more runs every step in a process of its own")
@@ -282,6 +283,7 @@ def main() -> None:
                   f"encoder's {shares[2]:.0f} MB in publish): {first:.0f} and "
                   f"{last:.0f} MB, ratio {last / first:.2f}×")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")
 
 

@@ -15,20 +15,30 @@ import json
 import sys
 from pathlib import Path
 
+from benchmarks.common import size
+
 MUSIQUE_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique_100"
 CORPUS_FILE = MUSIQUE_DIR / "corpus.json"
 OPENIE_FILE = MUSIQUE_DIR / "openie_gpt-3.5-turbo-1106.json"
+# a smoke run's passages: the first ones, the candidates of the first two questions
+SMOKE_PASSAGES = 40
 
 
 def passage_file(i: int) -> str:
     return f"p{i:04d}.md"
 
 
+def passage_count() -> int | None:
+    """How many passages (the first ones) a run writes: None for all of them."""
+    return size(None, SMOKE_PASSAGES)
+
+
 def write_corpus(out_dir, corpus_file: Path = CORPUS_FILE) -> int:
-    """Write every corpus entry to ``out_dir``; returns the number of files."""
+    """Write every corpus entry (the first :func:`passage_count`) to ``out_dir``;
+    returns the number of files."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    entries = json.loads(Path(corpus_file).read_text(encoding="utf-8"))
+    entries = json.loads(Path(corpus_file).read_text(encoding="utf-8"))[:passage_count()]
     for i, entry in enumerate(entries):
         body = f"# {entry['title']}\n\n{entry['text']}\n"
         (out / passage_file(i)).write_text(body, encoding="utf-8")

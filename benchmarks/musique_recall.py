@@ -26,7 +26,8 @@ from pathlib import Path
 from benchmarks.common import (BUILD_HEADER, DEFAULT, RESULTS, SCRATCH, build_stats_row,
                                build_with_cli, default_targets, latency, machine, mean_pct,
                                recall_at, run_systems, target, targets_md, write_result)
-from benchmarks.musique_corpus import MUSIQUE_DIR, OPENIE_FILE, passage_file, write_corpus
+from benchmarks.musique_corpus import (MUSIQUE_DIR, OPENIE_FILE, passage_count, passage_file,
+                                      write_corpus)
 
 MODES = ("auto", "keyword", "hybrid", "hierarchical", "diffusion")
 # the build without --openie-import: facts from the offline heuristic, as a user without an
@@ -39,12 +40,19 @@ EDIT_TEXT = "\nThis sentence was added by the benchmark to measure an incrementa
 
 
 def gold_sets() -> tuple[list[str], list[set[str]]]:
+    """The questions and their supporting passages; when only the first passages are
+    written (:func:`benchmarks.musique_corpus.passage_count`), the questions whose
+    supporting passages are all among them."""
     corpus = json.loads((MUSIQUE_DIR / "corpus.json").read_text())
+    written = {passage_file(i) for i in range(len(corpus))[:passage_count()]}
     key = {(c["title"], c["text"]): passage_file(i) for i, c in enumerate(corpus)}
-    questions = json.loads((MUSIQUE_DIR / "questions.json").read_text())
-    return ([q["question"] for q in questions],
-            [{key[(p["title"], p["paragraph_text"])] for p in q["paragraphs"] if p["is_supporting"]}
-             for q in questions])
+    questions, gold = [], []
+    for q in json.loads((MUSIQUE_DIR / "questions.json").read_text()):
+        g = {key[(p["title"], p["paragraph_text"])] for p in q["paragraphs"] if p["is_supporting"]}
+        if g <= written:
+            questions.append(q["question"])
+            gold.append(g)
+    return questions, gold
 
 
 def builds(work: Path) -> dict:

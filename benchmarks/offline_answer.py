@@ -29,10 +29,9 @@ import argparse
 import statistics
 from pathlib import Path
 
-import yaml
 
 from benchmarks.common import SCRATCH, machine, mean_pct, target, targets_md, write_result
-from benchmarks.openharmony_dev import DEV_SET, gold_sections, norm_heading, section_of
+from benchmarks.openharmony_dev import dev_questions, gold_sections, norm_heading, section_of
 
 K = 8
 
@@ -154,7 +153,7 @@ def main() -> None:
     index_dir = Path(args.index).resolve()
     if not (index_dir / "CURRENT").exists():
         raise SystemExit(f"{index_dir} not built: run benchmarks.openharmony_dev first")
-    questions = yaml.safe_load(DEV_SET.read_text())
+    questions = dev_questions()
     result = evaluate(index_dir, questions)
     targets = [
         target("key sentence ≥ 70 %", result["key sentence %"], result["key sentence %"] >= 70),

@@ -35,8 +35,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from benchmarks.common import (REPO, RESULTS, SCRATCH, build_with_cli, machine, mean_pct,
                                recall_at, write_result)
 from strata.core.settings import RUNTIMES  # torch first: the reference
@@ -123,14 +121,15 @@ def main() -> None:
         encoder_child(Path(args.child), args.runtime, Path(args.out))
         return
     from benchmarks import musique_recall, openharmony_dev
-    from benchmarks.musique_corpus import CORPUS_FILE, OPENIE_FILE, passage_file, write_corpus
+    from benchmarks.musique_corpus import (CORPUS_FILE, OPENIE_FILE, passage_count, passage_file,
+                                          write_corpus)
 
     root = SCRATCH / "onnx_runtime"
     root.mkdir(parents=True, exist_ok=True)
-    corpus = json.loads(CORPUS_FILE.read_text())
+    corpus = json.loads(CORPUS_FILE.read_text())[:passage_count()]
     passages = [f"{c['title']}\n{c['text']}" for c in corpus]
     files = [passage_file(i) for i in range(len(corpus))]
-    questions = yaml.safe_load(openharmony_dev.DEV_SET.read_text())
+    questions = openharmony_dev.dev_questions()
     report: dict = {"machine": machine(), "runtimes": {}}
     wanted = args.runtimes.split(",")
     last = RESULTS / "onnx_runtime.json"
@@ -155,7 +154,7 @@ def main() -> None:
         oh = root / runtime / "openharmony"
         shutil.rmtree(oh, ignore_errors=True)
         print(f"{runtime}: OpenHarmony build and dev set...", flush=True)
-        r["openharmony_build"] = build(openharmony_dev.OH_DIR, oh, "openharmony", runtime, [])
+        r["openharmony_build"] = build(openharmony_dev.oh_docs(), oh, "openharmony", runtime, [])
         os.environ.pop("STRATA_EMBED_RUNTIME", None)  # each index embeds with its own runtime
         r["openharmony"] = openharmony_dev.evaluate(oh / "index", questions, OH_MODES)
         if args.musique_builds:

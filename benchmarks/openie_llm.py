@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import (RESULTS, SCRATCH, build_with_cli, machine, mean_pct, recall_at,
-                               run_systems, write_result)
+                               run_systems, size, write_result)
 from benchmarks.llama_server import MODEL_FILE, MODEL_NAME, LlamaServer, missing
 from benchmarks.musique_corpus import MUSIQUE_DIR, OPENIE_FILE, passage_file
 from benchmarks import openie_quality as quality
@@ -147,7 +147,7 @@ def markdown(report: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--passages", type=int, default=200)
+    ap.add_argument("--passages", type=int, default=size(200, 3))
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args(argv)
     why = missing()

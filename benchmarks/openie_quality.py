@@ -57,8 +57,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import REPO, RESULTS, machine, write_result
-from benchmarks.musique_corpus import CORPUS_FILE, OPENIE_FILE
+from benchmarks.common import REPO, RESULTS, machine, size, write_result
+from benchmarks.musique_corpus import CORPUS_FILE, OPENIE_FILE, passage_count
 from strata.stages.enrich.openie import (OFFLINE_VERSION, OpenIEOut, normalize, offline_openie,
                                   unit_context, validate)
 
@@ -308,8 +308,9 @@ def grounded_share(passages: Sequence[Passage]) -> dict:
 
 @functools.lru_cache(maxsize=1)
 def reference_stats() -> dict:
-    """Size of the reference and how much of it keeps to the text (all passages)."""
-    passages = load_passages()
+    """Size of the reference and how much of it keeps to the text (all passages, or
+    those of a smoke run)."""
+    passages = load_passages()[:passage_count()]
     n = max(len(passages), 1)
     return {"entities_per_passage": round(sum(len(_entity_keys(p.ref_entities))
                                               for p in passages) / n, 2),
@@ -390,7 +391,7 @@ def main(argv: list[str] | None = None) -> None:
     src.add_argument("--extractor", help="module:function or file.py:function, "
                                          "(text, title) -> OpenIEOut (default: offline_openie)")
     src.add_argument("--predictions", help="a HippoRAG-format openie_results file to score")
-    ap.add_argument("--subsets", default="200,all",
+    ap.add_argument("--subsets", default=size("200,all", "5"),
                     help="comma-separated: a number of first passages, or 'all'")
     ap.add_argument("--fresh", action="store_true", help="drop the other rows of the results file")
     ap.add_argument("--save-predictions", metavar="FILE",

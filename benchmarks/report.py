@@ -8,6 +8,7 @@ docs/concepts/modes.md (the page on relevance), so the numbers a reader sees are
 ones the last ``make bench`` produced — never typed by hand.
 
 Usage: ``python -m benchmarks.report [--docs docs/benchmarks.md] [--modes docs/concepts/modes.md]``
+(a smoke run writes into copies of the two pages beside its results)
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.common import REPO, RESULTS
+from benchmarks.common import REPO, RESULTS, smoke
 from strata.core.schema_doc import splice as splice_block
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -209,7 +210,14 @@ def main() -> None:
     ap.add_argument("--modes", default=str(REPO / "docs" / "concepts" / "modes.md"),
                     help="the page with the calibration block")
     args = ap.parse_args()
-    for path in (Path(args.docs), Path(args.modes)):
+    pages = [Path(args.docs), Path(args.modes)]
+    if smoke():  # the documentation stays as it is: the pages are copied first
+        copies = [RESULTS / "report" / p.name for p in pages]
+        for page, copy in zip(pages, copies):
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(page.read_text())
+        pages = copies
+    for path in pages:
         text = path.read_text()
         out = splice(text, block()) if START in text else text
         if CAL_START in out:

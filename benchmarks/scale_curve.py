@@ -29,15 +29,15 @@ import shutil
 import time
 from pathlib import Path
 
-from benchmarks.common import (REPO, SCRATCH, build_with_cli, machine, target, targets_md,
-                               write_result)
+from benchmarks.common import (REPO, RESULTS, SCRATCH, build_with_cli, machine, size, target,
+                               targets_md, write_result)
 from benchmarks.memory_profile import (encoder_footprint, encoder_shares,
                                        model_cache_without_checks, peak_without_encoder,
                                        per_step, ready_model_cache, step_windows)
 from benchmarks.synthetic_corpus import edit_fraction, generate
 
 STAGES = ("parse", "summarize", "caption", "openie", "dedup", "graph", "embed")
-PLOT = REPO / "docs" / "images" / "scale-curve.png"
+PLOT = size(REPO / "docs" / "images", RESULTS) / "scale-curve.png"
 ENCODER_SAMPLE = 512  # texts the bare encoder is timed on
 
 
@@ -159,7 +159,7 @@ def plot(rows: list[dict]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000, 16000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=size([1000, 4000, 16000], [10, 20]))
     ap.add_argument("--work", type=Path, default=SCRATCH / "scale_curve")
     args = ap.parse_args()
     ready_model_cache()  # the encoders exported once, not inside the first build's step

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from benchmarks.common import SCRATCH, build_with_cli, machine, write_result
+from benchmarks.common import SCRATCH, build_with_cli, machine, size, write_result
 from benchmarks.synthetic_corpus import edit_fraction, generate
 
 TARGET_EDIT_SHARE = 5.0  # percent of a full build's time
@@ -36,7 +36,7 @@ def _row(name: str, workers: int, b: dict, files: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--files", type=int, default=size(2000, 12))
     ap.add_argument("--edit", type=float, default=0.01, help="share of files edited")
     args = ap.parse_args()
 

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.common import REPO, SCRATCH, build_with_cli, latency, machine, write_result
+from benchmarks.common import (REPO, SCRATCH, build_with_cli, latency, machine, sample_docs, size,
+                               write_result)
 
 MODES = ("auto", "flat", "hybrid", "hierarchical", "diffusion", "routed", "ask")
 QUERIES = (
@@ -169,8 +170,9 @@ def table(rows: list[dict], clients: int, seconds: float) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--seconds", type=float, default=10.0, help="measured time per mode")
+    ap.add_argument("--clients", type=int, default=size(8, 2))
+    ap.add_argument("--seconds", type=float, default=size(10.0, 0.5),
+                    help="measured time per mode")
     ap.add_argument("--index", type=Path, default=None, help="serve this index (skip the build)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated, in this order")
     args = ap.parse_args()
@@ -182,7 +184,7 @@ def main() -> None:
     if index is None:
         index = work / "index"
         shutil.rmtree(index, ignore_errors=True)
-        build = build_with_cli(REPO / "data" / "sample", index, "sample", work)
+        build = build_with_cli(sample_docs(), index, "sample", work)
         print(f"built the sample index in {build['wall_s']:.1f}s", flush=True)
 
     port = free_port()

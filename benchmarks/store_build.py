@@ -19,7 +19,7 @@ import os
 import shutil
 from pathlib import Path
 
-from benchmarks.common import SCRATCH, build_with_cli, machine, write_result
+from benchmarks.common import SCRATCH, build_with_cli, machine, size, write_result
 from benchmarks.synthetic_corpus import generate
 
 BUCKET = "strata-bench"
@@ -63,7 +63,7 @@ def _store_mb(endpoint: str, prefix: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--files", type=int, default=size(1000, 10))
     ap.add_argument("--work", type=Path, default=SCRATCH / "store_build")
     args = ap.parse_args()
     work = args.work

@@ -182,6 +182,8 @@ def write(out: Path, nodes: int, template: Path, seed: int = 0,
     """Write a synthetic index of ``nodes`` nodes into ``out`` (replacing what is
     there), its manifest and probe from the published index ``template``;
     returns the parameters and the seconds writing took (also in ``out/synthetic.json``)."""
+    import pyarrow as pa
+
     from strata.core.layout import IndexLayout
     from strata.core.query_arrays import KIND_CODE, Graph, QueryArrays, open_arrays, save
     from strata.core.schema import CHUNK, FILE, SECTION
@@ -217,7 +219,7 @@ def write(out: Path, nodes: int, template: Path, seed: int = 0,
     vdir = out / "versions" / "v000001"
     vdir.mkdir(parents=True)
     arrays = QueryArrays(graph=graph, nodes=table, vectors=vectors,
-                         has_vector=np.ones(nodes, bool), fact_ids=[],
+                         has_vector=np.ones(nodes, bool), fact_ids=pa.array([], pa.string()),
                          fact_vectors=np.zeros((0, DIM), np.float32),
                          probe_texts=list(probe.probe_texts),
                          probe_vectors=np.asarray(probe.probe_vectors, np.float32))

@@ -42,14 +42,14 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO, SCRATCH, build_with_cli, machine, write_result
+from benchmarks.common import REPO, SCRATCH, build_with_cli, machine, size, write_result
 from strata.core.embedding import AUTO, resolve_runtime
 from strata.core.settings import RUNTIMES
 
 TARGET_RATIO = 0.85  # the build's texts/s against the bare model's
 TARGET_FIRST_BUILD_S = 100.0  # MuSiQue with the imported triples, torch
 SWEEP = (16, 32, 64, 128, 256)
-SWEEP_SAMPLE = 2000
+SWEEP_SAMPLE = size(2000, 64)
 
 
 def load() -> list[float]:
@@ -254,7 +254,7 @@ def tables(results: dict, runtime: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--files", type=int, default=size(2000, 10))
     ap.add_argument("--passages", type=int, default=0,
                     help="the first N MuSiQue passages only (default all 1,890; the import "
                          "matches what it finds)")

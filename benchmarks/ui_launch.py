@@ -33,7 +33,7 @@ import sys
 import time
 from datetime import date
 
-from benchmarks.common import REPO, RESULTS, SCRATCH
+from benchmarks.common import REPO, RESULTS, SCRATCH, sample_docs, size
 from tests.dagster_dev import dagster_dev, launch_index_run, step_processes, wait_run
 
 TARGET = 1.5  # UI path at most this many times the CLI's time
@@ -67,7 +67,7 @@ def _summary(rows: list[dict], key: str = "wall_s") -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--trials", type=int, default=size(3, 1))
     args = ap.parse_args()
     from strata.pipelines.instance_config import ensure_instance_config
 
@@ -77,20 +77,21 @@ def main() -> None:
     home = work / "dagster_home"
     ensure_instance_config(home)
     out = work / "index"
+    docs = sample_docs()
     (work / "corpora.yaml").write_text(json.dumps(
-        {"corpora": {"sample": {"root": str(REPO / "data" / "sample"), "out": str(out)}}}))
+        {"corpora": {"sample": {"root": str(docs), "out": str(out)}}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DAGSTER_", "STRATA_"))}
     env.update(DAGSTER_HOME=str(home), STRATA_CORPORA=str(work / "corpora.yaml"),
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     print("first build of the sample…", flush=True)
-    _cli(env, REPO / "data" / "sample", out)
+    _cli(env, docs, out)
     subprocess.run([sys.executable, "-m", "dagster", "sensor", "stop", "corpus_change_sensor",
                     "-w", "workspace.yaml"], cwd=REPO, env=env, check=True, capture_output=True)
     cli, ui, multi = [], [], []
     with dagster_dev(env, work / "dagster_dev.log") as (base, _):
         _ui(base, home)  # warm: the code server's first load, the OS page cache
         for i in range(args.trials):  # interleaved: the machine's load hits both alike
-            cli.append({"wall_s": round(_cli(env, REPO / "data" / "sample", out), 2)})
+            cli.append({"wall_s": round(_cli(env, docs, out), 2)})
             ui.append(_ui(base, home))
             print(f"trial {i + 1}: cli {cli[-1]['wall_s']} s, ui {ui[-1]}", flush=True)
         for _ in range(max(1, args.trials // 2)):
@@ -107,7 +108,7 @@ def main() -> None:
                          "runs": multi},
     }
     result["ratio"] = round(result["ui"]["median_s"] / result["cli"]["median_s"], 2)
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ui_launch.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "ui_launch.md").write_text(markdown(result))
     print(markdown(result))

@@ -229,12 +229,8 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         stop.describe_after = (f"{out} still serves version {before}" if before is not None
                                else f"nothing was published in {out}")
         stop.describe_after += "; run the same command again to resume from what finished"
-        _start_encoder_early(args, spec)
         return _run_index_job(args, stop, spec, config_path, token, before)
     finally:
-        from strata.core.encoder_process import done_encoding
-
-        done_encoding()  # one started early that the run did not take (or did not end)
         unregister_cli_lock(lock)
         lock.release()
 
@@ -242,41 +238,6 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
 def _workers(args: argparse.Namespace, spec) -> int:
     """Step processes the run asks for: the flag, else the corpus's setting, else 1."""
     return args.workers or spec.workers or 1
-
-
-def _start_encoder_early(args: argparse.Namespace, spec) -> None:
-    """Start loading the encoder now, before Dagster is imported and the run set
-    up, when the run will run every step in this process and the corpus's files
-    say (by their modification times: :func:`strata.stages.discover.looks_changed`)
-    that a few of them changed since its last build: the loading then overlaps
-    the second or more before the run's first step, and the parse shard hands the
-    new texts to an encoder that is loaded (:mod:`strata.core.encoder_process`).
-    Nothing is started for a first build, an unchanged corpus or one mostly
-    changed, and a wrong guess costs only a model loaded on another core."""
-    from strata.core.corpus_encoder import built_encoder, encoder_for
-    from strata.core.encoder_process import may_start, start_before_run, worth_warming
-    from strata.core.layout import IndexLayout, read_parquet_file
-
-    if _workers(args, spec) > 1 or load(BuildSettings).executor != "auto":
-        return  # step processes, or an executor that runs no step here
-    layout = IndexLayout(spec.out)
-    documents = layout.build_table("documents")  # the files the last build listed
-    if not documents.is_file():
-        return  # a first build: everything is to parse
-    settings = load(EmbedSettings)
-    encoder = encoder_for(settings, spec.embedding, built_encoder(layout))
-    if not may_start(encoder):
-        return
-    try:
-        since = documents.stat().st_mtime_ns
-        known = read_parquet_file(documents, ["path"]).column("path").to_pylist()
-    except (OSError, ValueError, KeyError):  # gone since, or not readable: the run decides
-        return
-    from strata.stages.discover import looks_changed
-
-    if worth_warming(looks_changed(spec.root, known, since, spec.include, spec.exclude),
-                     len(known)):
-        start_before_run(encoder, settings.batch_size)
 
 
 def _count_files(root: Path, cap: int = 100_000) -> str:
@@ -371,14 +332,10 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
             "not used", err=True)
     from contextlib import nullcontext
 
-    from strata.core.memory import long_lived_objects_frozen
-
     # a progress bar (lines off a terminal) unless -q, or --verbose's Dagster logs
     watch = nullcontext() if args.quiet or args.verbose else BuildProgress(instance, token)
     t0 = time.perf_counter()
-    # the command set itself up without cycle collections (cli.main): its run collects,
-    # whatever executor runs it, with what the setup made frozen out of the traversals
-    with watch, long_lived_objects_frozen():
+    with watch:
         # not entered as a context manager: that initializes the resources again (for
         # output values we never read), after the run, where an interrupt still on its
         # way would surface as a traceback; the events and status are there without it

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import sys
-from contextlib import nullcontext
 from typing import NoReturn
 
 from strata.pipelines.build_command import cmd_index
@@ -383,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
                "same index is running (--wait waits for it); 130 interrupted (143 for SIGTERM); "
                "141 the output pipe was closed. Every command that reports takes --json.")
     sub = p.add_subparsers(dest="command", required=True)
+    p.set_defaults(subcommands=sub.choices)  # what the CLI reference lists (cli_doc)
 
     ix = sub.add_parser("index", help="build or update the index of a folder (runs the Dagster assets)")
     ix.add_argument("root", help="folder to index")
@@ -492,6 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ks = sub.add_parser("keys", help="API keys of `strata serve` and `strata mcp` (stored hashed)")
     ksub = ks.add_subparsers(dest="keys_command", required=True)
+    ks.set_defaults(subcommands=ksub.choices)
     kn = ksub.add_parser("new", help="make a key: prints it once, stores only its hash")
     kn.add_argument("name")
     kn.add_argument("--file", default=None, help="key file to append to (else print the entry)")
@@ -520,16 +521,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        setup = nullcontext()
-        if args.func is cmd_index:  # a build: idle OpenMP threads sleep (before torch loads),
-            from strata.core.embedding import passive_waits  # the allocators are set up,
-            from strata.core.memory import build_allocators, collector_paused
+        if args.func is cmd_index:  # a build: idle OpenMP threads sleep (set before torch loads)
+            from strata.core.embedding import passive_waits
 
             passive_waits()
-            build_allocators()
-            setup = collector_paused()  # and no cycle collection until its run starts
-        with setup:
-            rc = args.func(args)
+        rc = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT
     except (IndexDamaged, EndpointError, EmbeddingModelMismatch) as e:  # one line, no trace
@@ -569,25 +565,8 @@ def _exit_now(rc: int) -> NoReturn:
 
 
 def run() -> NoReturn:
-    """The ``strata`` command: :func:`main`, then out without tearing the
-    interpreter down.
-
-    When main returns, the command's work is done: what it wrote is written and
-    closed. What Python does after that (wait for threads, run the exit handlers,
-    then free every module and object one by one, and the native libraries'
-    destructors) took more than a second after a build that had loaded the
-    encoder and LanceDB, and most of a second after an unchanged one: time the
-    user waits at the prompt for nothing. So the first two happen as they
-    would (a worker thread finishes, logging flushes, temporary folders go,
-    child processes are reaped) and the process ends there. :func:`main` itself
-    returns as usual, for callers that embed it."""
-    import atexit
-    import threading
-
-    rc = main()
-    threading._shutdown()  # type: ignore[attr-defined] - what interpreter exit does first
-    atexit._run_exitfuncs()
-    _exit_now(rc)
+    """The ``strata`` command: :func:`main`, its return value the exit status."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

@@ -28,11 +28,11 @@ Exit codes and the progress display are described in
 def subcommands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()
                 ) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
     """``(("index",), parser), (("keys",), …), (("keys", "new"), …)``, in the parser's order."""
-    for action in parser._actions:  # argparse keeps its subparsers here only
-        if isinstance(action, argparse._SubParsersAction):
-            for name, sub in action.choices.items():
-                yield (*prefix, name), sub
-                yield from subcommands(sub, (*prefix, name))
+    # each parser with subcommands names them in its defaults (pipelines/cli.py):
+    # argparse itself lists them only in private attributes
+    for name, sub in (parser.get_default("subcommands") or {}).items():
+        yield (*prefix, name), sub
+        yield from subcommands(sub, (*prefix, name))
 
 
 def _help(parser: argparse.ArgumentParser) -> str:

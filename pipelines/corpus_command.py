@@ -184,6 +184,7 @@ def add_arguments(p: argparse.ArgumentParser, add_llm_args) -> None:
     """The `corpus` subcommands; ``add_llm_args`` adds the shared LLM flags (the
     CLI's, so every command names them alike)."""
     sub = p.add_subparsers(dest="corpus_command", required=True)
+    p.set_defaults(subcommands=sub.choices)  # what the CLI reference lists (cli_doc)
     ad = sub.add_parser(
         "add", help="check and register a corpus (a folder) without building it",
         description="Register PATH as corpus NAME in the local registry (corpora.local.yaml "

@@ -17,16 +17,7 @@ from strata.pipelines.scaleout import executor_from_env
 from strata.pipelines.schedules import nightly_rebuild_schedule
 from strata.pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
 from strata.resources import CorpusRegistry, EmbedderResource, LLMResource
-from strata.core.embedding import passive_waits
-from strata.core.memory import build_allocators
 from strata.core.settings import EmbedSettings, LLMSettings, ProjectSettings, env_var, load
-
-# the runs and step processes started from here build: their idle OpenMP threads
-# sleep (none of the imports above loads torch, which reads the policy once), and
-# their threads share a few malloc arenas and Arrow's buffers come from malloc (none
-# above starts a native thread or allocates an Arrow buffer)
-passive_waits()
-build_allocators()
 
 # Each resource and the settings group (strata.core.settings) its fields are declared in:
 # a resource field named like a group field takes that field's variable.

@@ -20,13 +20,12 @@ DEBUG; at DEBUG every step process printed a "STEP_WORKER_STARTED" line on the
 user's terminal, under ``-q`` too. Dagster's events are recorded whatever the
 level; only an op's own ``context.log.debug`` messages are no longer kept.
 
-``instance_class``: Dagster's instance, whose default storage is Dagster's SQLite
-storage in the home (the same files) with its engines kept for the process
-instead of made again for every transaction (:mod:`strata.pipelines.sqlite_storage`);
-a storage the file names is used as it says. Only in a file this module wrote.
+Storage is Dagster's own default (SQLite files in the home); an operator's
+``dagster.yaml`` may name any other storage Dagster supports.
 
 A file this module wrote (it starts with :data:`MARK`) gets the settings added
-since it was written; a file of the operator's own only the run limit, and only
+since it was written, and loses the ones Strata no longer writes
+(:data:`RETIRED`); a file of the operator's own gets only the run limit, and only
 when it configures no run queue of its own.
 """
 
@@ -47,16 +46,14 @@ SETTINGS = {
     "run_queue": {"dequeue_interval_seconds": 1},
     "python_logs": {"python_log_level": "INFO"},
 }
-# Dagster's instance whose default storage keeps each SQLite file's engine for the
-# process (:mod:`strata.pipelines.sqlite_storage`): only in a file Strata wrote
-OWN_SETTINGS = {
-    "instance_class": {"module": "strata.pipelines.sqlite_storage", "class": "StrataInstance"},
-}
+# Settings an earlier Strata wrote into its own file and no longer does: an instance
+# class of its own (Dagster's default instance and storage are used again).
+RETIRED = {"instance_class": {"module": "strata.pipelines.sqlite_storage", "class": "StrataInstance"}}
 QUEUE_KEYS = ("concurrency", "run_queue", "run_coordinator")
 MARK = "# Written by Strata (pipelines/instance_config.py)"
 HEADER = (f"{MARK}: telemetry off, Dagster's run queue holding one\n"
           "# run per corpus partition at a time (the rest wait as Queued), Dagster's console\n"
-          "# logs from INFO, Dagster's SQLite storage keeping each file's connection.\n")
+          "# logs from INFO.\n")
 
 
 def ensure_instance_config(home: Path) -> Path:
@@ -69,8 +66,7 @@ def ensure_instance_config(home: Path) -> Path:
     mark(home, "dagster-home")  # never indexed, even inside a corpus folder
     path = home / "dagster.yaml"
     if not path.exists():
-        write_text_atomic(path, HEADER + yaml.safe_dump({**SETTINGS, **OWN_SETTINGS},
-                                                        sort_keys=False))
+        write_text_atomic(path, HEADER + yaml.safe_dump(SETTINGS, sort_keys=False))
         return path
     try:
         text = path.read_text()
@@ -82,9 +78,11 @@ def ensure_instance_config(home: Path) -> Path:
     ours = text.startswith(MARK)
     if not ours and any(k in current for k in QUEUE_KEYS):
         return path
+    if ours and any(current.get(k) == v for k, v in RETIRED.items()):
+        kept = {k: v for k, v in current.items() if RETIRED.get(k) != v}
+        write_text_atomic(path, HEADER + yaml.safe_dump({**SETTINGS, **kept}, sort_keys=False))
+        return path
     extra = {k: v for k, v in SETTINGS.items() if k not in current}
-    if ours:
-        extra.update({k: v for k, v in OWN_SETTINGS.items() if k not in current})
     if extra:
         write_text_atomic(path, text.rstrip("\n") + "\n" + ("" if ours else HEADER)
                + yaml.safe_dump(extra, sort_keys=False))

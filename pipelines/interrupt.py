@@ -142,8 +142,8 @@ class BuildInterrupt:
         user's terminal. The signal itself reached the watcher through the wakeup
         descriptor whatever Python did with the exception, so it is dropped here;
         anything else goes to the hook as before."""
-        errors = sys.modules.get("dagster._core.errors")
-        interrupted = getattr(errors, "DagsterExecutionInterruptedError", KeyboardInterrupt)
+        dagster = sys.modules.get("dagster")  # loaded by the run, if it has started
+        interrupted = getattr(dagster, "DagsterExecutionInterruptedError", KeyboardInterrupt)
         if not isinstance(unraisable.exc_value, (KeyboardInterrupt, interrupted)):
             self._old_unraisable(unraisable)
 

@@ -125,23 +125,12 @@ class _CorpusExecutor(dg.Executor):
         return self._in_process.step_dependency_config
 
     def execute(self, plan_context, execution_plan):
-        # the engine event's data: Dagster keeps no public name for it
-        from dagster._core.events import EngineEventData
-
         workers, why = workers_for_run(self._workers, dict(plan_context.dagster_run.tags))
         if workers > 1 and plan_context.instance.is_ephemeral:
             workers, why = 1, why + ", but the instance is ephemeral (no step processes)"
         if workers <= 1:
-            yield dg.DagsterEvent.engine_event(
-                plan_context, f"strata executor: every step in this process ({why})",
-                EngineEventData(metadata={"workers": 1, "why": why}))
-            from strata.core.encoder_process import warm_encoders_allowed
-            from strata.core.memory import long_lived_objects_frozen
-
-            # every step here: one may warm an encoder for another, and the objects
-            # imported for the run are out of the cycle collector's way
-            with warm_encoders_allowed(), long_lived_objects_frozen():
-                yield from self._in_process.execute(plan_context, execution_plan)
+            plan_context.log.info(f"strata executor: every step in this process ({why})")
+            yield from self._in_process.execute(plan_context, execution_plan)
             return
         from strata.assets.shards import STEP_PROCESSES_TAG
 
@@ -151,9 +140,7 @@ class _CorpusExecutor(dg.Executor):
         delegate = dg.multiprocess_executor.executor_creation_fn(self._context(
             dg.multiprocess_executor, {"max_concurrent": workers, "start_method": start,
                                        "retries": self._retries_config}))
-        yield dg.DagsterEvent.engine_event(
-            plan_context, f"strata executor: {workers} step processes at a time ({why})",
-            EngineEventData(metadata={"workers": workers, "why": why}))
+        plan_context.log.info(f"strata executor: {workers} step processes at a time ({why})")
         yield from delegate.execute(plan_context, execution_plan)
 
 

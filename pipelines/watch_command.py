@@ -5,8 +5,8 @@ costs before and around the work on the edit — Python, Dagster and LanceDB
 imported, the Dagster instance opened, the encoder loaded (the figures are in
 docs/living-indexes.md) — not the work itself. A command that stays up pays
 those once: each later build runs in the same process, against the same
-instance, with the encoder kept loaded in a process of its own
-(:func:`strata.core.encoder_process.kept_between_runs`). Each build is still an
+instance, with the encoder its first build loaded kept
+(:func:`strata.core.embedding.kept_between_runs`). Each build is still an
 ordinary run of the ``index_corpus`` job, listed in the UI, with the same
 progress, output and Ctrl-C as a one-off ``strata index``, under the index
 folder's build lock, which is taken for a build and not while waiting, so that
@@ -110,7 +110,7 @@ def watch(args: argparse.Namespace, build: Callable[[argparse.Namespace], int],
     the next build will read them), until Ctrl-C or SIGTERM. Returns the exit
     code: 0 when stopped while waiting, a build's own when it was interrupted or
     could not start (a usage error)."""
-    from strata.core.encoder_process import kept_between_runs
+    from strata.core.embedding import kept_between_runs
 
     if args.dry_run:
         say("error: --watch builds again and again; --dry-run writes nothing: choose one",

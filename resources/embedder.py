@@ -11,7 +11,7 @@ from strata.core.settings import EmbedSettings, settings_base
 
 # Settings of the encoding processes a build starts (how many, their threads, where
 # exported graphs are kept): read where those processes start, not a choice of encoder
-PROCESS_SETTINGS = ("model_cache", "encoding_processes", "torch_threads", "warm_encoder")
+PROCESS_SETTINGS = ("model_cache", "encoding_processes", "torch_threads")
 
 
 class EmbedderResource(settings_base(EmbedSettings, dg.ConfigurableResource,
@@ -27,6 +27,14 @@ class EmbedderResource(settings_base(EmbedSettings, dg.ConfigurableResource,
     variable named by ``api_key_env`` and never stored). ``runtime``: how a local
     model runs (see :mod:`strata.core.onnx_runtime` for the ONNX ones).
     """
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """Where a build's step process starts: its idle OpenMP threads will sleep
+        (:func:`strata.core.embedding.passive_waits`, unless ``OMP_WAIT_POLICY`` is
+        set), before any step imports torch, which reads the policy once."""
+        from strata.core.embedding import passive_waits
+
+        passive_waits()
 
     def spec_for(self, corpus_spec: EncoderSpec | None,
                  previous: EncoderSpec | None = None) -> EncoderSpec:

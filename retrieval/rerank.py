@@ -25,6 +25,9 @@ def load_cross_encoder(path: str):
     once per process; nothing is downloaded)."""
     ce = _CROSS_ENCODERS.get(path)
     if ce is None:
+        from strata.core.library_logs import quiet_libraries
+
+        quiet_libraries()
         from sentence_transformers import CrossEncoder
 
         ce = _CROSS_ENCODERS[path] = CrossEncoder(path, local_files_only=True)

@@ -178,8 +178,7 @@ def _pruned(spec: pathspec.GitIgnoreSpec, rel_dir: str, negations: bool) -> bool
 @dataclass(frozen=True)
 class _Lines:
     """A listing's include and exclude lines, compiled once: which folders a walk
-    enters and which files it lists. One place, for :func:`iter_paths` and for
-    :func:`looks_changed`, whose guess must admit exactly what the listing would."""
+    enters and which files it lists (:func:`iter_paths`)."""
 
     wanted: pathspec.GitIgnoreSpec
     unwanted: pathspec.GitIgnoreSpec
@@ -250,50 +249,6 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
             if lines.lists(rel, Path(dirpath) / name):
                 yield rel, Path(dirpath) / name
     yield from _unreadable(root, unreadable, lines.wanted)
-
-
-def looks_changed(root: Path, known: Iterable[str], since_ns: int,
-                  include: Iterable[str] = ("**/*",), exclude: Iterable[str] = ()) -> int:
-    """How many files below ``root`` look changed since ``since_ns``, told by the
-    file system's modification times alone: the ``known`` files (those a build
-    listed) modified since, and the names a listing would hold in the folders
-    modified since (a file added there, or renamed; a new folder counts as one).
-    A deleted file is not counted: it gives nothing to encode.
-
-    What it is for: a hint, before a build reads a byte, of whether the build will
-    encode a few texts (so that the encoder can start loading at once). It costs a
-    stat per known file and a listing of each changed folder only, none of the
-    reading and hashing that :func:`discover` does, and it can be wrong both ways
-    (an mtime set back by a copy, a file touched without a change); the content
-    hashes of the parse decide what is parsed and encoded, never this."""
-    lines = _Lines.of(include, exclude)  # what iter_paths would walk and list
-    known = set(known)
-    folders = {""}
-    changed = 0
-    for rel in known:
-        parts = rel.split("/")
-        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
-        try:
-            if os.stat(root / rel).st_mtime_ns > since_ns:
-                changed += 1
-        except (OSError, ValueError):  # gone (or a name that was escaped): nothing to encode
-            pass
-    for folder in folders:
-        try:
-            if os.stat(root / folder).st_mtime_ns <= since_ns:
-                continue
-            entries = list(os.scandir(root / folder))
-        except OSError:
-            continue
-        for entry in entries:
-            rel = display_path(f"{folder}/{entry.name}" if folder else entry.name)[0]
-            if rel in known or rel in folders:
-                continue
-            path = Path(entry.path)
-            listed = lines.walks(rel, path) if entry.is_dir(follow_symlinks=False) \
-                else lines.lists(rel, path)
-            changed += listed
-    return changed
 
 
 def _unlistable(folder: Path) -> str | None:

@@ -24,8 +24,7 @@ from strata.stages.parse.finalize import stable_hash
 from strata.core import stopping
 from strata.core.embedding import TORCH_RUNTIMES, Encoder, EncoderSpec, canonical_model
 from strata.core.onnx_runtime import ENCODING_VERSION as ONNX_ENCODING
-from strata.core.torch_trace import MAX_ROWS
-from strata.core.memory import heap_blocks, release_freed_memory
+from strata.core.batch_shapes import MAX_ROWS
 from strata.core.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
                                           stage_vectors)
@@ -42,8 +41,8 @@ EMBED_TEXT_VERSION = "3"
 MAX_EMBED_CHARS = 2000
 # Texts per encoder call, taken shortest first over everything a build or shard
 # must encode. On torch a call runs as forward passes of a fixed number of rows per
-# padded length (strata.core.torch_trace.shape_batches), the last pass of each
-# length filled with repeats where the CPU's kernels make the row count matter: a
+# padded length (strata.core.batch_shapes.shape_batches), the last pass of each
+# length filled with repeats: a
 # call of fewer texts than a pass has rows then pays for the whole pass. So a call
 # holds the rows of the widest pass, that of the shortest texts; sorted, its texts
 # then fill whole passes, where smaller calls left most rows of the short texts'
@@ -212,28 +211,6 @@ def _rows_table(todo: pl.DataFrame, spec: EncoderSpec) -> pa.Table:
     return base
 
 
-def new_texts(nodes: pl.DataFrame, spec: EncoderSpec, lance_dir: Path, limit: int) -> list[str]:
-    """The encoder texts of ``nodes`` (rows of the nodes table) that no stored
-    vector covers (the tables' contents file says which are stored), each once,
-    none when there are more than ``limit``: what the embedding shards will send
-    the encoder, known as soon as a parse has made the nodes. A text whose unit
-    gets a summary later is another text by then (it is encoded again then)."""
-    todo = _embedded(nodes)
-    if not todo.height:
-        return []
-    model_key = _model_key(spec)
-    contents = read_contents(lance_dir)
-    stored = contents.hashes() if contents is not None else set()
-    texts: dict[str, None] = {}
-    for fields in todo.select(*EMBED_FIELDS).iter_rows():
-        text = embedding_text(*fields)
-        if _text_hash(model_key, text) not in stored:
-            texts[text] = None
-            if len(texts) > limit:
-                return []
-    return list(texts)
-
-
 def encode_sorted(texts: list[str], encoder: Encoder, batch_size: int = ENCODE_BATCH,
                   progress: Progress | None = None,
                   emit: Callable[[list[int], np.ndarray], None] | None = None) -> None:
@@ -245,22 +222,20 @@ def encode_sorted(texts: list[str], encoder: Encoder, batch_size: int = ENCODE_B
     little. Where the encoder counts tokens (torch, whose forward passes have a
     fixed number of rows per padded length) the order is by that count, so a
     call's texts fill whole passes, not the ends of two; else by characters.
-    Between two calls a stop request is honoured. The encoder's activations come
-    from the heap (:func:`heap_blocks`)."""
+    Between two calls a stop request is honoured."""
     counts = getattr(encoder, "token_counts", lambda texts: None)(texts)
     size = counts if counts is not None else [len(t) for t in texts]
     order = sorted(range(len(texts)), key=lambda i: (size[i], i))
     total = len(order)
     step = max(1, batch_size)
-    with heap_blocks():
-        for start in range(0, total, step):
-            stopping.check()
-            if progress:
-                progress(start, total)
-            idx = order[start:start + step]
-            vectors = encoder.encode([texts[i] for i in idx])
-            if emit is not None:
-                emit(idx, vectors)
+    for start in range(0, total, step):
+        stopping.check()
+        if progress:
+            progress(start, total)
+        idx = order[start:start + step]
+        vectors = encoder.encode([texts[i] for i in idx])
+        if emit is not None:
+            emit(idx, vectors)
     if progress:
         progress(total, total)
 
@@ -334,7 +309,6 @@ def encode_shard(nodes: pl.DataFrame, spec: EncoderSpec, load_encoder: Callable[
         encode_sorted(texts, encoder, batch_size, progress, emit)
     finally:  # stopped or failed: what was encoded is kept for the next attempt
         flush()
-        release_freed_memory()  # the encoder's activations, before the next step allocates
     return ShardVectors(written[0], encoder.dim, time.perf_counter() - t0)
 
 

@@ -73,16 +73,6 @@ def overlay(previous: PreviousBuild | None, parts: list[PreviousBuild]) -> Previ
         pl.concat([merged.references, keep(previous.references)], how="vertical_relaxed"))
 
 
-def changed_files(sources: list[SourceFile], previous: PreviousBuild | None) -> int:
-    """How many of ``sources`` are new or hold other bytes than in ``previous``:
-    known from the content hashes alone, before anything is parsed."""
-    if previous is None or not previous.documents.height:
-        return len(sources)
-    known = dict(zip(previous.documents["path"].to_list(),
-                     previous.documents["content_hash"].to_list()))
-    return sum(1 for s in sources if known.get(s.path) != s.content_hash)
-
-
 @dataclass
 class NodesResult:
     nodes: pa.Table

@@ -12,14 +12,6 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
-# Python run before a command's main (``python -c``): counts the encoder processes it
-# starts (``started``) and, after each start the command makes before its run, how
-# many there are (``early``)
-COUNT_ENCODER_PROCESSES = (
-    "from strata.core import encoder_process as ep; started, early = [], []; "
-    "init, before_run = ep.EncoderProcess.__init__, ep.start_before_run; "
-    "ep.EncoderProcess.__init__ = lambda self, *a: (started.append(a), init(self, *a))[1]; "
-    "ep.start_before_run = lambda *a: (before_run(*a), early.append(len(started)))[0]")
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -148,8 +148,8 @@ def wait_run(base: str, run_id: str, timeout_s: float, poll_s: float = 0.2) -> d
 
 
 def step_processes(home: Path, run_id: str) -> tuple[set[int], list[str]]:
-    """(the pids the run's steps started in, its engine messages), from the
-    instance's event log."""
+    """(the pids the run's steps started in, its engine messages and the strata
+    executor's own log lines), from the instance's event log."""
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
@@ -159,6 +159,8 @@ def step_processes(home: Path, run_id: str) -> tuple[set[int], list[str]]:
         for record in instance.get_records_for_run(run_id, limit=10_000).records:
             event = record.event_log_entry.dagster_event
             if event is None:
+                if "strata executor" in (record.event_log_entry.user_message or ""):
+                    engine.append(record.event_log_entry.user_message)
                 continue
             if event.event_type_value == "STEP_START":
                 pids.add(event.pid)

@@ -6,13 +6,12 @@ queue holding a second run as Queued is driven in `make e2e`
 from __future__ import annotations
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
 
-from strata.pipelines.instance_config import corpus_run_limit, ensure_instance_config
+from strata.pipelines.instance_config import RETIRED, corpus_run_limit, ensure_instance_config
 
 
 def _instance(home):
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
+    return dg.DagsterInstance.from_config(str(home))
 
 
 def test_a_new_instance_holds_one_run_per_corpus(tmp_path):
@@ -52,8 +51,7 @@ def test_an_operators_own_run_queue_is_left_alone(tmp_path):
 
 def test_a_file_strata_wrote_gets_the_settings_added_since(tmp_path):
     """A dagster.yaml an earlier Strata wrote (it configures the run queue) gets
-    the console log level and the kept-engine storage; Dagster reads it, and a
-    second call changes nothing."""
+    the console log level; Dagster reads it, and a second call changes nothing."""
     home = tmp_path / "home"
     home.mkdir()
     earlier = ("# Written by Strata (pipelines/instance_config.py): telemetry off, and Dagster's run\n"
@@ -69,31 +67,33 @@ def test_a_file_strata_wrote_gets_the_settings_added_since(tmp_path):
     with _instance(home) as instance:
         assert instance.python_log_level == "INFO"
         assert corpus_run_limit(instance) == 1
-        assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
+        assert type(instance.event_log_storage).__name__ == "SqliteEventLogStorage"
     ensure_instance_config(home)
     assert (home / "dagster.yaml").read_text() == text
 
 
-def test_a_storage_strata_or_the_operator_named_is_kept(tmp_path, monkeypatch):
-    """Strata's instance class goes only into a file Strata wrote; there its kept
-    engines are the default storage, in the folder the instance is opened from
-    (whatever DAGSTER_HOME says), and a storage the file names wins."""
-    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "elsewhere"))
+def test_an_instance_class_an_earlier_strata_wrote_is_removed(tmp_path):
+    """Strata's own instance class is gone: a file Strata wrote with it loses it
+    (and keeps what else it says), so the instance opens with Dagster's own
+    storage; an operator's file that names a storage keeps it."""
     home = tmp_path / "home"
-    home.mkdir()
-    mine = f"storage:\n  sqlite:\n    base_dir: {home}\n"
-    (home / "dagster.yaml").write_text(mine)
     ensure_instance_config(home)
-    assert "instance_class" not in (home / "dagster.yaml").read_text()
-    ensure_instance_config(tmp_path / "fresh")
-    with _instance(tmp_path / "fresh") as instance:
-        assert type(instance.event_log_storage).__name__ == "PooledSqliteEventLogStorage"
-        assert instance.event_log_storage._base_dir.startswith(str(tmp_path / "fresh"))
-    ours = (tmp_path / "fresh" / "dagster.yaml").read_text()
-    (home / "dagster.yaml").write_text(ours + mine)
+    path = home / "dagster.yaml"
+    retired = "instance_class:\n  module: strata.pipelines.sqlite_storage\n  class: StrataInstance\n"
+    path.write_text(path.read_text() + retired + "run_monitoring:\n  enabled: true\n")
     ensure_instance_config(home)
-    assert (home / "dagster.yaml").read_text() == ours + mine
+    text = path.read_text()
+    assert "instance_class:" not in text and "sqlite_storage" not in text
+    assert text.count("# Written by Strata") == 1
     with _instance(home) as instance:
-        assert type(instance).__name__ == "StrataInstance"
+        assert type(instance).__name__ == "DagsterInstance"
         assert type(instance.event_log_storage).__name__ == "SqliteEventLogStorage"
-    assert not (tmp_path / "elsewhere").exists()
+        assert instance.run_monitoring_enabled and corpus_run_limit(instance) == 1
+    ensure_instance_config(home)
+    assert path.read_text() == text
+    assert set(RETIRED) == {"instance_class"}
+    mine = f"storage:\n  sqlite:\n    base_dir: {tmp_path / 'own'}\n"
+    (tmp_path / "op").mkdir()
+    (tmp_path / "op" / "dagster.yaml").write_text(mine)
+    ensure_instance_config(tmp_path / "op")
+    assert "instance_class:" not in (tmp_path / "op" / "dagster.yaml").read_text()

@@ -46,8 +46,8 @@ def test_native_bf16_reads_the_cpu_flags_as_torch_probes_them(monkeypatch):
     assert embedding.native_bf16() is False
     monkeypatch.setattr(embedding, "cpu_flags", lambda: {"avx2", "amx_tile"})
     assert embedding.native_bf16() is True
-    monkeypatch.setattr(embedding, "cpu_flags", lambda: None)  # no /proc: torch is asked
-    assert embedding.native_bf16() is probed
+    monkeypatch.setattr(embedding, "cpu_flags", lambda: None)  # no /proc: assumed absent
+    assert embedding.native_bf16() is False
 
 
 def test_auto_takes_bf16_only_where_the_cpu_computes_it(monkeypatch):
@@ -142,104 +142,3 @@ def test_a_texts_vector_does_not_depend_on_its_batch(runtime):
     assert np.array_equal(mixed[checked], alone)
 
 
-@pytest.mark.parametrize("runtime", ["torch", "torch-bf16"])
-def test_the_traced_model_is_the_eager_one_bit_for_bit(runtime, monkeypatch, tmp_path):
-    """The torch runtimes encode through a TorchScript trace of the model (no
-    sentence-transformers import); its vectors are the ones sentence-transformers'
-    own model gives, so an index keeps its vectors whichever of the two made them."""
-    from strata.core.torch_trace import TracedSentenceModel
-
-    from strata.core.torch_trace import load_traced
-
-    texts = [*TEXTS, "word " * 600, "  leading and trailing  ", "Ünïcödé ÀÉ mixed CASE", ""]
-    monkeypatch.setenv("STRATA_MODEL_CACHE", str(tmp_path))
-    location = embedding.model_location(embedding.DEFAULT_MODEL)
-    just_traced = load_traced(location, runtime)  # traced in this process, kept in the cache
-    assert just_traced.graph.is_file()
-    read_back = load_traced(location, runtime)  # what every later process gets
-    assert isinstance(read_back, TracedSentenceModel)
-    monkeypatch.setattr(embedding, "traceable", lambda location: False)
-    eager = embedding.SentenceTransformerEncoder(EncoderSpec(runtime=runtime), batch_size=3)
-    assert type(eager.model).__name__ == "SentenceTransformer"
-    expected = eager.encode(texts)
-    for model in (just_traced, read_back):
-        got = model.encode(texts, batch_size=3)
-        got /= np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
-        assert np.array_equal(got, expected)
-
-
-def test_a_damaged_or_unwritable_trace_is_traced_again(tmp_path, monkeypatch, caplog):
-    from strata.core.torch_trace import load_traced, module_path
-
-    monkeypatch.setenv("STRATA_MODEL_CACHE", str(tmp_path / "cache"))
-    location = embedding.model_location(embedding.DEFAULT_MODEL)
-    first = load_traced(location, "torch").encode(TEXTS)
-    path = module_path(location, "torch")
-    path.write_bytes(b"not a module")
-    with caplog.at_level("WARNING"):
-        again = load_traced(location, "torch").encode(TEXTS)
-    assert "cannot be read" in caplog.text and np.array_equal(first, again)
-    assert path.stat().st_size > 1000  # traced and kept again
-    (tmp_path / "ro").write_text("a file where the cache folder would be")
-    monkeypatch.setenv("STRATA_MODEL_CACHE", str(tmp_path / "ro"))
-    caplog.clear()
-    with caplog.at_level("WARNING"):
-        unkept = load_traced(location, "torch").encode(TEXTS)
-    assert "could not keep the traced model" in caplog.text and np.array_equal(first, unkept)
-
-
-def test_a_torch_encoder_loads_without_sentence_transformers(tmp_path):
-    """A process that encodes with a torch runtime imports torch, not
-    sentence-transformers or transformers, once the trace exists."""
-    import subprocess
-    import sys
-
-    load_encoder(EncoderSpec(runtime="torch"))  # traced into the model cache if it was not
-    code = ("import sys; from strata.core.embedding import EncoderSpec, load_encoder; "
-            "e = load_encoder(EncoderSpec(runtime='torch')); v = e.encode(['tide gauge']); "
-            "print(v.shape, sorted(m for m in ('sentence_transformers', 'transformers') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path, check=True).stdout
-    assert out.strip() == "(1, 384) []"
-
-
-@pytest.mark.parametrize("runtime", ["torch", "torch-bf16"])
-def test_passes_go_unfilled_only_where_this_cpu_gives_the_same_bytes(runtime, tmp_path,
-                                                                       monkeypatch):
-    """A pass's rows beyond its texts are filled with repeats unless the CPU's
-    kernels give a row the same bytes whatever the row count (torch_trace.rows_free):
-    measured once, kept under the CPU's digest, measured again for another CPU; and
-    where the passes go unfilled, every vector is the filled passes' to the bit."""
-    import random
-
-    from strata.core import cpu, torch_trace
-
-    model = torch_trace.load_traced(str(embedding.packaged_model_path()), runtime)
-    model.graph = tmp_path / f"{runtime}.pt"  # its record lands here, not in the cache
-    record = tmp_path / f"{runtime}.pt.rows.json"
-    probes: list[int] = []
-    real = model._encode
-    monkeypatch.setattr(model, "_encode", lambda texts, fill: probes.append(1) or real(texts, fill))
-    free = torch_trace.rows_free(model)
-    assert probes and json.loads(record.read_text()) == {"cpu": cpu.cpu_fingerprint(),
-                                                          "rows_free": free}
-    probes.clear()
-    assert torch_trace.rows_free(model) is free and not probes  # kept: not measured again
-    monkeypatch.setattr(cpu, "cpu_fingerprint", lambda: "another-cpu")
-    assert torch_trace.rows_free(model) is free and probes  # another CPU: measured again
-    assert json.loads(record.read_text())["cpu"] == "another-cpu"
-
-    rng = random.Random(5)
-    words = " ".join(TEXTS).split()
-    texts = [" ".join(rng.choices(words, k=rng.randint(1, 150))) for _ in range(40)]
-    filled = real(texts, True)
-    if free:  # this CPU: unfilled passes, the same bytes
-        assert np.array_equal(real(texts, False), filled)
-    record.write_text(json.dumps({"cpu": "another-cpu", "rows_free": False}))
-    passes: list[int] = []
-    shapes = torch_trace.shape_batches
-    monkeypatch.setattr(torch_trace, "shape_batches", lambda counts, cap, fill: (
-        passes.append(fill) or shapes(counts, cap, fill)))
-    model.fill = not torch_trace.rows_free(model)  # as load_traced settles it
-    assert np.array_equal(model.encode(texts), filled) and passes == [True]

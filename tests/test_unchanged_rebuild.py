@@ -17,7 +17,7 @@ from strata.core.layout import IndexLayout, write_json_atomic
 from strata.retrieval import Index
 from tests.s3 import s3_endpoint
 from tests.s3 import uri as s3_uri
-from tests.conftest import COUNT_ENCODER_PROCESSES, REPO, write_corpora
+from tests.conftest import REPO, write_corpora
 
 # --------------------------------------------------------------------------- the layout
 
@@ -154,12 +154,9 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
     (tmp_path / "dh").mkdir()
     argv = ["index", str(sample_copy), "--corpus", "same", "--out", str(out)]
     # the CLI's main, then which heavy modules the process imported on its way
-    # and how many encoder processes it started (tests/test_encoder_process.py)
-    code = ("import sys; from strata.pipelines.cli import main; "
-            f"{COUNT_ENCODER_PROCESSES}; rc = main(sys.argv[1:]); "
+    code = ("import sys; from strata.pipelines.cli import main; rc = main(sys.argv[1:]); "
             "print('imported:', sorted(m for m in ('bm25s', 'lancedb', 'pandas', 'torch') "
-            "if m in sys.modules)); print('encoder processes:', len(started)); "
-            "sys.exit(rc)")
+            "if m in sys.modules)); sys.exit(rc)")
     runs, reports = [], []
     for _ in range(2):
         runs.append(subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO, env=env,
@@ -176,15 +173,12 @@ def test_the_cli_says_unchanged_and_map_lists_one_version(sample_copy, tmp_path)
     assert (second[0], second[1], second[2]) == ("0", first[0], "0")
     # nothing to encode, read or write: the vector tables are known by their contents
     # file and never opened, and the model is never loaded; a first build loads it in
-    # its embedding step (no encoder process: tests/test_encoder_process.py). Nor is
+    # its embedding step, in its own process. Nor is
     # the lexical index loaded, and no table is made through pyarrow's conversion of
     # Python objects, which imports pandas (lancedb imports it too)
     assert "imported: ['bm25s', 'lancedb', 'pandas', 'torch']" in runs[0].stdout
     assert "imported: []" in runs[1].stdout
-    assert [r["embedding_shards"]["warm_encoder"] for r in reports] == [False, False]
-    # no encoder process either: a first build has no times to compare, and nothing
-    # was modified since the first
-    assert ["encoder processes: 0" in run.stdout for run in runs] == [True, True]
+    assert [r["embedding_shards"]["encoder_kept"] for r in reports] == [False, False]
     listed = subprocess.run([sys.executable, "-m", "strata.pipelines.cli", "map", "--index",
                              str(out), "--versions", "--json"], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=120)

@@ -7,17 +7,18 @@ from it at query time. Heavy libraries (torch, openai) are imported lazily.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from strata.core.cpu import cpu_flags
+from strata.core.batch_shapes import max_positions, shape_batches
 from strata.core.settings import RUNTIME_CHOICES, RUNTIMES, EmbedSettings, default, load
-from strata.core.torch_trace import TracedSentenceModel, max_positions, shape_batches, traceable
 
 log = logging.getLogger(__name__)
 
@@ -45,24 +46,28 @@ COUNT_BATCH = 1024
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_tile"})
 
 
+def cpu_flags() -> set[str] | None:
+    """The first CPU's feature flags as the kernel reports them (/proc/cpuinfo),
+    or None where there is no such file (not Linux)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return set(value.split())
+    except OSError:
+        pass
+    return None
+
+
 def native_bf16() -> bool:
     """Whether this CPU computes bfloat16 matmuls in hardware (AVX512-BF16 or
     AMX), where torch-bf16 encodes markedly faster than float32 with vectors that
     agree with it (benchmarks.throughput has the figures). Without it bfloat16 is
-    emulated and slower than float32.
-
-    Read from the kernel's CPU flags where there are some: asking torch meant
-    importing it, a second of a first build's start (the runtime is settled
-    before the run) even when the encoder then loads in a process of its own."""
+    emulated and slower than float32. Read from the kernel's CPU flags, so that
+    settling a runtime never imports torch; where they cannot be read, no."""
     flags = cpu_flags()
-    if flags is not None:
-        return bool(flags & BF16_FLAGS)
-    try:
-        import torch
-
-        return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-    except (ImportError, AttributeError):  # torch without these probes: assume not
-        return False
+    return bool(flags & BF16_FLAGS) if flags is not None else False
 
 
 def onnx_ready(model: str) -> bool:
@@ -208,8 +213,9 @@ def passive_waits() -> None:
     machine they spin against each other's real work, and an encoder runs many
     times slower than its share of the cores. Read once, when the OpenMP
     runtime loads with torch, so this must run before anything imports torch:
-    the build command and the Dagster code location call it first thing, and
-    child processes inherit it."""
+    ``strata index`` calls it first thing, and the embedder resource when a run's
+    step process sets it up (before any step imports torch); step processes
+    inherit it. Never at import: importing Strata leaves the environment as it was."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
@@ -265,22 +271,17 @@ DEFAULT_BATCH = 16
 
 def local_identity(location: str, runtime: str) -> str:
     """What decides the vectors of the local model in ``location`` on ``runtime``:
-    the runtime, the weights and the module that runs them (the ONNX graph or the
-    traced TorchScript module, whose cache names carry the weights' key).
+    the runtime and the weights (for ONNX Runtime, the exported graph, whose cache
+    name carries the weights' key).
 
     A function of the two alone, so a caller can name an encoder without loading it:
     a publish reads a recorded runtime agreement under this name, and loads the
     query encoder only when a probe text was never measured."""
     if runtime in TORCH_RUNTIMES:
-        if not traceable(location):
-            return f"{runtime}:{location}"
-        from strata.core.torch_trace import module_path
+        return f"{runtime}:{location}"
+    from strata.core.onnx_runtime import exported_graph
 
-        where = module_path(location, runtime)
-    else:
-        from strata.core.onnx_runtime import exported_graph
-
-        where = exported_graph(location, runtime == "onnx-int8")
+    where = exported_graph(location, runtime == "onnx-int8")
     return f"{runtime}:{where.parent.name}/{where.name}"
 
 
@@ -304,12 +305,11 @@ class SentenceTransformerEncoder:
         return local_identity(self._location, self.runtime)
 
     def _load(self):
+        from strata.core.library_logs import quiet_libraries
+
+        quiet_libraries()
         if self.runtime in TORCH_RUNTIMES:
             set_threads(self.threads)
-            if traceable(self._location):  # torch alone: no sentence-transformers import
-                from strata.core.torch_trace import load_traced
-
-                return load_traced(self._location, self.runtime)
             from sentence_transformers import SentenceTransformer
 
             if self.runtime == "torch":
@@ -338,9 +338,9 @@ class SentenceTransformerEncoder:
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if self.runtime in TORCH_RUNTIMES and not isinstance(self._model, TracedSentenceModel):
+        if self.runtime in TORCH_RUNTIMES:
             v = self._encode_fixed_shapes(list(texts))
-        else:  # traced and ONNX models compute a text's vector from the text alone
+        else:  # ONNX models compute a text's vector from the text alone
             v = self._model.encode(list(texts), batch_size=self.batch_size, normalize_embeddings=True,
                                    convert_to_numpy=True, show_progress_bar=False)
         v = v.astype(np.float32, copy=False)
@@ -351,7 +351,7 @@ class SentenceTransformerEncoder:
     def token_counts(self, texts: list[str]) -> list[int] | None:
         """Each text's token count where torch runs it (its forward pass's shape
         follows it), else None: a build orders its texts by it, so that the texts of
-        one call fill whole passes (:func:`strata.core.torch_trace.shape_batches`).
+        one call fill whole passes (:func:`strata.core.batch_shapes.shape_batches`).
 
         Counted ``COUNT_BATCH`` texts at a time: the tokenizer's output for one
         text (ids, offsets, masks, the tokens as strings) takes kilobytes, and an
@@ -361,21 +361,18 @@ class SentenceTransformerEncoder:
         if self.runtime not in TORCH_RUNTIMES:
             return None
         m = self._model
-        if isinstance(m, TracedSentenceModel):
-            count = m.token_counts
-        else:
-            def count(part: list[str]) -> list[int]:
-                return [len(ids) for ids in m.tokenizer(
-                    part, add_special_tokens=True, truncation=True,
-                    max_length=m.max_seq_length)["input_ids"]]
+
+        def count(part: list[str]) -> list[int]:
+            return [len(ids) for ids in m.tokenizer(
+                part, add_special_tokens=True, truncation=True,
+                max_length=m.max_seq_length)["input_ids"]]
         return [n for start in range(0, len(texts), COUNT_BATCH)
                 for n in count(texts[start:start + COUNT_BATCH])]
 
     def _encode_fixed_shapes(self, texts: list[str]) -> np.ndarray:
-        """A model sentence-transformers loads itself (not a local folder, so not
-        traced), encoded as the traced ones are: each text at the padded length of
-        its own token count, in passes of a fixed number of texts of that length
-        (:func:`strata.core.torch_trace.shape_batches` says why)."""
+        """The model on torch, each text at the padded length of its own token
+        count, in passes of a fixed number of texts of that length
+        (:func:`strata.core.batch_shapes.shape_batches` says why)."""
         import torch
         from sentence_transformers.util import batch_to_device
 
@@ -552,12 +549,22 @@ class BatchingEncoder:
 
 
 _CACHE: dict[EncoderSpec, Encoder] = {}
+_KEPT: list[bool] = []  # non-empty while a long-lived command keeps its encoders
+
+
+def _key(spec: EncoderSpec) -> EncoderSpec:
+    return EncoderSpec(spec.backend, canonical_model(spec.model), spec.base_url, spec.api_key_env,
+                       runtime=spec.runtime)
+
+
+def is_loaded(spec: EncoderSpec) -> bool:
+    """Whether :func:`load_encoder` holds the encoder of ``spec`` already."""
+    return _key(spec) in _CACHE
 
 
 def load_encoder(spec: EncoderSpec, batch_size: int | None = None) -> Encoder:
     """Build (once per process, until :func:`release_encoders`) the encoder a spec describes."""
-    key = EncoderSpec(spec.backend, canonical_model(spec.model), spec.base_url, spec.api_key_env,
-                      runtime=spec.runtime)
+    key = _key(spec)
     enc = _CACHE.get(key)
     if enc is None:
         if spec.backend == "sentence-transformers":
@@ -574,7 +581,8 @@ def load_encoder(spec: EncoderSpec, batch_size: int | None = None) -> Encoder:
 
 
 def release_encoders() -> None:
-    """Forget every encoder :func:`load_encoder` keeps.
+    """Forget every encoder :func:`load_encoder` keeps, unless a long-lived
+    command keeps them (:func:`kept_between_runs`).
 
     Why: a build runs its steps in one process unless it asks for workers, and the
     steps after the embedding shards (the vector tables, the graph, publish) encode
@@ -582,4 +590,23 @@ def release_encoders() -> None:
     through every one of them. The build's embeddings step calls this; a query
     process never does (it keeps its encoder for the next query). A caller that
     still holds an encoder keeps it alive: only the process-wide reference goes."""
-    _CACHE.clear()
+    if not _KEPT:
+        _CACHE.clear()
+
+
+@contextlib.contextmanager
+def kept_between_runs() -> Iterator[None]:
+    """Keep the encoders loaded across the builds run inside the block.
+
+    For a process that lives long and builds again and again (``strata index
+    --watch``): its runs execute their steps in this process, so the model loaded by
+    the first build's embedding step serves every later one, and a small edit pays
+    for its texts, not for loading the model. A one-shot build never enters it: it
+    loads what it needs and lets it go. Leaving the block forgets them."""
+    _KEPT.append(True)
+    try:
+        yield
+    finally:
+        _KEPT.pop()
+        if not _KEPT:
+            _CACHE.clear()

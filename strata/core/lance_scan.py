@@ -27,6 +27,9 @@ def table_names(db) -> list[str]:
 
 def connect(lance_dir: Path):
     """A LanceDB connection to ``lance_dir``."""
+    from strata.core.library_logs import quiet_libraries
+
+    quiet_libraries()
     import lancedb
 
     return lancedb.connect(str(lance_dir))

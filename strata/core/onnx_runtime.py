@@ -84,6 +84,9 @@ class _DropMessage(logging.Filter):
 
 
 def _export(src: Path, target: Path) -> None:
+    from strata.core.library_logs import quiet_libraries
+
+    quiet_libraries()
     import torch
     from transformers import AutoModel
 
@@ -174,6 +177,9 @@ class OnnxSentenceModel:
     encoder and the benchmarks use), on an ONNX Runtime session."""
 
     def __init__(self, location: str, graph: Path, threads: int):
+        from strata.core.library_logs import quiet_libraries
+
+        quiet_libraries()
         import onnxruntime as ort
         from tokenizers import Tokenizer
 

@@ -207,12 +207,6 @@ class EmbedSettings(_Group):
         "STRATA_TORCH_THREADS", None,
         "torch threads of one encoding process (default: the usable cores / the encoding "
         "processes)", ge=1, le=1024)
-    warm_encoder: bool = _env(
-        "STRATA_WARM_ENCODER", True,
-        "When a run's steps share one process and its parse re-parsed a few files (at most half "
-        "of a parse shard's), load the local encoder in a process of its own on another core "
-        "while the run goes on (`0`: in the embedding step, as in a first build or with step "
-        "processes)")
 
 
 class ChunkingSettings(BaseModel):

@@ -65,29 +65,28 @@ def test_calls_of_the_default_size_fill_the_passes_of_the_shortest_texts(encoder
     """On torch a call runs fixed-shape passes, the last of each padded length
     filled with repeats; the shortest texts have the widest passes. Calls of the
     default size, sorted, run those texts in as few passes as their count needs."""
-    from strata.core import embedding, torch_trace
+    from strata.core import batch_shapes, embedding
     from strata.stages.embed import ENCODE_BATCH
 
     rng = random.Random(3)
-    texts = [" ".join(rng.sample(WORDS, 2)) + f" {i}" for i in range(3 * torch_trace.MAX_ROWS)]
+    texts = [" ".join(rng.sample(WORDS, 2)) + f" {i}" for i in range(3 * batch_shapes.MAX_ROWS)]
     counts = encoder.token_counts(texts)
     if counts is None:
         pytest.skip("an ONNX runtime: its calls are not fixed-shape passes")
-    lengths = {torch_trace.padded_length(n) for n in counts}
+    lengths = {batch_shapes.padded_length(n) for n in counts}
     assert len(lengths) == 1  # one padded length: the widest passes
     passes: list[int] = []
-    real = torch_trace.shape_batches
+    real = batch_shapes.shape_batches
 
-    def counted(counts, cap, fill=True):
-        for length, rows in real(counts, cap, fill):
+    def counted(counts, cap):
+        for length, rows in real(counts, cap):
             passes.append(len(rows))
             yield length, rows
 
-    monkeypatch.setattr(torch_trace, "shape_batches", counted)  # the traced model's
-    monkeypatch.setattr(embedding, "shape_batches", counted)  # the eager model's
+    monkeypatch.setattr(embedding, "shape_batches", counted)
     got = np.zeros((len(texts), encoder.dim), np.float32)
     encode_sorted(texts, encoder, batch_size=ENCODE_BATCH, emit=got.__setitem__)
-    rows = torch_trace.rows_per_pass(lengths.pop())
+    rows = batch_shapes.rows_per_pass(lengths.pop())
     assert len(passes) == -(-len(texts) // rows)  # no pass ran part-filled by a short call
     assert np.array_equal(got, encoder.encode(texts))
 
@@ -97,19 +96,14 @@ def test_token_counts_tokenize_a_bounded_batch_at_a_time(encoder, monkeypatch):
     for all of them at once was a peak that grew with the corpus. The counts are
     those of each text alone, whatever the batch boundaries."""
     from strata.core.embedding import COUNT_BATCH
-    from strata.core.torch_trace import TracedSentenceModel
-
     texts = _corpus(2 * COUNT_BATCH + 5, seed=11)
     model = encoder.model
     alone = [encoder.token_counts([t])[0] for t in texts]
     sizes: list[int] = []
-    if isinstance(model, TracedSentenceModel):
-        real = model.token_counts
-        monkeypatch.setattr(model, "token_counts", lambda part: sizes.append(len(part)) or real(part))
-    else:  # a model sentence-transformers loads itself: its tokenizer is called
-        real = model.tokenizer
-        monkeypatch.setattr(model, "tokenizer",
-                            lambda part, **kw: sizes.append(len(part)) or real(part, **kw))
+    tokenizer_class = type(model.tokenizer)  # the model's own tokenizer: its calls are counted
+    real = tokenizer_class.__call__
+    monkeypatch.setattr(tokenizer_class, "__call__",
+                        lambda self, part, **kw: sizes.append(len(part)) or real(self, part, **kw))
     assert encoder.token_counts(texts) == alone
     assert sizes == [COUNT_BATCH, COUNT_BATCH, 5]
 
