@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install lint run test test-dagster-previous e2e e2e-llm llm-server screenshots bench bench-stdlib ui serve validate clean diagram
+.PHONY: install lint run test test-dagster-previous e2e e2e-llm llm-server screenshots bench bench-stdlib bench-smoke ui serve validate clean diagram
 
 install: $(VENV)/.installed
 
@@ -140,6 +140,12 @@ bench: install
 # The whole stdlib (19k code nodes, ~17 min): build time, peak RSS, unchanged rebuild.
 bench-stdlib: install
 	$(PY) -m benchmarks.build_stdlib
+
+# Every benchmark module tiny (a few files, a few questions, one trial), end to end,
+# results in a temporary folder: that each still runs and writes its results, not what
+# its figures are (benchmarks/smoke.py). CI runs it.
+bench-smoke: install
+	$(PY) -m benchmarks.smoke
 
 # The documentation site (mkdocs.yml, docs/), offline: the generated reference pages first
 # (the CLI from its parser, the settings from the settings model, the artifact schema from

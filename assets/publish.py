@@ -170,7 +170,7 @@ def _query_arrays_readable(version_dir) -> bool:
 def mirrored_index(context: dg.AssetExecutionContext,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
     from strata.core.object_store import clean_uri
-    from strata.core.remote import push_version
+    from strata.core.remote import mirror_serves, push_version
     from strata.core.store_lease import LeaseHeld
 
     spec, layout = corpus_and_layout(context, corpora, write=False)
@@ -186,7 +186,7 @@ def mirrored_index(context: dg.AssetExecutionContext,
         raise dg.Failure(description=f"{e}: the upload waits for that build", allow_retries=False) \
             from None
     try:
-        if _mirror_serves(layout.version_dir(version), spec.mirror):
+        if mirror_serves(layout.version_dir(version), spec.mirror):
             # an unchanged build kept the version the store already serves in full (its
             # CURRENT is written after the version's files): nothing to upload again
             context.log.info(f"{spec.name} mirror unchanged, still version {version}")
@@ -200,26 +200,3 @@ def mirrored_index(context: dg.AssetExecutionContext,
                                               "mirror": dg.MetadataValue.url(target)})
     finally:
         lease.release(context.run.run_id)
-
-
-def _mirror_serves(version_dir, uri: str) -> bool:
-    """Whether the mirror at ``uri`` already serves this version in full: its
-    CURRENT names the version (written after the version's files) and the
-    version's manifest there is this one (a local index rebuilt from nothing
-    numbers its versions from 1 again). False when either cannot be read."""
-    from pyarrow import fs
-
-    from strata.core.layout import CURRENT, VERSIONS
-    from strata.core.schema import MANIFEST
-
-    try:
-        filesystem, base = fs.FileSystem.from_uri(uri)
-        base = base.rstrip("/")
-        with filesystem.open_input_stream(f"{base}/{CURRENT}") as f:
-            if f.read().decode("utf-8").strip() != version_dir.name:
-                return False
-        with filesystem.open_input_stream(f"{base}/{VERSIONS}/{version_dir.name}/{MANIFEST}") as f:
-            remote = f.read()
-        return remote == (version_dir / MANIFEST).read_bytes()
-    except (OSError, ValueError):
-        return False

@@ -86,6 +86,11 @@ def strata_cmd() -> list[str]:
 
 # --------------------------------------------------------------------------- indexes
 
+def shown(path: Path) -> str:
+    """``path`` as the report shows it: relative to the repository when inside it."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def usable(index: Path) -> bool:
     """A published index of this Strata's format with its query arrays."""
     from strata.core.layout import IndexLayout, read_manifest
@@ -106,7 +111,7 @@ def ensure_index(name: str, docs: Path, reuse: list[Path], extra: list[str] = ()
     for candidate in reuse:
         if usable(candidate):
             print(f"{name}: reusing {candidate}", flush=True)
-            return candidate, {"reused": str(candidate.relative_to(REPO))}
+            return candidate, {"reused": shown(candidate)}
     work = SCRATCH / "cold_start" / name
     if write_docs is not None:
         docs = work / "docs"
@@ -476,7 +481,7 @@ def main() -> None:
                                           ["--openie-import", str(OPENIE_FILE)],
                                           write_docs=write_corpus)
     paths = {name: p for name, (p, _) in indexes.items()}
-    report["indexes"] = {name: {"path": str(p.relative_to(REPO)), **b}
+    report["indexes"] = {name: {"path": shown(p), **b}
                          for name, (p, b) in indexes.items()}
     questions = {name: questions_of(name) for name in paths}
 

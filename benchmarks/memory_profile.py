@@ -253,7 +253,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=size([1000, 4000], [10, 20]))
+    ap.add_argument("--sizes", type=int, nargs="+", default=size([1000, 4000], [10]))
     ap.add_argument("--work", type=Path, default=SCRATCH / "memory_profile")
     ap.add_argument("--json", type=Path, default=size(None, RESULTS / "memory_profile.json"),
                     help="also write the figures here")

@@ -20,8 +20,8 @@ from benchmarks.common import size
 MUSIQUE_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique_100"
 CORPUS_FILE = MUSIQUE_DIR / "corpus.json"
 OPENIE_FILE = MUSIQUE_DIR / "openie_gpt-3.5-turbo-1106.json"
-# a smoke run's passages: the first ones, the candidates of the first two questions
-SMOKE_PASSAGES = 40
+# a smoke run's passages: the first ones, the candidates of the first question
+SMOKE_PASSAGES = 20
 
 
 def passage_file(i: int) -> str:

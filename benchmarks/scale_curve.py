@@ -29,8 +29,8 @@ import shutil
 import time
 from pathlib import Path
 
-from benchmarks.common import (REPO, RESULTS, SCRATCH, build_with_cli, machine, size, target,
-                               targets_md, write_result)
+from benchmarks.common import (REPO, RESULTS, SCRATCH, build_with_cli, machine, size, smoke,
+                               target, targets_md, write_result)
 from benchmarks.memory_profile import (encoder_footprint, encoder_shares,
                                        model_cache_without_checks, peak_without_encoder,
                                        per_step, ready_model_cache, step_windows)
@@ -162,8 +162,11 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=size([1000, 4000, 16000], [10, 20]))
     ap.add_argument("--work", type=Path, default=SCRATCH / "scale_curve")
     args = ap.parse_args()
-    ready_model_cache()  # the encoders exported once, not inside the first build's step
-    encoders = encoder_footprint()  # the same at every size: measured once
+    # the encoders exported once, not inside the first build's step; their footprint the
+    # same at every size: measured once (a smoke run leaves both to benchmarks.memory_profile)
+    if not smoke():
+        ready_model_cache()
+    encoders = {} if smoke() else encoder_footprint()
     rows: list[dict] = []
     for files in sorted(args.sizes):
         work = args.work / str(files)

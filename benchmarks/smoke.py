@@ -52,7 +52,7 @@ MODULES = {
     "incremental": (["incremental.json", "incremental.md"], ("shared",)),
     "scale_out": (["scale_out.json", "scale_out.md"], ()),
     "store_build": (["store_build.json", "store_build.md"], ()),
-    "throughput": (["throughput.json", "throughput.md"], ("shared",)),
+    "throughput": (["throughput.json", "throughput.md"], ()),
     "memory_profile": (["memory_profile.json"], ()),
     "scale_curve": (["scale_curve.json", "scale_curve.md", "scale-curve.png"], ()),
     "build_stdlib": (["build_stdlib.json"], ()),

@@ -261,7 +261,7 @@ def main() -> None:
     ap.add_argument("--no-plain", action="store_true",
                     help="skip the plain first builds (their time and encoding rate): the "
                          "profiled ones only")
-    ap.add_argument("--only", choices=("musique", "corpus"))
+    ap.add_argument("--only", choices=("musique", "corpus"), default=size(None, "corpus"))
     ap.add_argument("--runtime", default=resolve_runtime(AUTO), choices=RUNTIMES)
     ap.add_argument("--bare", help=argparse.SUPPRESS)
     ap.add_argument("--policy", choices=("build", "default"), default="build",

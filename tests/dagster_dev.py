@@ -151,11 +151,9 @@ def step_processes(home: Path, run_id: str) -> tuple[set[int], list[str]]:
     """(the pids the run's steps started in, its engine messages and the strata
     executor's own log lines), from the instance's event log."""
     import dagster as dg
-    from dagster._core.instance.ref import InstanceRef
-
     pids: set[int] = set()
     engine: list[str] = []
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+    with dg.DagsterInstance.from_config(str(home)) as instance:
         for record in instance.get_records_for_run(run_id, limit=10_000).records:
             event = record.event_log_entry.dagster_event
             if event is None:

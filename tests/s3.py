@@ -1,6 +1,7 @@
 """An S3 endpoint on loopback for the tests that publish to or read from object
 storage: moto's server (a real HTTP S3 API), one bucket, and test credentials in
-the environment, so pyarrow's S3 file system talks to it as it would to S3."""
+the environment, so Strata's object-store client talks to it as it would to S3
+(the bucket itself is made with pyarrow's S3 file system, a test's own tool)."""
 
 from __future__ import annotations
 

@@ -60,9 +60,7 @@ def test_killed_build_leaves_the_old_version_serving(sample_copy, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     # and the killed run, which could not say so itself, is no longer shown as running
     import dagster as dg
-    from dagster._core.instance.ref import InstanceRef
-
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dh"))) as instance:
+    with dg.DagsterInstance.from_config(str(tmp_path / "dh")) as instance:
         statuses = [r.status for r in instance.get_runs(
             filters=dg.RunsFilter(tags={"strata/cli": "index"}))]
     assert statuses.count(dg.DagsterRunStatus.SUCCESS) == 2

@@ -126,9 +126,7 @@ def test_strata_index_on_a_terminal_shows_progress_inside_the_embedding_step(tmp
     assert "built in" in text and "Traceback" not in text
 
     # the same progress is in the run's log, as the UI shows it
-    from dagster._core.instance.ref import InstanceRef
-
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dh"))) as instance:
+    with dg.DagsterInstance.from_config(str(tmp_path / "dh")) as instance:
         (run,) = instance.get_runs()
         records = instance.get_records_for_run(run.run_id, limit=5000).records
     logged = [parse_line(r.event_log_entry.user_message) for r in records
@@ -142,8 +140,9 @@ def test_strata_index_on_a_terminal_shows_progress_inside_the_embedding_step(tmp
     # executor's choice: neither the launch nor the corpus asked for workers)
     assert run.job_name == "index_corpus"
     assert len({e.pid for e in events if e.event_type_value == "STEP_START"}) == 1
-    assert any("every step in this process (neither the launch nor the corpus asks"
-               in (e.message or "") for e in events if e.event_type_value == "ENGINE_EVENT")
+    assert any("strata executor: every step in this process (neither the launch nor the corpus "
+               "asks" in (r.event_log_entry.user_message or "") for r in records
+               if r.event_log_entry.dagster_event is None)
     # and the bar went to the terminal itself, not through the step output Dagster
     # captures for the UI (where it would be garbage, and reach the terminal late)
     captured = [f for f in (tmp_path / "dh" / "storage" / run.run_id).rglob("*")
@@ -189,9 +188,7 @@ def test_ctrl_c_inside_the_embedding_step_on_a_terminal_is_one_line(tmp_path):
     assert "step embedding_shards.embed_shard_0 stopped" in text
     assert "failed" not in text
     assert not (tmp_path / "index" / "CURRENT").exists()
-    from dagster._core.instance.ref import InstanceRef
-
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(tmp_path / "dh"))) as instance:
+    with dg.DagsterInstance.from_config(str(tmp_path / "dh")) as instance:
         (run,) = instance.get_runs()
     assert run.status == dg.DagsterRunStatus.CANCELED
 

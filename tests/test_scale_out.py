@@ -72,9 +72,7 @@ def test_multiprocess_workers_build_the_same_index(sample_index, tmp_path):
 
 
 def _runs(home):
-    from dagster._core.instance.ref import InstanceRef
-
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+    with dg.DagsterInstance.from_config(str(home)) as instance:
         return instance.get_runs()
 
 

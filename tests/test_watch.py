@@ -111,6 +111,8 @@ def test_watch_rebuilds_on_an_edit_keeps_its_encoder_and_stops_on_ctrl_c(sample_
         err = _Lines(proc.stderr)
         err.until("watching")
         first = _version(out)
+        report = json.loads((out / "build" / "build_report.json").read_text())
+        assert report["embedding_shards"]["encoder_kept"] is False  # the first build loads it
 
         # a file the corpus leaves out and one touched, then an edit: one build, for the edit
         (sample_copy / "drafts").mkdir()
@@ -126,15 +128,15 @@ def test_watch_rebuilds_on_an_edit_keeps_its_encoder_and_stops_on_ctrl_c(sample_
         hits = Index.open(out).search("quoxel gauge drift", k=3)
         assert hits and hits[0].path == page.relative_to(sample_copy).as_posix()
         report = json.loads((out / "build" / "build_report.json").read_text())
-        assert report["embedding_shards"]["encoder_kept"] is False  # loaded by this build
+        # the edit's texts were encoded by the encoder the first build loaded, kept
+        assert report["embedding_shards"]["encoder_kept"] is True
 
         page.write_text(page.read_text() + "\nCorrected against the reference barometer.\n")
         err.until("files changed")
         err.until("watching")
         assert _version(out) != second
         report = json.loads((out / "build" / "build_report.json").read_text())
-        # the encoder the edit's build loaded encoded the second edit: kept in the process
-        assert report["embedding_shards"]["encoder_kept"] is True
+        assert report["embedding_shards"]["encoder_kept"] is True  # and the second edit's
         assert not [c for c in psutil.Process(proc.pid).children()
                     if "python" in c.name()]  # no process of its own holds it
         assert sum("indexing " in line for line in err.seen) == 3  # first build and two edits

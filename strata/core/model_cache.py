@@ -1,5 +1,5 @@
-"""Where files derived from a local model are kept: its exported ONNX graphs,
-its traced TorchScript modules, and the recorded query-runtime agreements.
+"""Where files derived from a local model are kept: its exported ONNX graphs and
+the recorded query-runtime agreements.
 
 Each derived file is made once per machine, not per process, into
 ``STRATA_MODEL_CACHE`` (default ``~/.cache/strata/models``), in a folder named

@@ -1,10 +1,10 @@
-"""One way to reach the object store a corpus is mirrored to, for the code that
-needs more than pyarrow's file system gives: conditional writes (the build's
-lease, :mod:`strata.core.store_lease`) and entity tags (the build folder kept on
-the store, :mod:`strata.core.store_sync`). obstore speaks S3, MinIO, GCS and Azure
-alike and honours ``If-None-Match``/``If-Match`` on each.
+"""The one way Strata reaches an object store: the published mirror and
+``Index.open("s3://…")`` (:mod:`strata.core.remote`), the build's lease, which needs
+conditional writes (:mod:`strata.core.store_lease`), and the build folder kept on
+the store, which needs entity tags (:mod:`strata.core.store_sync`). obstore speaks
+S3, MinIO, GCS and Azure alike and honours ``If-None-Match``/``If-Match`` on each.
 
-URIs are the ones Strata takes everywhere (pyarrow's form): ``s3://bucket/prefix``
+URIs are the ones Strata takes everywhere: ``s3://bucket/prefix``
 with ``?region=…&endpoint_override=host:port&scheme=http`` for MinIO or another
 S3-compatible store, ``gs://…``, ``az://…``, ``file:///…``. Credentials come from
 the environment (``AWS_ACCESS_KEY_ID`` …), never from the URI.

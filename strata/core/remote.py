@@ -13,8 +13,9 @@ LanceDB and Parquet read local files at local speed. A version folder on the
 store is complete before ``CURRENT`` names it, and a single-object PUT is
 atomic, so readers never see a half-uploaded version.
 
-URIs follow pyarrow: ``s3://bucket/prefix?region=eu-west-1``, and for MinIO or
-another S3-compatible store ``s3://bucket/prefix?endpoint_override=host:9000&scheme=http``.
+URIs are those of :mod:`strata.core.object_store` (one client, obstore, for every
+store Strata reaches): ``s3://bucket/prefix?region=eu-west-1``, and for MinIO or another
+S3-compatible store ``s3://bucket/prefix?endpoint_override=host:9000&scheme=http``.
 Credentials come from the usual environment (``AWS_ACCESS_KEY_ID`` ...), never
 from the URI.
 """
@@ -27,8 +28,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from strata.core.layout import _VERSION_RE, CURRENT, VERSIONS, IndexNotFound, fetch_version
+from strata.core.object_store import clean_uri, key, open_store, store_errors
 from strata.core.schema import MANIFEST
-from strata.core.object_store import clean_uri
 from strata.core.settings import ProjectSettings, load
 
 
@@ -37,65 +38,80 @@ def is_remote(location: str | os.PathLike) -> bool:
     return len(scheme) > 1 and scheme != "file"  # "C:" is a drive, not a scheme
 
 
-def _fs(uri: str):
-    from pyarrow import fs
+def read_text(uri: str, rel: str) -> str | None:
+    """The object ``rel`` under ``uri`` as text, or None when there is none."""
+    import obstore
+    from obstore.exceptions import NotFoundError
 
-    filesystem, base = fs.FileSystem.from_uri(uri)
-    return filesystem, base.rstrip("/")
-
-
-def _read_text(filesystem, path: str) -> str:
-    with filesystem.open_input_stream(path) as f:
-        return f.read().decode("utf-8")
-
-
-def _write_text(filesystem, path: str, text: str) -> None:
-    with filesystem.open_output_stream(path) as f:
-        f.write(text.encode("utf-8"))
+    store, prefix = open_store(uri)
+    with store_errors(uri, "reading"):
+        try:
+            return bytes(obstore.get(store, key(prefix, rel)).bytes()).decode("utf-8")
+        except (NotFoundError, FileNotFoundError):
+            return None
 
 
 def push_version(version_dir: Path, uri: str) -> str:
     """Upload one published version folder, then point the store's CURRENT at it."""
-    from pyarrow import fs
+    import obstore
 
-    filesystem, base = _fs(uri)
     name = version_dir.name
     if not _VERSION_RE.match(name):
         raise ValueError(f"{version_dir} is not a version folder (v000001, ...)")
-    target = f"{base}/{VERSIONS}/{name}"
-    filesystem.create_dir(target, recursive=True)
-    fs.copy_files(str(version_dir), target, source_filesystem=fs.LocalFileSystem(),
-                  destination_filesystem=filesystem)
-    # the manifest last inside the version, CURRENT last of all
-    manifest = (version_dir / MANIFEST).read_text()
-    _write_text(filesystem, f"{target}/{MANIFEST}", manifest)
-    _write_text(filesystem, f"{base}/{MANIFEST}", manifest)
-    _write_text(filesystem, f"{base}/{CURRENT}", name + "\n")
+    store, prefix = open_store(uri)
+    target = key(prefix, f"{VERSIONS}/{name}")
+    files = sorted(p for p in version_dir.rglob("*") if p.is_file() and p.name != MANIFEST)
+    with store_errors(uri, "uploading to"):
+        for path in files:
+            obstore.put(store, f"{target}/{path.relative_to(version_dir).as_posix()}", path)
+        # the manifest last inside the version, CURRENT last of all
+        manifest = (version_dir / MANIFEST).read_bytes()
+        obstore.put(store, f"{target}/{MANIFEST}", manifest)
+        obstore.put(store, key(prefix, MANIFEST), manifest)
+        obstore.put(store, key(prefix, CURRENT), (name + "\n").encode())
     return f"{clean_uri(uri)}/{VERSIONS}/{name}"
 
 
 def remote_versions(uri: str) -> list[int]:
-    from pyarrow import fs
+    import obstore
 
-    filesystem, base = _fs(uri)
-    try:
-        infos = filesystem.get_file_info(fs.FileSelector(f"{base}/{VERSIONS}", allow_not_found=True))
-    except FileNotFoundError:
-        return []
-    found = (_VERSION_RE.match(i.base_name) for i in infos if i.type == fs.FileType.Directory)
+    from obstore.exceptions import NotFoundError
+
+    store, prefix = open_store(uri)
+    with store_errors(uri, "listing"):
+        try:
+            listed = obstore.list_with_delimiter(store, key(prefix, VERSIONS) + "/")
+        except (NotFoundError, FileNotFoundError):  # a local folder with no versions yet
+            return []
+    found = (_VERSION_RE.match(folder.rstrip("/").rsplit("/", 1)[-1])
+             for folder in listed["common_prefixes"])
     return sorted(int(m.group(1)) for m in found if m)
 
 
 def remote_current(uri: str) -> int:
-    filesystem, base = _fs(uri)
-    try:
-        name = _read_text(filesystem, f"{base}/{CURRENT}").strip()
-    except (FileNotFoundError, OSError) as e:
-        raise IndexNotFound(f"no published index at {uri} (no {CURRENT} object)") from e
-    m = _VERSION_RE.match(name)
+    name = read_text(uri, CURRENT)
+    if name is None:
+        raise IndexNotFound(f"no published index at {clean_uri(uri)} (no {CURRENT} object)")
+    m = _VERSION_RE.match(name.strip())
     if not m:
-        raise IndexNotFound(f"{uri}/{CURRENT} names {name!r}, not a version")
+        raise IndexNotFound(f"{clean_uri(uri)}/{CURRENT} names {name.strip()!r}, not a version")
     return int(m.group(1))
+
+
+def mirror_serves(version_dir: Path, uri: str) -> bool:
+    """Whether the mirror at ``uri`` already serves this version in full: its
+    CURRENT names the version (written after the version's files) and the
+    version's manifest there is this one (a local index rebuilt from nothing
+    numbers its versions from 1 again). False when either cannot be read."""
+    from strata.core.object_store import StoreError
+
+    try:
+        if (read_text(uri, CURRENT) or "").strip() != version_dir.name:
+            return False
+        remote = read_text(uri, f"{VERSIONS}/{version_dir.name}/{MANIFEST}")
+    except (StoreError, ValueError):
+        return False
+    return remote is not None and remote == (version_dir / MANIFEST).read_text()
 
 
 def cache_root() -> Path:
@@ -105,19 +121,30 @@ def cache_root() -> Path:
 def pull_version(uri: str, version: int | None = None) -> tuple[Path, int]:
     """Copy a published version from the store into the local cache (once);
     returns the local index folder and the version, ready for ``Index.open``."""
-    from pyarrow import fs
+    import obstore
 
     version = remote_current(uri) if version is None else version
     local = cache_root() / "remote" / hashlib.sha256(clean_uri(uri).encode()).hexdigest()[:16]
     name = f"v{version:06d}"
     if (local / VERSIONS / name / MANIFEST).is_file():
         return local, version
-    filesystem, base = _fs(uri)
-    source = f"{base}/{VERSIONS}/{name}"
-    if filesystem.get_file_info(f"{source}/{MANIFEST}").type != fs.FileType.File:
-        raise IndexNotFound(f"index version {version} not found at {uri}; "
+    store, prefix = open_store(uri)
+    source = key(prefix, f"{VERSIONS}/{name}") + "/"
+    with store_errors(uri, "reading"):
+        keys = [m["path"] for chunk in obstore.list(store, prefix=source, chunk_size=1000)
+                for m in chunk]
+    if source + MANIFEST not in keys:
+        raise IndexNotFound(f"index version {version} not found at {clean_uri(uri)}; "
                             f"available: {remote_versions(uri)}")
-    fetch_version(local / VERSIONS, name, lambda folder: fs.copy_files(
-        source, str(folder), source_filesystem=filesystem,
-        destination_filesystem=fs.LocalFileSystem()))
+
+    def fill(folder: Path) -> None:
+        with store_errors(uri, "reading"):
+            for k in keys:
+                path = folder / k[len(source):]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with open(path, "wb") as f:
+                    for chunk in obstore.get(store, k):
+                        f.write(chunk)
+
+    fetch_version(local / VERSIONS, name, fill)
     return local, version

@@ -133,8 +133,8 @@ class StoreWorkspace:
 
     def _listed(self, folder: str) -> dict[str, dict]:
         """The files under ``folder`` on the store (relative to it), without folder
-        markers: pyarrow's ``create_dir`` leaves an empty object named like the
-        folder, which a listing cannot tell from a file but by what lies below it."""
+        markers: an empty object named like a folder (which other tools, and stores
+        an earlier Strata wrote, leave), told from a file by what lies below it."""
         import obstore
 
         start = key(self.prefix, folder) + "/"

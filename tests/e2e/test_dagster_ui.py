@@ -229,9 +229,7 @@ def test_a_no_change_rebuild_from_the_ui_runs_in_one_process(dagster_ui, page):
     # all" runs as __ASSET_JOB, the CLI as index_corpus: the partition tag is on both), and
     # the unchanged rebuild kept its version, said so in the asset's history
     import dagster as dg
-    from dagster._core.instance.ref import InstanceRef
-
-    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as instance:
+    with dg.DagsterInstance.from_config(str(home)) as instance:
         found = {r.run_id for r in instance.get_runs(
             filters=dg.RunsFilter(tags={"dagster/partition": "sample"}))}
         event = instance.get_latest_materialization_event(dg.AssetKey("index_manifest"))

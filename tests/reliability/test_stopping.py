@@ -111,9 +111,7 @@ def _wait_for_request(server, needle: str, proc, since: int, timeout: float = 30
 
 
 def _instance(ws):
-    from dagster._core.instance.ref import InstanceRef
-
-    return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(ws["base"] / "dagster_home")))
+    return dg.DagsterInstance.from_config(str(ws["base"] / "dagster_home"))
 
 
 def _last_run(ws):
