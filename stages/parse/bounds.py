@@ -1,9 +1,9 @@
 """How far a compressed container may expand before a parser is allowed to open it.
 
 The size cap bounds what is read from disk, not what a parser inflates: a
-2.1 MB DOCX whose XML part inflates to 2 GiB took 4.45 GB of memory, and a 1 MB
-PDF holding a 1 GiB content stream kept PyMuPDF busy for half a minute (issue
-17). So before parsing, the container is measured without being expanded:
+small DOCX whose XML part inflates to gigabytes takes that much memory, and a
+small PDF holding a huge content stream keeps PyMuPDF busy for a long time. So
+before parsing, the container is measured without being expanded:
 
 - DOCX (a zip): the sizes the central directory declares. Python's zipfile
   never returns more than a member's declared size (a member that lies fails
