@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,6 +47,8 @@ def _out() -> Path:
         return Path(os.environ["STRATA_BENCH_OUT"]).resolve()
     if smoke():
         os.environ["STRATA_BENCH_OUT"] = tempfile.mkdtemp(prefix="strata-bench-smoke-")
+        print(f"smoke run: results and scratch in {os.environ['STRATA_BENCH_OUT']}",
+              file=sys.stderr)
         return Path(os.environ["STRATA_BENCH_OUT"])
     return Path(__file__).resolve().parent
 
@@ -55,20 +58,30 @@ RESULTS = OUT / "results"
 SCRATCH = OUT / "scratch"
 
 
+def copy_once(src: Path, names: list[str], out: Path) -> Path:
+    """``out`` holding the files ``names`` (relative to ``src``) copied from ``src``,
+    made once and whole: written beside it and renamed into place, so that
+    benchmarks running side by side find it complete or absent."""
+    if not out.is_dir():
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.tmp")
+        for name in names:
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / name, tmp / name)
+        try:
+            tmp.rename(out)
+        except OSError:  # another process made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def sample_docs() -> Path:
     """The bundled sample corpus; in a smoke run a few of its pages, copied once
     into the scratch folder."""
     sample = REPO / "data" / "sample"
     if not smoke():
         return sample
-    out = SCRATCH / "sample_docs"
-    if not out.is_dir():
-        pages = sorted(p for p in (sample / "docs").rglob("*.md"))[:3]
-        for p in pages:
-            dst = out / p.relative_to(sample)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(p.read_bytes())
-    return out
+    pages = sorted(str(p.relative_to(sample)) for p in (sample / "docs").rglob("*.md"))[:3]
+    return copy_once(sample, pages, SCRATCH / "sample_docs")
 
 
 # --------------------------------------------------------------------------- builds

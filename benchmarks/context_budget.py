@@ -24,7 +24,6 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-
 from benchmarks.common import SCRATCH, machine, target, targets_md, write_result
 
 BUDGETS = (500, 1500, 4000)

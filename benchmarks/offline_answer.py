@@ -29,7 +29,6 @@ import argparse
 import statistics
 from pathlib import Path
 
-
 from benchmarks.common import SCRATCH, machine, mean_pct, target, targets_md, write_result
 from benchmarks.openharmony_dev import dev_questions, gold_sections, norm_heading, section_of
 

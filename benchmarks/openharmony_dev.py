@@ -28,8 +28,8 @@ from pathlib import Path
 import yaml
 
 from benchmarks.common import (BUILD_HEADER, DEFAULT, RESULTS, SCRATCH, build_stats_row,
-                               build_with_cli, default_targets, latency, machine, mean_pct,
-                               recall_at, run_systems, size, smoke, target, targets_md,
+                               build_with_cli, copy_once, default_targets, latency, machine,
+                               mean_pct, recall_at, run_systems, size, smoke, target, targets_md,
                                write_result)
 
 OH_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "openharmony_quickstart"
@@ -50,12 +50,8 @@ def oh_docs() -> Path:
     :func:`dev_questions`, copied once into the scratch folder."""
     if not smoke():
         return OH_DIR
-    out = SCRATCH / "openharmony_docs"
-    if not out.is_dir():
-        for name in sorted({q["file"] for q in dev_questions()}):
-            (out / name).parent.mkdir(parents=True, exist_ok=True)
-            (out / name).write_bytes((OH_DIR / name).read_bytes())
-    return out
+    names = sorted({q["file"] for q in dev_questions()})
+    return copy_once(OH_DIR, names, SCRATCH / "openharmony_docs")
 
 
 def norm_heading(text: str) -> str:

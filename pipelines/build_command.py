@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from strata.pipelines.console import (EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, print_stats,
+from strata.core.console import (EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, print_stats,
                                say)
 from strata.pipelines.interrupt import BuildInterrupt, exit_code
 from strata.core.settings import (BuildSettings, ChunkingSettings, EmbedSettings, LLMSettings,

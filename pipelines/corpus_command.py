@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 from urllib.parse import quote
 
-from strata.pipelines.console import EXIT_OK, EXIT_USAGE, print_json, say, visible
+from strata.core.console import EXIT_OK, EXIT_USAGE, print_json, say, visible
 from strata.core.settings import RUNTIME_CHOICES, SHARED, ProjectSettings, corpora_file, load
 
 # where `make ui` serves the Dagster UI; a link with ?partition=NAME opens its launch

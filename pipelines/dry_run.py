@@ -16,7 +16,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from strata.pipelines.console import EXIT_OK, EXIT_USAGE, say
+from strata.core.console import EXIT_OK, EXIT_USAGE, say
 
 
 def dry_run(spec, chunk_tokens: int | None = None, openie_imported: bool = False,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from strata.pipelines.console import EXIT_OK, EXIT_USAGE, say
+from strata.core.console import EXIT_OK, EXIT_USAGE, say
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:

@@ -34,7 +34,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from strata.pipelines.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, say, visible
+from strata.core.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, say, visible
 from strata.pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM, exit_code
 
 log = logging.getLogger(__name__)

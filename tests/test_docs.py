@@ -103,7 +103,8 @@ def test_the_mcp_configurations_start_strata_mcp():
     points at the server's default address with a bearer key."""
     import json
 
-    from strata.pipelines.cli import build_parser, cmd_mcp
+    from strata.pipelines.cli import build_parser
+    from strata.service.commands import cmd_mcp
     from strata.service.mcp_args import DEFAULT_PORT
 
     page = _page("guides/agents.md")

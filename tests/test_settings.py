@@ -138,7 +138,8 @@ def test_every_field_reaches_its_dagster_field_service_and_flag(monkeypatch):
     import dagster as dg
 
     from strata.assets.parse_config import ParseConfig
-    from strata.pipelines.cli import CHUNK_FLAGS, SERVE_FLAGS, build_parser
+    from strata.pipelines.cli import CHUNK_FLAGS, build_parser
+    from strata.service.commands import SERVE_FLAGS
     from strata.pipelines.definitions import environment
     from strata.resources import EmbedderResource
     from strata.resources.embedder import PROCESS_SETTINGS

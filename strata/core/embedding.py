@@ -492,8 +492,9 @@ class BatchingEncoder:
     embedded. Calling the model from many threads at once makes each call
     fight the others for the cores (torch starts a thread team per calling
     thread); one thread encoding whatever has queued up, as one batch, keeps
-    the cores busy with useful work (benchmarks.service_load measures it). A lone caller is encoded at once, without waiting
-    for company. Same ``spec``/``dim``/``encode`` as the encoder it wraps."""
+    the cores busy with useful work (benchmarks.service_load measures it). A
+    lone caller is encoded at once, without waiting for company. Same
+    ``spec``/``dim``/``encode`` as the encoder it wraps."""
 
     def __init__(self, inner: Encoder, max_batch: int = 32):
         import queue
