@@ -149,14 +149,14 @@ bench-smoke: install
 
 # The documentation site (mkdocs.yml, docs/), offline: the generated reference pages first
 # (the CLI from its parser, the settings from the settings model, the artifact schema from
-# strata/core/schema.py), then a strict build into site/: a broken link, or a page that is neither
+# strata/core/config/schema.py), then a strict build into site/: a broken link, or a page that is neither
 # in nav nor built, fails it. Open site/index.html. (The benchmark tables in docs/ come from
 # `make bench`.)
 .PHONY: docs
 docs: install
 	$(PY) -m strata.pipelines.cli_doc
-	$(PY) -m strata.core.settings --readme docs/reference/settings.md
-	$(PY) -m strata.core.schema_doc
+	$(PY) -m strata.core.config.settings --readme docs/reference/settings.md
+	$(PY) -m strata.core.config.schema_doc
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean
 
 # The HTTP service and its web page on the sample index (http://127.0.0.1:8001).

@@ -21,7 +21,7 @@ PRODUCT = ("assets", "pipelines", "resources", "retrieval", "service", "stages",
 OWN = "strata"
 # module (relative to the repository) → why it may use another library's private names
 ALLOWED = {
-    "strata/core/bm25_matrix.py": "bm25s builds its index only from token lists; its scoring "
+    "strata/core/lexical/bm25_matrix.py": "bm25s builds its index only from token lists; its scoring "
                                   "helpers build one from the flat arrays Strata keeps",
     "pipelines/dask_engine.py": "dagster-dask's step loop restated with boxed arguments; "
                                 "Dagster's interrupt helpers have no public name",

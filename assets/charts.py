@@ -38,8 +38,8 @@ def bar_chart(counts: dict, title: str, xlabel: str, ylabel: str = "count",
     import hashlib
     import json
 
-    from strata.core.layout import write_bytes_atomic
-    from strata.core.remote import cache_root
+    from strata.core.storage.layout import write_bytes_atomic
+    from strata.core.storage.mirror import cache_root
 
     key = hashlib.sha256(json.dumps([list(map(str, counts)), [float(v) for v in counts.values()],
                                      title, xlabel, ylabel, log, CHART_VERSION]).encode())

@@ -14,8 +14,8 @@ import polars as pl
 from strata.resources.corpora import CorpusRegistry
 from strata.resources.llm import usd_prices
 from strata.stages.corpora import CorpusSpec
-from strata.core.layout import IndexLayout, update_json
-from strata.core.schema import TABLE_FILES
+from strata.core.storage.layout import IndexLayout, update_json
+from strata.core.config.schema import TABLE_FILES
 from strata.core.stats import markdown_table
 
 BUILD_REPORT = "build_report.json"
@@ -28,9 +28,9 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
                       write: bool = True) -> tuple[CorpusSpec, IndexLayout]:
     """The corpus of this partition and its index folder. A step that writes the
     index (``write``) first makes sure this run holds the folder's build lock
-    (:mod:`strata.core.buildlock`): a second build of the same index stops here, with
+    (:mod:`strata.core.storage.buildlock`): a second build of the same index stops here, with
     the holder named, before it writes anything."""
-    from strata.core import stopping
+    from strata.core import stop_request as stopping
 
     reason = stopping.requested()
     if reason:  # Dagster carries on with independent steps after an interrupt: not us
@@ -47,10 +47,10 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
 
 def pull_from_store(context, spec: CorpusSpec, layout: IndexLayout) -> None:
     """For a corpus whose workers share only its object store: make this worker's
-    folder what the store holds (:mod:`strata.core.store_sync`) before the step
+    folder what the store holds (:mod:`strata.core.storage.store_sync`) before the step
     reads it, once per step; :func:`stoppable` pushes what the step wrote."""
-    from strata.core.object_store import clean_uri
-    from strata.core.store_sync import StoreWorkspace
+    from strata.core.storage.object_store import clean_uri
+    from strata.core.storage.store_sync import StoreWorkspace
 
     if _WORKSPACE.get() is not None:
         return
@@ -63,9 +63,9 @@ def pull_from_store(context, spec: CorpusSpec, layout: IndexLayout) -> None:
 
 @contextmanager
 def _store_failure() -> Iterator[None]:
-    """A store that cannot be reached (:class:`strata.core.object_store.StoreError`,
+    """A store that cannot be reached (:class:`strata.core.storage.object_store.StoreError`,
     one line) fails the step without Dagster's retries: obstore has retried already."""
-    from strata.core.object_store import StoreError
+    from strata.core.storage.object_store import StoreError
 
     try:
         yield
@@ -74,7 +74,7 @@ def _store_failure() -> Iterator[None]:
 
 
 def _push_to_store() -> None:
-    from strata.core.object_store import clean_uri
+    from strata.core.storage.object_store import clean_uri
 
     pulled = _WORKSPACE.get()
     if pulled is not None:
@@ -85,12 +85,12 @@ def _push_to_store() -> None:
 
 
 def take_build_lock(context, layout: IndexLayout, mirror: str | None = None) -> None:
-    """This run's claim on the index folder (:mod:`strata.core.buildlock`) and, for a
+    """This run's claim on the index folder (:mod:`strata.core.storage.buildlock`) and, for a
     corpus mirrored to an object store, on the store's lease
-    (:mod:`strata.core.store_lease`), which holds between machines that share
+    (:mod:`strata.core.storage.store_lease`), which holds between machines that share
     nothing else; each step renews it."""
-    from strata.core.buildlock import RUN_TAG, BuildLocked, claim_for_run
-    from strata.core.store_lease import LeaseHeld
+    from strata.core.storage.buildlock import RUN_TAG, BuildLocked, claim_for_run
+    from strata.core.storage.store_lease import LeaseHeld
 
     run = context.run
     try:
@@ -108,11 +108,11 @@ def take_build_lock(context, layout: IndexLayout, mirror: str | None = None) -> 
 
 def claim_mirror_lease(context, mirror: str):
     """Take or renew this run's lease on the mirror's store and return it (raises
-    :class:`strata.core.store_lease.LeaseHeld` when another live build holds it). Its
+    :class:`strata.core.storage.store_lease.LeaseHeld` when another live build holds it). Its
     default term outlives any one step, and every step renews it. A holder this
     Dagster instance does not know may be a build on another machine: it counts as
     live until its lease runs out; one it knows to have finished does not."""
-    from strata.core.store_lease import StoreLease
+    from strata.core.storage.store_lease import StoreLease
 
     lease = StoreLease(mirror)
     with _store_failure():
@@ -152,7 +152,7 @@ def stoppable(fn):
 
     @functools.wraps(fn)
     def body(*args, **kwargs):
-        from strata.core import stopping
+        from strata.core import stop_request as stopping
         from strata.core.profiling import step_profile
 
         pulled = _WORKSPACE.set(None)
@@ -182,11 +182,11 @@ def _stopped(reason: str) -> dg.Failure:
 
 @contextmanager
 def stop_on_dead_endpoint() -> Iterator[None]:
-    """An endpoint that cannot be used at all (:class:`strata.core.endpoints.EndpointError`)
+    """An endpoint that cannot be used at all (:class:`strata.core.llm.endpoints.EndpointError`)
     fails the step at once and for good: Dagster's retry policy would only ask the
     same dead server again after a delay. The description is the error's one line
     (URL and what to check), which the CLI prints as it is."""
-    from strata.core.endpoints import EndpointError
+    from strata.core.llm.endpoints import EndpointError
 
     try:
         yield
@@ -275,8 +275,8 @@ def write_failures(layout: IndexLayout, stage: str, rows: list[dict]) -> int:
     """Replace this stage's rows in build/failures.parquet; returns the count."""
     import pyarrow as pa
 
-    from strata.core.layout import read_cache_table, write_parquet_atomic
-    from strata.core.schema import FAILURES, python_table
+    from strata.core.storage.layout import read_cache_table, write_parquet_atomic
+    from strata.core.config.schema import FAILURES, python_table
 
     path = layout.build_table("failures")
     old = read_cache_table(path, "failure list")

@@ -8,7 +8,7 @@ from strata.assets.common import (corpus_and_layout, md, output_version, path_me
                            record_stage, stop_on_dead_endpoint, stoppable)
 from strata.assets.groups import INDEX
 from strata.assets.partitions import corpora_partitions
-from strata.core.corpus_encoder import built_encoder
+from strata.core.encoders.corpus_encoder import built_encoder
 from strata.assets.shard_cache import (load_embedding_items, shard_summaries,
                                       vector_cache_dir)
 from strata.resources.corpora import CorpusRegistry
@@ -49,8 +49,8 @@ def embeddings(context: dg.AssetExecutionContext, config: EmbedConfig, corpora: 
     from strata.stages.vector_contents import stamp_path
     from strata.stages.stored_vectors import read_vector_cache
     from strata.stages.lexical import FINGERPRINT_FILE, build_lexical
-    from strata.core.embedding import canonical_model, encoder_threads, release_encoders
-    from strata.core.layout import write_json_atomic
+    from strata.core.encoders.embedding import canonical_model, encoder_threads, release_encoders
+    from strata.core.storage.layout import write_json_atomic
 
     # the shards' encoder (kept when they ran in this process): this step loads one only
     # for texts no shard encoded, and the steps after it encode nothing
@@ -138,8 +138,8 @@ def _written_ids(lance_dir, kinds, dim: int):
     once more."""
     import polars as pl
 
-    from strata.core.lance_scan import connect, scan
-    from strata.core.schema import vector_table_name
+    from strata.core.storage.lance_scan import connect, scan
+    from strata.core.config.schema import vector_table_name
 
     db = connect(lance_dir)
     ids: list = []

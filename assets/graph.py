@@ -10,7 +10,7 @@ from strata.assets.common import (corpus_and_layout, md, output_version, path_me
 from strata.assets.groups import INDEX
 from strata.assets.partitions import corpora_partitions
 from strata.resources.corpora import CorpusRegistry
-from strata.core.layout import write_parquet_atomic
+from strata.core.storage.layout import write_parquet_atomic
 from strata.core.stats import edges_by_type
 
 GRAPH_VERSION = "3"
@@ -36,8 +36,8 @@ def _entity_rows(layout):
     trusted, the ids and the key come from it, so a synonymy cache hit reads
     nothing; else the ids are read from the table now, and the key is None (the
     cache key then hashes the vectors themselves)."""
-    from strata.core.lance_scan import connect, scan, vector_matrix
-    from strata.core.schema import ENTITY, vector_table_name
+    from strata.core.storage.lance_scan import connect, scan, vector_matrix
+    from strata.core.config.schema import ENTITY, vector_table_name
     from strata.stages.vector_contents import read_contents, unstamp
 
     name = vector_table_name(ENTITY)
@@ -106,7 +106,7 @@ def edges(context: dg.AssetExecutionContext, config: GraphConfig,
     from strata.assets.openie import SEMANTIC_EDGES
     from strata.stages.enrich.images import duplicate_mapping
     from strata.stages.enrich.semantic_graph import redirect_edges, synonymy_edges_cached
-    from strata.stages.graph import build_edges
+    from strata.stages.structural_graph import build_edges
 
     t0 = time.perf_counter()
     spec, layout = corpus_and_layout(context, corpora)

@@ -70,7 +70,7 @@ def image_groups(context: dg.AssetExecutionContext, config: DedupConfig,
     import polars as pl
 
     from strata.stages.enrich.images import dedup_images, image_records
-    from strata.core.layout import write_parquet_atomic
+    from strata.core.storage.layout import write_parquet_atomic
 
     t0 = time.perf_counter()
     spec, layout = corpus_and_layout(context, corpora)
@@ -119,7 +119,7 @@ def captions(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
 
     from strata.stages.enrich.captions import run_captions
     from strata.stages.enrich.images import duplicate_mapping, image_records
-    from strata.core.layout import write_parquet_atomic
+    from strata.core.storage.layout import write_parquet_atomic
 
     spec, layout = corpus_and_layout(context, corpora)
     nodes = _image_nodes(layout)

@@ -53,7 +53,7 @@ def facts(context: dg.AssetExecutionContext, config: OpenIEConfig, corpora: Corp
         imported, unmatched, cached = match_import_cached(config.import_path, units, layout.cache)
         context.log.info(f"OpenIE import: {len(imported)} chunks matched, {len(unmatched)} "
                          f"unmatched{' (cached match)' if cached else ''}")
-    from strata.core.layout import write_text_atomic
+    from strata.core.storage.layout import write_text_atomic
 
     offline_path = layout.cache / "openie_offline.json"
     try:

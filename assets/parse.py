@@ -13,7 +13,7 @@ from strata.assets.partitions import corpora_partitions
 from strata.assets.shard_cache import parse_shard_outputs, parse_shards_root, previous_build
 from strata.resources.corpora import CorpusRegistry
 from strata.stages.parse.finalize import PARSER_VERSION
-from strata.core.layout import write_parquet_atomic
+from strata.core.storage.layout import write_parquet_atomic
 from strata.core.stats import depth_distribution, files_by_format, nodes_by_kind
 
 

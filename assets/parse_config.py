@@ -3,10 +3,10 @@
 
 import dagster as dg
 
-from strata.core.settings import ChunkingSettings, settings_base
+from strata.core.config.settings import ChunkingSettings, settings_base
 
 
 class ParseConfig(settings_base(ChunkingSettings, dg.Config)):
     """A build's chunking, set in the UI's launchpad or by ``strata index``: the
-    fields of :class:`strata.core.settings.ChunkingSettings` (defaults and
+    fields of :class:`strata.core.config.settings.ChunkingSettings` (defaults and
     descriptions from there; the parse stage checks the bounds)."""

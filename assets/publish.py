@@ -40,9 +40,9 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     from datetime import datetime
 
     from strata.stages.parse.finalize import stable_hash
-    from strata.core.layout import read_json_or_empty
+    from strata.core.storage.layout import read_json_or_empty
     from strata.core.query_arrays import graph_nodes, write as write_query_arrays
-    from strata.core.schema import FORMAT_VERSION
+    from strata.core.config.schema import FORMAT_VERSION
     from strata.core.stats import index_stats
 
     spec, layout = corpus_and_layout(context, corpora)
@@ -80,7 +80,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
         "build_seconds": round(sum(v.get("seconds", 0) for v in report.values()), 3),
         "run_id": context.run.run_id,
     }
-    from strata.core.buildlock import release_for_run
+    from strata.core.storage.buildlock import release_for_run
 
     # nothing new to readers (same manifest but for build time and timings, every file
     # byte-identical to the current version's): keep the current version instead of
@@ -106,8 +106,8 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     # what queries memory-map (strata.core.query_arrays), and the query runtime readied (its ONNX
     # graph exported, its agreement with the built runtime recorded): the first query of
     # the new version then imports no torch and loads nothing whole
-    from strata.core.embedding import EncoderSpec
-    from strata.core.query_runtime import prepare
+    from strata.core.encoders.embedding import EncoderSpec
+    from strata.core.encoders.query_runtime import prepare
 
 
     del nodes, edges, documents, skipped
@@ -121,7 +121,7 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
     if spec.shared == "store":  # the store is where the workers' build lives: publish there
-        from strata.core.remote import push_version
+        from strata.core.storage.mirror import push_version
 
         context.log.info(f"published {spec.name} version {version} to "
                          f"{push_version(layout.version_dir(version), spec.mirror)}")
@@ -169,9 +169,9 @@ def _query_arrays_readable(version_dir) -> bool:
 @stoppable
 def mirrored_index(context: dg.AssetExecutionContext,
                    corpora: CorpusRegistry) -> dg.MaterializeResult:
-    from strata.core.object_store import clean_uri
-    from strata.core.remote import mirror_serves, push_version
-    from strata.core.store_lease import LeaseHeld
+    from strata.core.storage.object_store import clean_uri
+    from strata.core.storage.mirror import mirror_serves, push_version
+    from strata.core.storage.store_lease import LeaseHeld
 
     spec, layout = corpus_and_layout(context, corpora, write=False)
     version = layout.current_version()

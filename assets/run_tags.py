@@ -26,8 +26,8 @@ def build_tags(spec, llm=None, embedder=None) -> dict[str, str]:
     if llm is not None:
         tags[LLM_TAG] = llm.label(spec.llm)
     if embedder is not None:
-        from strata.core.corpus_encoder import built_encoder
-        from strata.core.layout import IndexLayout
+        from strata.core.encoders.corpus_encoder import built_encoder
+        from strata.core.storage.layout import IndexLayout
 
         previous = built_encoder(IndexLayout(spec.out))
         tags[EMBEDDING_TAG] = embedding_label(embedder.spec_for(spec.embedding, previous))

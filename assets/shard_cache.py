@@ -15,7 +15,7 @@ from pathlib import Path
 import polars as pl
 
 from strata.assets.common import read_build_table
-from strata.core.layout import IndexLayout
+from strata.core.storage.layout import IndexLayout
 
 SHARDS_DIR = "shards"
 SUMMARY = "summary.json"

@@ -29,20 +29,20 @@ from strata.assets.common import (corpus_and_layout, md, progress_logger, record
 from strata.assets.parse_config import ParseConfig
 from strata.assets.groups import INDEX, INGEST
 from strata.assets.partitions import corpora_partitions
-from strata.core.corpus_encoder import built_encoder
+from strata.core.encoders.corpus_encoder import built_encoder
 from strata.assets.shard_cache import (PARSED_PATHS, SUMMARY, load_embedding_items,
                                       parse_shard_dir, parse_shards_root, previous_build,
                                       shard_summaries, vector_cache_dir)
 from strata.resources.corpora import CorpusRegistry
 from strata.resources.embedder import EmbedderResource
-from strata.core.layout import write_json_atomic
-from strata.core.schema import TABLE_FILES
-from strata.core.settings import BuildSettings, load
+from strata.core.storage.layout import write_json_atomic
+from strata.core.config.schema import TABLE_FILES
+from strata.core.config.settings import BuildSettings, load
 
 
 def shard_count() -> int:
-    """``STRATA_SHARDS`` (:class:`strata.core.settings.BuildSettings`), read when called;
-    a bad value is a one-line :class:`strata.core.settings.SettingsError` (a ValueError)."""
+    """``STRATA_SHARDS`` (:class:`strata.core.config.settings.BuildSettings`), read when called;
+    a bad value is a one-line :class:`strata.core.config.settings.SettingsError` (a ValueError)."""
     return load(BuildSettings).shards
 
 
@@ -55,7 +55,7 @@ def encoding_processes(shards: int, tags: dict) -> int:
     executor adds when it starts them; absent: every step in one process),
     never more than the shards. ``STRATA_ENCODING_PROCESSES`` set by an
     operator (other executors, a shared machine) wins."""
-    from strata.core.settings import EmbedSettings, load
+    from strata.core.config.settings import EmbedSettings, load
 
     explicit = load(EmbedSettings).encoding_processes  # checked by the model
     if explicit:
@@ -78,8 +78,8 @@ def _parse_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         from strata.stages.embed import shard_of
         from strata.stages.nodes import build_nodes, overlay, read_previous
         from strata.stages.parse.finalize import ParseSettings
-        from strata.core.layout import write_parquet_atomic
-        from strata.core.schema import python_table
+        from strata.core.storage.layout import write_parquet_atomic
+        from strata.core.config.schema import python_table
 
         spec, layout = corpus_and_layout(context, corpora)
         # every path (module names need the whole package layout), this shard's read
@@ -123,8 +123,8 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         import pyarrow as pa
 
         from strata.stages.embed import encode_shard
-        from strata.core.embedding import encoder_threads, is_loaded
-        from strata.core.layout import read_cache_table, write_parquet_atomic
+        from strata.core.encoders.embedding import encoder_threads, is_loaded
+        from strata.core.storage.layout import read_cache_table, write_parquet_atomic
 
         spec, layout = corpus_and_layout(context, corpora)
         items = load_embedding_items(layout)

@@ -32,7 +32,7 @@ def summaries(context: dg.AssetExecutionContext, corpora: CorpusRegistry,
     import polars as pl
 
     from strata.stages.enrich.summarize import COLUMNS, run_summaries
-    from strata.core.layout import write_parquet_atomic
+    from strata.core.storage.layout import write_parquet_atomic
 
     from strata.assets.run_tags import LLM_TAG, fill_run_tags
 

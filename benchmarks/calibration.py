@@ -262,7 +262,7 @@ def recommended_floor(report: dict, key: str = "floors") -> float:
 def default_floor() -> float:
     """The floor users get (``STRATA_MIN_RELEVANCE``'s default): the targets are
     judged at it, whatever this run would recommend."""
-    from strata.core.settings import QuerySettings, default
+    from strata.core.config.settings import QuerySettings, default
 
     return float(default(QuerySettings, "min_relevance"))
 

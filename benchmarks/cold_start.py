@@ -93,9 +93,9 @@ def shown(path: Path) -> str:
 
 def usable(index: Path) -> bool:
     """A published index of this Strata's format with its query arrays."""
-    from strata.core.layout import IndexLayout, read_manifest
+    from strata.core.storage.layout import IndexLayout, read_manifest
     from strata.core.query_arrays import present
-    from strata.core.schema import FORMAT_VERSION
+    from strata.core.config.schema import FORMAT_VERSION
 
     try:
         vdir = IndexLayout(index).resolve()

@@ -348,7 +348,7 @@ def machine() -> dict:
     runtime, and so how long a first build takes against a rebuild)."""
     import platform
 
-    from strata.core.embedding import native_bf16
+    from strata.core.encoders.embedding import native_bf16
 
     model = ""
     try:

@@ -239,7 +239,7 @@ def strata_scaling(idx, questions: list[dict], seeds: int, factors: list[int], r
     real seeds (dense ids of the first copy)."""
     import polars as pl
 
-    from strata.retrieval.graph import Graph
+    from strata.retrieval.graph_arrays import Graph
     from strata.retrieval.modes.hierarchical import DEFAULTS, expand_subtree
 
     nodes = idx.nodes().select("node_id", "kind", "parent_id", "ordinal")

@@ -42,7 +42,7 @@ def model_cache_without_checks(work: Path) -> Path:
     vectors and records the result under the probe's key; building the same corpus
     again would find it recorded and skip encoding the probe, so a build measured
     after another would look lighter than a first build of a new corpus."""
-    from strata.core.model_cache import model_cache
+    from strata.core.encoders.model_cache import model_cache
 
     cache = work / "model_cache"
     shutil.rmtree(cache, ignore_errors=True)
@@ -113,9 +113,9 @@ def per_step(trace: list[tuple[float, float]], windows: list[tuple[str, float, f
 ENCODERS = """
 import resource, sys
 import dagster, lancedb, polars, pyarrow  # what every build process imports
-from strata.core import settings
-from strata.core.embedding import EncoderSpec, load_encoder, resolve_runtime
-from strata.core.query_runtime import query_spec
+from strata.core.config import settings
+from strata.core.encoders.embedding import EncoderSpec, load_encoder, resolve_runtime
+from strata.core.encoders.query_runtime import query_spec
 build_spec = EncoderSpec(runtime=resolve_runtime(settings.load(settings.EmbedSettings).runtime))
 query = query_spec(build_spec)
 query = None if query.same_runtime(build_spec) else query
@@ -133,7 +133,7 @@ if query is not None:
 FOOTPRINT = ENCODERS + """
 import gc
 import psutil
-from strata.core.embedding import release_encoders
+from strata.core.encoders.embedding import release_encoders
 from strata.core.memory import release_freed_memory
 mb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 now = lambda: psutil.Process().memory_info().rss / 2**20

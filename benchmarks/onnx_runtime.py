@@ -37,7 +37,7 @@ from pathlib import Path
 
 from benchmarks.common import (REPO, RESULTS, SCRATCH, build_with_cli, machine, mean_pct,
                                recall_at, size, write_result)
-from strata.core.settings import RUNTIMES  # torch first: the reference
+from strata.core.config.settings import RUNTIMES  # torch first: the reference
 
 MUSIQUE_MODES = ("flat", "hybrid", "hierarchical", "auto", "diffusion")
 OH_MODES = ("flat", "hybrid", "hierarchical", "auto")
@@ -55,7 +55,7 @@ def encoder_child(passages_file: Path, runtime: str, out: Path) -> None:
     import numpy as np
 
     from benchmarks.musique_recall import gold_sets
-    from strata.core.embedding import EncoderSpec, load_encoder
+    from strata.core.encoders.embedding import EncoderSpec, load_encoder
 
     texts = json.loads(passages_file.read_text())
     questions, _ = gold_sets()

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from benchmarks.common import REPO, RESULTS, smoke
-from strata.core.schema_doc import splice as splice_block
+from strata.core.config.schema_doc import splice as splice_block
 
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 SECTIONS = (

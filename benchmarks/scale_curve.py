@@ -51,9 +51,9 @@ def encoder_rate(index_dir: Path) -> float:
     encodes them."""
     import polars as pl
 
-    from strata.core.embedding import EncoderSpec, load_encoder
-    from strata.core.layout import IndexLayout
-    from strata.core.schema import EMBEDDED_KINDS
+    from strata.core.encoders.embedding import EncoderSpec, load_encoder
+    from strata.core.storage.layout import IndexLayout
+    from strata.core.config.schema import EMBEDDED_KINDS
     from strata.stages.embed import ENCODE_BATCH
 
     version = IndexLayout(index_dir).resolve()
@@ -99,7 +99,7 @@ def one_size(files: int, work: Path) -> dict:
     print(f"  {same['wall_s']:.1f} s; {len(edited)} files edited...", flush=True)
     edit = build_with_cli(corpus, out, "curve", work, env=env)
     print(f"  {edit['wall_s']:.1f} s", flush=True)
-    from strata.core.layout import IndexLayout
+    from strata.core.storage.layout import IndexLayout
 
     st = fresh["stages"]
     embed = st.get("embed", {})

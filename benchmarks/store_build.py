@@ -55,7 +55,7 @@ def _declare(work: Path, corpus: Path, out: Path, mirror: str | None) -> None:
 def _store_mb(endpoint: str, prefix: str) -> float:
     import obstore
 
-    from strata.core.object_store import open_store
+    from strata.core.storage.object_store import open_store
 
     store, _ = open_store(f"s3://{BUCKET}?endpoint_override={endpoint}&scheme=http")
     return sum(m["size"] for chunk in obstore.list(store, prefix=prefix) for m in chunk) / 1e6

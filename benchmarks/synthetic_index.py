@@ -104,7 +104,7 @@ def _vectors(kind, parent, centres: np.ndarray, rng: np.random.Generator):
 def _edges(kind, parent, centre, rng: np.random.Generator):
     """(src, dst, type code, relation name) of every edge."""
     from strata.core.query_arrays import EDGE_CODE
-    from strata.core.schema import JUMP, SEMANTIC, STRUCTURAL
+    from strata.core.config.schema import JUMP, SEMANTIC, STRUCTURAL
 
     child = np.nonzero(parent >= 0)[0]
     files = np.nonzero(kind == 0)[0]
@@ -184,9 +184,9 @@ def write(out: Path, nodes: int, template: Path, seed: int = 0,
     returns the parameters and the seconds writing took (also in ``out/synthetic.json``)."""
     import pyarrow as pa
 
-    from strata.core.layout import IndexLayout
+    from strata.core.storage.layout import IndexLayout
     from strata.core.query_arrays import KIND_CODE, Graph, QueryArrays, open_arrays, save
-    from strata.core.schema import CHUNK, FILE, SECTION
+    from strata.core.config.schema import CHUNK, FILE, SECTION
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)

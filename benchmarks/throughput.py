@@ -13,7 +13,7 @@ benchmark, in one run:
    with the bare model in a fresh child process: a batch-size sweep on a sample
    (ONNX only: torch's forward passes have a fixed shape), then every text in one
    call at the best batch size; twice, in two children: with the OpenMP wait
-   policy a build process gets (:func:`strata.core.embedding.passive_waits`:
+   policy a build process gets (:func:`strata.core.encoders.embedding.passive_waits`:
    threads sleep when out of work), the rate the build is compared with, and
    with libgomp's default (threads spin), what the model reaches on a machine
    with nothing else to run, reported beside it (the policy's own cost);
@@ -43,8 +43,8 @@ import time
 from pathlib import Path
 
 from benchmarks.common import REPO, SCRATCH, build_with_cli, machine, size, write_result
-from strata.core.embedding import AUTO, resolve_runtime
-from strata.core.settings import RUNTIMES
+from strata.core.encoders.embedding import AUTO, resolve_runtime
+from strata.core.config.settings import RUNTIMES
 
 TARGET_RATIO = 0.85  # the build's texts/s against the bare model's
 TARGET_FIRST_BUILD_S = 100.0  # MuSiQue with the imported triples, torch
@@ -74,7 +74,7 @@ def bare_child(texts_file: Path, runtime: str, policy: str) -> None:
     :func:`bare_model` leaves without one): the batch-size sweep on a sample, then
     every text in one call."""
     from strata.stages.embed import ENCODE_BATCH
-    from strata.core.embedding import (TORCH_RUNTIMES, EncoderSpec, encoder_threads,
+    from strata.core.encoders.embedding import (TORCH_RUNTIMES, EncoderSpec, encoder_threads,
                                        load_encoder, passive_waits)
 
     if policy == "build":

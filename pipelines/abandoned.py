@@ -53,7 +53,7 @@ def cli_run_is_alive(run: dg.DagsterRun) -> bool:
     machine (the lock is local: another machine's build is not ours to judge)."""
     import socket
 
-    from strata.core.buildlock import LOCK_FILE, holder, is_held
+    from strata.core.storage.buildlock import LOCK_FILE, holder, is_held
 
     out = run.tags.get(OUT_TAG)
     if not out or not (Path(out) / LOCK_FILE).exists() or is_held(out):

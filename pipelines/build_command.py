@@ -5,10 +5,10 @@ It runs the code location's ``index_corpus`` job for the corpus partition
 executor and resources as a run from the UI, the change sensor or the nightly
 schedule, so a CLI build is listed under that job in the UI and there is one
 code path. Around the run it adds what a command line owes its user: the index
-folder's build lock (:mod:`strata.core.buildlock`), a corpus's settings remembered
+folder's build lock (:mod:`strata.core.storage.buildlock`), a corpus's settings remembered
 for the sensor and schedule runs, a refusal to overwrite another corpus's
 index, Ctrl-C that stops the build (:mod:`pipelines.interrupt`), a progress bar
-(:mod:`pipelines.progress`), and one line instead of a stack trace when an
+(:mod:`pipelines.build_progress`), and one line instead of a stack trace when an
 endpoint is down. ``--dry-run`` is :mod:`pipelines.dry_run`.
 """
 
@@ -25,12 +25,12 @@ from pathlib import Path
 from strata.core.console import (EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, print_stats,
                                say)
 from strata.pipelines.interrupt import BuildInterrupt, exit_code
-from strata.core.settings import (BuildSettings, ChunkingSettings, EmbedSettings, LLMSettings,
+from strata.core.config.settings import (BuildSettings, ChunkingSettings, EmbedSettings, LLMSettings,
                              ProjectSettings, check, corpora_file, dagster_home_dir, load)
 
 def dagster_home() -> Path:
     """The project's instance (``.dagster/`` in the project folder,
-    :func:`strata.core.settings.dagster_home_dir`) unless DAGSTER_HOME is set; its
+    :func:`strata.core.config.settings.dagster_home_dir`) unless DAGSTER_HOME is set; its
     dagster.yaml holds one run per corpus at a time (:mod:`pipelines.instance_config`)."""
     from strata.pipelines.instance_config import ensure_instance_config
 
@@ -93,7 +93,7 @@ def _llm_flags(args: argparse.Namespace) -> dict:
 def other_corpus(out: Path, name: str) -> dict | None:
     """The manifest of the index in ``out`` when it belongs to another corpus (read
     from the current version, else the copy beside CURRENT)."""
-    from strata.core.layout import IndexLayout, read_manifest
+    from strata.core.storage.layout import IndexLayout, read_manifest
 
     layout = IndexLayout(out)
     version = layout.current_version()
@@ -110,9 +110,9 @@ def other_corpus(out: Path, name: str) -> dict | None:
 def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     from strata.stages.corpora import (CorpusError, CorpusSpec, load_corpora, register_corpus,
                                 validate_name)
-    from strata.core.buildlock import (BuildLock, BuildLocked, register_cli_lock,
+    from strata.core.storage.buildlock import (BuildLock, BuildLocked, register_cli_lock,
                                   unregister_cli_lock)
-    from strata.core.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
+    from strata.core.encoders.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
     from strata.stages.discover import check_patterns
 
     root = Path(args.root).expanduser().resolve()
@@ -185,7 +185,7 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         say(f"error: --openie-import {args.openie_import} is not a file", err=True)
         return EXIT_USAGE
     if not args.dry_run:
-        from strata.core.ownership import NotOurs, claim_index
+        from strata.core.storage.ownership import NotOurs, claim_index
 
         try:
             claim_index(out, allow_foreign=args.yes)
@@ -216,14 +216,14 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         if taken:
             # --force: the other corpus's caches would only mislead this one's build; only
             # what Strata's record says it wrote is removed
-            from strata.core.ownership import owned_names
+            from strata.core.storage.ownership import owned_names
 
             for folder in {"build", "cache"} & owned_names(out):
                 shutil.rmtree(out / folder, ignore_errors=True)
         register_corpus(spec, config_path)
         if not args.quiet:
             say(f"indexing {root} as corpus '{name}' → {out}", err=True)
-        from strata.core.layout import IndexLayout
+        from strata.core.storage.layout import IndexLayout
 
         before = IndexLayout(out).current_version()
         stop.describe_after = (f"{out} still serves version {before}" if before is not None
@@ -266,7 +266,7 @@ def _run_is_live(run_id: str) -> bool:
 
 
 def _holder(info: dict | None) -> str:
-    from strata.core.buildlock import describe
+    from strata.core.storage.buildlock import describe
 
     return describe(info or {})
 
@@ -292,9 +292,9 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
     from strata.assets import corpora_partitions
     from strata.assets.run_tags import OUT_TAG
     from strata.pipelines.definitions import index_job, resolved_resources
-    from strata.pipelines.progress import BuildProgress
+    from strata.pipelines.build_progress import BuildProgress
     from strata.pipelines.scaleout import PRELOAD
-    from strata.core.buildlock import RUN_TAG
+    from strata.core.storage.buildlock import RUN_TAG
 
     instance = dg.DagsterInstance.get()
     try:
@@ -360,7 +360,7 @@ def _run_index_job(args, stop: BuildInterrupt, spec, config_path: Path, token: s
                        indent=None if args.watch else 2))  # watching: one line a build
     elif not args.quiet:
         from strata.assets.common import BUILD_REPORT
-        from strata.core.layout import IndexLayout, read_json_or_empty
+        from strata.core.storage.layout import IndexLayout, read_json_or_empty
 
         # this run's figures (files parsed, vectors computed), not those of the build
         # that made the version: an unchanged build keeps that version

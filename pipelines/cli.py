@@ -15,12 +15,12 @@ import sys
 from typing import NoReturn
 
 from strata.core.console import EXIT_FAILED, EXIT_LOCKED, EXIT_USAGE, say
-from strata.core.settings import RUNTIMES, ChunkingSettings, Flags
+from strata.core.config.settings import RUNTIMES, ChunkingSettings, Flags
 from strata.pipelines.build_command import cmd_index
 from strata.service.commands import add_llm_args, add_query_commands
 
 #: `strata index`: the chunk budget, a flag derived from the settings field
-#: (strata.core.settings.Flags) (its default is the model's: a run's config, no variable)
+#: (strata.core.config.settings.Flags) (its default is the model's: a run's config, no variable)
 CHUNK_FLAGS = Flags(ChunkingSettings, ("chunk_tokens",))
 
 
@@ -114,16 +114,16 @@ EXIT_PIPE = 141  # the reader of stdout went away (`strata search ... | head`), 
 
 def main(argv: list[str] | None = None) -> int:
     from strata.pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
-    from strata.core.embedding import EmbeddingModelMismatch
-    from strata.core.endpoints import EndpointError
-    from strata.core.layout import IndexDamaged
+    from strata.core.encoders.embedding import EmbeddingModelMismatch
+    from strata.core.llm.endpoints import EndpointError
+    from strata.core.storage.layout import IndexDamaged
     from strata.core.console import visible
-    from strata.core.settings import SettingsError
+    from strata.core.config.settings import SettingsError
 
     try:
         args = build_parser().parse_args(argv)
         if args.func is cmd_index:  # a build: idle OpenMP threads sleep (set before torch loads)
-            from strata.core.embedding import passive_waits
+            from strata.core.encoders.embedding import passive_waits
 
             passive_waits()
         rc = args.func(args)

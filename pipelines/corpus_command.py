@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from strata.core.console import EXIT_OK, EXIT_USAGE, print_json, say, visible
-from strata.core.settings import RUNTIME_CHOICES, SHARED, ProjectSettings, corpora_file, load
+from strata.core.config.settings import RUNTIME_CHOICES, SHARED, ProjectSettings, corpora_file, load
 
 # where `make ui` serves the Dagster UI; a link with ?partition=NAME opens its launch
 # dialog with that corpus picked (dynamic partitions otherwise open on none)
@@ -44,8 +44,8 @@ def _where() -> tuple[Path, Path | None]:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from strata.core.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
-    from strata.core.ownership import looks_owned
+    from strata.core.encoders.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
+    from strata.core.storage.ownership import looks_owned
     from strata.pipelines.build_command import other_corpus
     from strata.stages.corpora import (CorpusError, CorpusSpec, checked, corpus_sources,
                                        load_corpora, register_corpus, validate_name)

@@ -17,9 +17,9 @@ from strata.pipelines.scaleout import executor_from_env
 from strata.pipelines.schedules import nightly_rebuild_schedule
 from strata.pipelines.sensors import corpora_partitions_sensor, corpus_change_sensor
 from strata.resources import CorpusRegistry, EmbedderResource, LLMResource
-from strata.core.settings import EmbedSettings, LLMSettings, ProjectSettings, env_var, load
+from strata.core.config.settings import EmbedSettings, LLMSettings, ProjectSettings, env_var, load
 
-# Each resource and the settings group (strata.core.settings) its fields are declared in:
+# Each resource and the settings group (strata.core.config.settings) its fields are declared in:
 # a resource field named like a group field takes that field's variable.
 RESOURCE_SETTINGS = {"llm": (LLMResource, LLMSettings), "corpora": (CorpusRegistry, ProjectSettings),
                      "embedder": (EmbedderResource, EmbedSettings)}

@@ -28,7 +28,7 @@ def dry_run(spec, chunk_tokens: int | None = None, openie_imported: bool = False
                                         estimate_summaries, price)
     from strata.stages.nodes import build_nodes, read_previous
     from strata.stages.parse.finalize import ParseSettings
-    from strata.core.layout import IndexLayout
+    from strata.core.storage.layout import IndexLayout
 
     layout = IndexLayout(spec.out)
     try:

@@ -8,7 +8,7 @@ until the first has finished, instead of racing it to the index. The queue
 counts every run of the instance in progress, `strata index`'s too (they carry
 the partition tag), so a run launched from the UI during a CLI build queues as
 well. `strata index` itself does not go through the queue (it runs the job in
-its own process); the index folder's lock (:mod:`strata.core.buildlock`) stays the
+its own process); the index folder's lock (:mod:`strata.core.storage.buildlock`) stays the
 guard there, and for builds of the same folder from anywhere.
 
 ``run_queue.dequeue_interval_seconds: 1``: the daemon looks at the queue every
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from strata.core.layout import write_text_atomic
+from strata.core.storage.layout import write_text_atomic
 
 CORPUS_RUN_LIMIT = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True},
                     "limit": 1}
@@ -60,7 +60,7 @@ def ensure_instance_config(home: Path) -> Path:
     """Create ``home/dagster.yaml``; add the settings added since to one this module
     wrote; add them to an operator's own only when it configures no run queue of its
     own (what an operator wrote is never changed)."""
-    from strata.core.ownership import mark
+    from strata.core.storage.ownership import mark
 
     home.mkdir(parents=True, exist_ok=True)
     mark(home, "dagster-home")  # never indexed, even inside a corpus folder
@@ -103,6 +103,6 @@ def corpus_run_limit(instance) -> int | None:
 
 
 if __name__ == "__main__":  # make install
-    from strata.core.settings import dagster_home_dir
+    from strata.core.config.settings import dagster_home_dir
 
     print(ensure_instance_config(Path(sys.argv[1]) if len(sys.argv) > 1 else dagster_home_dir()))

@@ -97,7 +97,7 @@ class BuildInterrupt:
         return self
 
     def __exit__(self, *exc) -> None:
-        from strata.core import stopping
+        from strata.core import stop_request as stopping
 
         self._done.set()
         stopping.clear()
@@ -175,7 +175,7 @@ class BuildInterrupt:
                 self._note(signum)  # the handler may have noted it already
                 self._seen += 1
                 if self._seen == 1:
-                    from strata.core import stopping
+                    from strata.core import stop_request as stopping
 
                     stopping.request(NAMES.get(signum, str(signum)))
                     self._say(f"\nstopping ({NAMES.get(signum, signum)}) — press Ctrl-C again "

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from strata.core.settings import BuildSettings, corpora_file, load
+from strata.core.config.settings import BuildSettings, corpora_file, load
 
 WORKERS_TAG = "strata/workers"  # a launch's request for step processes
 PARTITION_TAG = "dagster/partition"

@@ -48,7 +48,7 @@ def corpus_change_sensor(context: dg.SensorEvaluationContext, corpora: CorpusReg
                          ) -> dg.SensorResult | dg.SkipReason:
     from strata.pipelines.abandoned import cli_run_is_alive, close_abandoned_cli_runs
     from strata.stages.fingerprint import fingerprint
-    from strata.core.buildlock import is_held
+    from strata.core.storage.buildlock import is_held
 
     closed = close_abandoned_cli_runs(context.instance, cli_run_is_alive,
                                       by="corpus_change_sensor")

@@ -19,10 +19,10 @@ from strata.core.console import EXIT_OK, EXIT_USAGE, say
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    from strata.core.embedding import EncoderSpec
-    from strata.core.layout import IndexLayout, read_manifest
+    from strata.core.encoders.embedding import EncoderSpec
+    from strata.core.storage.layout import IndexLayout, read_manifest
     from strata.core.query_arrays import present, write
-    from strata.core.query_runtime import prepare
+    from strata.core.encoders.query_runtime import prepare
 
     layout = IndexLayout(args.index)
     current = layout.current_version()  # IndexNotFound: one line from main()

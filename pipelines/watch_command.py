@@ -6,7 +6,7 @@ imported, the Dagster instance opened, the encoder loaded (the figures are in
 docs/living-indexes.md) — not the work itself. A command that stays up pays
 those once: each later build runs in the same process, against the same
 instance, with the encoder its first build loaded kept
-(:func:`strata.core.embedding.kept_between_runs`). Each build is still an
+(:func:`strata.core.encoders.embedding.kept_between_runs`). Each build is still an
 ordinary run of the ``index_corpus`` job, listed in the UI, with the same
 progress, output and Ctrl-C as a one-off ``strata index``, under the index
 folder's build lock, which is taken for a build and not while waiting, so that
@@ -110,7 +110,7 @@ def watch(args: argparse.Namespace, build: Callable[[argparse.Namespace], int],
     the next build will read them), until Ctrl-C or SIGTERM. Returns the exit
     code: 0 when stopped while waiting, a build's own when it was interrupted or
     could not start (a usage error)."""
-    from strata.core.embedding import kept_between_runs
+    from strata.core.encoders.embedding import kept_between_runs
 
     if args.dry_run:
         say("error: --watch builds again and again; --dry-run writes nothing: choose one",
@@ -130,9 +130,9 @@ def watch(args: argparse.Namespace, build: Callable[[argparse.Namespace], int],
 
 
 def _loop(args, build, watched, events: _Events) -> int:
-    from strata.core.embedding import EmbeddingModelMismatch
-    from strata.core.endpoints import EndpointError
-    from strata.core.layout import IndexDamaged
+    from strata.core.encoders.embedding import EmbeddingModelMismatch
+    from strata.core.llm.endpoints import EndpointError
+    from strata.core.storage.layout import IndexDamaged
     from strata.stages.fingerprint import fingerprint
 
     first = True

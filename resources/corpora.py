@@ -7,14 +7,14 @@ from pathlib import Path
 import dagster as dg
 
 from strata.stages.corpora import CorpusError, CorpusSpec, load_corpora
-from strata.core.settings import corpora_file
+from strata.core.config.settings import corpora_file
 
 
 class CorpusRegistry(dg.ConfigurableResource):
     """Reads the corpora file (and the CLI's local registry beside it).
 
     ``config_path`` defaults to ``$STRATA_CORPORA`` or the project folder's
-    ``data/corpora.yaml`` (:func:`strata.core.settings.corpora_file`); ``index_dir`` is
+    ``data/corpora.yaml`` (:func:`strata.core.config.settings.corpora_file`); ``index_dir`` is
     where indexes go when a corpus does not say (default ``indexes/`` beside the
     corpora file).
     """

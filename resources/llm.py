@@ -7,7 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from strata.core.settings import LLMSettings, check, resource_field
+from strata.core.config.settings import LLMSettings, check, resource_field
 
 
 def _D(name: str):  # noqa: N802 - reads as the declared field
@@ -24,7 +24,7 @@ class LLMResource(dg.ConfigurableResource):
     function; ``vision_callable_path`` optionally for images).
     """
 
-    # declared by strata.core.settings.LLMSettings (default, and a description naming the
+    # declared by strata.core.config.settings.LLMSettings (default, and a description naming the
     # variable); pipelines.definitions gives each field whose variable is set as dg.EnvVar
     backend: str = _D("backend")
     model: str = _D("model")
@@ -99,7 +99,7 @@ def _load(path: str | None):
 
 def usd_prices(resource) -> tuple[float | None, float | None]:
     """(prompt, completion) US dollars per million tokens, None where not set;
-    :class:`strata.core.settings.SettingsError` (a ValueError) for a price that is not
+    :class:`strata.core.config.settings.SettingsError` (a ValueError) for a price that is not
     a number."""
     fields = ("usd_per_million_prompt_tokens", "usd_per_million_completion_tokens")
     s = check(LLMSettings, {f: getattr(resource, f, None) for f in fields})

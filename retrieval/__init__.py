@@ -6,7 +6,7 @@ orchestrator.
 
 from strata.retrieval.index import Index
 from strata.retrieval.results import Result
-from strata.core.embedding import EmbeddingModelMismatch
-from strata.core.layout import IndexNotFound
+from strata.core.encoders.embedding import EmbeddingModelMismatch
+from strata.core.storage.layout import IndexNotFound
 
 __all__ = ["EmbeddingModelMismatch", "Index", "IndexNotFound", "Result"]

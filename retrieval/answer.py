@@ -146,7 +146,7 @@ def _retrieve(index, question: str, mode: str, client, k: int, params: dict):
 def answer_tokens() -> int:
     """Completion tokens of an answer: the ``answer_max_tokens`` setting
     (``STRATA_LLM_ANSWER_MAX_TOKENS``), read when an answer is asked for."""
-    from strata.core.settings import LLMSettings, load
+    from strata.core.config.settings import LLMSettings, load
 
     return load(LLMSettings).answer_max_tokens
 

@@ -140,7 +140,7 @@ def gather_sections(index, rows: list[int], max_chars: int = SECTION_MAX_CHARS,
     files (functions, classes) are
     not gathered: they are distinct answers, and :func:`denest` already keeps
     a class from being listed below its own methods."""
-    from strata.retrieval.graph import KIND_CODE
+    from strata.retrieval.graph_arrays import KIND_CODE
 
     g = index.graph
     section = KIND_CODE["section"]

@@ -29,7 +29,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from strata.core.lexical import STOPWORDS
+from strata.core.lexical.bm25 import STOPWORDS
 
 MAX_SENTENCES = 5  # a readable answer: the top two sources plus a few more sentences
 MIN_SENTENCES = 3

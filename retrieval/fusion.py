@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata.retrieval.graph import KIND_CODE, top_k
-from strata.core.schema import EMBEDDED_KINDS
+from strata.retrieval.graph_arrays import KIND_CODE, top_k
+from strata.core.config.schema import EMBEDDED_KINDS
 
 ALPHA = 0.6  # weight of the dense signal; 1 - ALPHA for BM25
 DEPTH = 100  # best units taken from each signal before fusing

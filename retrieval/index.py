@@ -10,14 +10,14 @@ from functools import cached_property
 from pathlib import Path
 
 from strata.retrieval.results import Result, SearchResults
-from strata.core.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
-from strata.core.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
+from strata.core.encoders.embedding import Encoder, EmbeddingModelMismatch, EncoderSpec
+from strata.core.storage.layout import IndexDamaged, IndexLayout, damaged_lance_file, read_manifest, short_error
 from strata.core.query_arrays import NODE_FIELDS, QueryArrays
 from strata.retrieval.node_rows import NodeColumns, RowOf
-from strata.core.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
+from strata.core.config.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
                            LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
                            vector_table_name)
-from strata.core.settings import QuerySettings, value_or_default
+from strata.core.config.settings import QuerySettings, value_or_default
 
 if TYPE_CHECKING:
     import polars as pl
@@ -74,11 +74,11 @@ class Index:
              encoder: Encoder | None = None) -> Index:
         """``path``: an index folder, or the URI of one mirrored to object storage
         (``s3://bucket/indexes/docs``), whose pinned version is copied to a local
-        cache once (see :mod:`strata.core.remote`)."""
-        from strata.core.remote import is_remote
+        cache once (see :mod:`strata.core.storage.mirror`)."""
+        from strata.core.storage.mirror import is_remote
 
         if is_remote(path):
-            from strata.core.remote import pull_version
+            from strata.core.storage.mirror import pull_version
 
             local, version = pull_version(str(path), version)
             idx = cls.open(local, version, encoder)
@@ -250,7 +250,7 @@ class Index:
     @property
     def encoder(self) -> Encoder:
         """The encoder of the manifest's model, on the runtime queries use
-        (:func:`strata.core.query_runtime.query_spec`: ONNX Runtime where the model
+        (:func:`strata.core.encoders.query_runtime.query_spec`: ONNX Runtime where the model
         exports, so a query imports no torch; ``STRATA_EMBED_RUNTIME`` picks one
         explicitly). Another runtime than the build's is checked by
         :meth:`check_runtime`; one chosen here that disagrees gives way to the
@@ -260,9 +260,9 @@ class Index:
 
     def _load_encoder(self) -> Encoder:
         if self._encoder is None:
-            from strata.core.embedding import AUTO, load_encoder
-            from strata.core.query_runtime import query_spec
-            from strata.core.settings import EmbedSettings, load
+            from strata.core.encoders.embedding import AUTO, load_encoder
+            from strata.core.encoders.query_runtime import query_spec
+            from strata.core.config.settings import EmbedSettings, load
 
             built = EncoderSpec.from_manifest(self.manifest["embedding"])
             asked = load(EmbedSettings)  # $STRATA_EMBED_RUNTIME, only when the user set it
@@ -282,10 +282,10 @@ class Index:
         """An encoder running the index's model on another runtime (torch,
         torch-bf16, onnx, onnx-int8) may embed its queries only when its vectors
         of the index's own texts agree with the stored ones
-        (:func:`strata.core.query_runtime.agreement`: measured once per index content
+        (:func:`strata.core.encoders.query_runtime.agreement`: measured once per index content
         and runtime, then read from the model cache); otherwise one line says
         why (:class:`EmbeddingModelMismatch`)."""
-        from strata.core.query_runtime import agreement
+        from strata.core.encoders.query_runtime import agreement
 
         built = EncoderSpec.from_manifest(self.manifest["embedding"])
         if built.same_runtime(encoder.spec):
@@ -395,7 +395,7 @@ class Index:
         if not self._arrays.mapped:
             return None
         from strata.core.ann import open_ann
-        from strata.core.schema import QUERY_DIR
+        from strata.core.config.schema import QUERY_DIR
 
         nprobe = value_or_default(QuerySettings, "ann_nprobe")
         try:
@@ -412,7 +412,7 @@ class Index:
         import numpy as np
 
         from strata.core.ann import RERANK
-        from strata.retrieval.graph import top_k
+        from strata.retrieval.graph_arrays import top_k
 
         unit, own, kind = self._unit_vectors
         ann = self._ann
@@ -456,7 +456,7 @@ class Index:
         exactly."""
         import numpy as np
 
-        from strata.retrieval.graph import KIND_CODE, top_k
+        from strata.retrieval.graph_arrays import KIND_CODE, top_k
 
         if k <= 0:
             return []
@@ -478,8 +478,8 @@ class Index:
 
     @cached_property
     def _lexical(self) -> dict:
-        """The BM25 collections (:mod:`strata.core.lexical`): ``units`` and ``graph``."""
-        from strata.core.lexical import LexicalIndex
+        """The BM25 collections (:mod:`strata.core.lexical.bm25`): ``units`` and ``graph``."""
+        from strata.core.lexical.bm25 import LexicalIndex
 
         folder = self._vdir / LEXICAL_DIR
         out = {}

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata.retrieval.graph import EDGE_CODE, KIND_CODE
+from strata.retrieval.graph_arrays import EDGE_CODE, KIND_CODE
 from strata.retrieval.results import Result
-from strata.core.schema import ENTITY, FILE, IMPORT, JUMP, PASSAGE, SEMANTIC, SYNONYMY
+from strata.core.config.schema import ENTITY, FILE, IMPORT, JUMP, PASSAGE, SEMANTIC, SYNONYMY
 
 MAX_OUTLINE = 400  # entries of one outline (a huge generated file stays readable)
 MAX_RELATIVES = 20  # siblings or children listed per node

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import polars as pl
 
-from strata.core.schema import EDGE_TYPES, NODE_KINDS, STRUCTURAL
+from strata.core.config.schema import EDGE_TYPES, NODE_KINDS, STRUCTURAL
 
 # Within one hop, structural edges (parent, children) come first, then the
 # other edge types in schema order; the cap keeps the closest, best-linked nodes.

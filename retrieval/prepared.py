@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata.retrieval.graph import EDGE_CODE, KIND_CODE, top_k
+from strata.retrieval.graph_arrays import EDGE_CODE, KIND_CODE, top_k
 from strata.retrieval.walk import EntityWalk
 from strata.retrieval.walk import build as build_walk
 

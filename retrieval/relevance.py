@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.core.lexical import tokenize
+from strata.core.lexical.bm25 import tokenize
 
 FEATURES = ("cosine", "margin", "coverage", "gap")
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
@@ -111,7 +111,7 @@ def _idf(index, terms: list[str]) -> dict[str, float]:
     """IDF of each query term in the index's unit collection: a term the corpus
     never uses weighs most (nothing can cover it). An index published without
     a lexical collection weighs every term alike."""
-    from strata.core.schema import LEXICAL_DIR, LEXICAL_UNITS
+    from strata.core.config.schema import LEXICAL_DIR, LEXICAL_UNITS
 
     if not (index._vdir / LEXICAL_DIR / LEXICAL_UNITS).is_dir():
         return dict.fromkeys(terms, 1.0)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from strata.core.lexical import STOPWORDS
-from strata.retrieval.graph import EDGE_CODE, KIND_CODE
+from strata.core.lexical.bm25 import STOPWORDS
+from strata.retrieval.graph_arrays import EDGE_CODE, KIND_CODE
 
 WALK_EDGE_TYPES = ("passage", "synonymy")
 MAX_SPAN_TOKENS = 6

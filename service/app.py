@@ -527,7 +527,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         _, idx = svc.registry.get(name)
         if version is not None and version != idx.version:
             from strata.retrieval import Index, IndexNotFound
-            from strata.core.layout import IndexDamaged
+            from strata.core.storage.layout import IndexDamaged
 
             try:
                 idx = Index.open(idx.path, version=version)

@@ -11,9 +11,9 @@ import json
 import sys
 
 from strata.core.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json, say
-from strata.core.settings import Flags, LLMSettings, QuerySettings, ServeSettings
+from strata.core.config.settings import Flags, LLMSettings, QuerySettings, ServeSettings
 
-# The flags that set a settings field, derived from the field (strata.core.settings.Flags:
+# The flags that set a settings field, derived from the field (strata.core.config.settings.Flags:
 # its help, type, choices; absent, the field's variable or default applies). The
 # renames keep the flag names the command has always had.
 
@@ -30,7 +30,7 @@ QUERY_FLAGS = Flags(QuerySettings, ("min_relevance",), bounded=True)
 
 def _open_index(path: str, version: int | None = None):
     from strata.retrieval import Index
-    from strata.core.layout import IndexNotFound
+    from strata.core.storage.layout import IndexNotFound
 
     try:
         return Index.open(path, version=version)
@@ -41,7 +41,7 @@ def _open_index(path: str, version: int | None = None):
 
 def _versions(root: str) -> list[dict]:
     """One row per published version still on disk (newest last)."""
-    from strata.core.layout import IndexLayout, read_manifest
+    from strata.core.storage.layout import IndexLayout, read_manifest
 
     layout = IndexLayout(root)
     current = layout.current_version()
@@ -234,7 +234,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from strata.service.auth import KeyFileError, load_entries
     from strata.service.settings import ServiceConfigError, ServiceSettings, is_loopback
-    from strata.core.layout import IndexNotFound
+    from strata.core.storage.layout import IndexNotFound
 
     try:  # the flags given win over the STRATA_* variables, which win over the defaults
         settings = ServiceSettings.from_env(**SERVE_FLAGS.given(args))
@@ -387,7 +387,7 @@ def add_query_commands(sub) -> None:
 
     sv = sub.add_parser("serve", help="serve indexes over HTTP (search, ask, a web page)")
     # a flag not given is None: the STRATA_* variable, else the default, both in
-    # strata.core.settings.ServeSettings (whose defaults the help shows)
+    # strata.core.config.settings.ServeSettings (whose defaults the help shows)
     SERVE_FLAGS.add_to(sv, indexes={
         "required": True, "help": "index folder or object-storage URI, or NAME=LOCATION (repeatable)"})
     sv.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

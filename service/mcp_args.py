@@ -7,7 +7,7 @@ parser needs lives here, with nothing heavier than the settings."""
 
 import argparse
 
-from strata.core.settings import ServeSettings, default
+from strata.core.config.settings import ServeSettings, default
 
 DEFAULT_PORT = 8002
 DEFAULT_BUDGET_TOKENS = 2000  # what one search costs an agent unless it asks for more

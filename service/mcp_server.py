@@ -44,11 +44,11 @@ from strata.service.mcp_tools import (
     ToolFailure,
     Tools,
 )
-from strata.core.schema import EMBEDDED_KINDS, ENTITY, FACT
-from strata.core.settings import QuerySettings, ServeSettings, default, env_var
+from strata.core.config.schema import EMBEDDED_KINDS, ENTITY, FACT
+from strata.core.config.settings import QuerySettings, ServeSettings, default, env_var
 
 log = logging.getLogger("strata.mcp")
-# the service's limit on a query's length (strata.core.settings.ServeSettings)
+# the service's limit on a query's length (strata.core.config.settings.ServeSettings)
 MAX_QUERY_CHARS: int = default(ServeSettings, "max_query_chars")
 Mode = Literal[tuple(sorted(MODES))]  # type: ignore[valid-type]
 Kind = Literal[EMBEDDED_KINDS + (ENTITY, FACT)]  # type: ignore[valid-type]
@@ -80,7 +80,7 @@ def build_server(tools: Tools, default_budget: int = DEFAULT_BUDGET_TOKENS):
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
-    from strata.core.layout import IndexDamaged, IndexNotFound
+    from strata.core.storage.layout import IndexDamaged, IndexNotFound
 
     server = MCPServer(name="strata", instructions=INSTRUCTIONS, version=_version())
     read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True,
@@ -270,7 +270,7 @@ def main(args: argparse.Namespace, llm=None) -> int:
     from strata.service.auth import Gate, KeyFileError, KeyStore, load_entries
     from strata.service.registry import Registry
     from strata.service.settings import ServiceConfigError, ServiceSettings, is_loopback
-    from strata.core.layout import IndexDamaged, IndexNotFound
+    from strata.core.storage.layout import IndexDamaged, IndexNotFound
 
     def fail(message: str) -> int:
         print(f"error: {message}", file=sys.stderr)

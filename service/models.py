@@ -24,7 +24,7 @@ from strata.retrieval.modes.diffusion import DiffusionConfig
 from strata.retrieval.modes.flat import hybrid as _hybrid
 from strata.retrieval.modes.hierarchical import HierarchicalConfig
 from strata.retrieval.modes.routed import search as _routed
-from strata.core.schema import ENTITY, EMBEDDED_KINDS, FACT
+from strata.core.config.schema import ENTITY, EMBEDDED_KINDS, FACT
 
 Kind = Literal[EMBEDDED_KINDS + (ENTITY, FACT)]  # type: ignore[valid-type]
 
@@ -202,8 +202,8 @@ def _mode_tag(value: Any) -> str | None:
 
 def _min_relevance_field():
     """The optional relevance floor of a request, described by its setting
-    (:class:`strata.core.settings.QuerySettings`): unset, the server's own floor."""
-    from strata.core.settings import QuerySettings, field_help
+    (:class:`strata.core.config.settings.QuerySettings`): unset, the server's own floor."""
+    from strata.core.config.settings import QuerySettings, field_help
 
     return (Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None,
             Field(default=None, description=field_help(QuerySettings, "min_relevance")

@@ -18,8 +18,8 @@ from datetime import datetime, UTC
 from pathlib import Path
 
 from strata.retrieval import EmbeddingModelMismatch, Index
-from strata.core.embedding import BatchingEncoder
-from strata.core.layout import IndexDamaged, IndexLayout, IndexNotFound
+from strata.core.encoders.embedding import BatchingEncoder
+from strata.core.storage.layout import IndexDamaged, IndexLayout, IndexNotFound
 
 log = logging.getLogger("strata.service")
 REMOTE_MIN_INTERVAL_S = 30.0
@@ -45,7 +45,7 @@ class IndexSlot:
 
     def __init__(self, name: str, location: str, reload_interval_s: float, warm_up: bool,
                  background: bool = True):
-        from strata.core.remote import is_remote
+        from strata.core.storage.mirror import is_remote
 
         self.name = name
         self.location = location
@@ -84,7 +84,7 @@ class IndexSlot:
     # -- reading the published state --------------------------------------------
     def _published(self) -> int | None:
         if self.remote:
-            from strata.core.remote import remote_current
+            from strata.core.storage.mirror import remote_current
 
             return remote_current(self.location)
         return IndexLayout(self.location).read_current()  # a garbage CURRENT is reported

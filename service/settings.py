@@ -1,5 +1,5 @@
 """What a running service is configured with: the ``STRATA_*`` service variables
-(:class:`strata.core.settings.ServeSettings`) with the flags of ``strata serve`` winning,
+(:class:`strata.core.config.settings.ServeSettings`) with the flags of ``strata serve`` winning,
 or the variables alone when the app is started by uvicorn directly."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from strata.core.settings import ServeSettings, SettingsError, check, load
+from strata.core.config.settings import ServeSettings, SettingsError, check, load
 
 
 class ServiceConfigError(ValueError):

@@ -3,7 +3,7 @@
 Each corpus is one Dagster partition. ``strata index ROOT --corpus NAME``
 records its corpus in a local registry file beside the YAML (git-ignored) so
 that the UI, sensors and later CLI runs all resolve the same partition to the
-same folder. Which file is the project's: :func:`strata.core.settings.corpora_file`
+same folder. Which file is the project's: :func:`strata.core.config.settings.corpora_file`
 (``$STRATA_CORPORA``, else ``data/corpora.yaml`` in the project folder), never
 one inside the installed package.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 import yaml
 
 from strata.stages.discover import check_patterns
-from strata.core.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
-from strata.core.layout import write_text_atomic
-from strata.core.settings import RUNTIME_CHOICES, SHARED, corpora_file, local_registry_path
+from strata.core.encoders.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
+from strata.core.storage.layout import write_text_atomic
+from strata.core.config.settings import RUNTIME_CHOICES, SHARED, corpora_file, local_registry_path
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # a name is a folder name (indexes/<name>, with suffixes beside it) and a Dagster
@@ -53,7 +53,7 @@ class CorpusSpec:
     workers: int | None = None
     # what the build's workers share (SHARED): "folder", the index folder itself (one
     # machine, or a volume every worker mounts), or "store", only the mirror's object
-    # store, which then holds the build too (strata.core.store_sync)
+    # store, which then holds the build too (strata.core.storage.store_sync)
     shared: str = "folder"
 
     def to_yaml(self, base: Path) -> dict:

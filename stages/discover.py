@@ -187,7 +187,7 @@ class _Lines:
 
     @classmethod
     def of(cls, include: Iterable[str], exclude: Iterable[str]) -> _Lines:
-        from strata.core.ownership import own_files
+        from strata.core.storage.ownership import own_files
 
         unwanted = _spec(DEFAULT_EXCLUDE + tuple(exclude), "exclude")
         return cls(_spec(tuple(include) or ("**/*",), "include"), unwanted,
@@ -196,14 +196,14 @@ class _Lines:
     def walks(self, rel_dir: str, folder: Path) -> bool:
         """Whether the folder ``rel_dir`` (at ``folder``) is walked: not excluded
         whole (:func:`_pruned`), and not Strata's own (an index, a Dagster home)."""
-        from strata.core.ownership import looks_owned
+        from strata.core.storage.ownership import looks_owned
 
         return not _pruned(self.unwanted, rel_dir, self.negations) and not looks_owned(folder)
 
     def lists(self, rel: str, file: Path) -> bool:
         """Whether the file ``rel`` (at ``file``) is listed: included, not
         excluded, and neither Strata's record nor the project's corpus registry."""
-        from strata.core.ownership import MARKER
+        from strata.core.storage.ownership import MARKER
 
         if self.unwanted.match_file(rel) or file.name == MARKER:
             return False
@@ -226,7 +226,7 @@ def iter_paths(root: Path, include: Iterable[str] = ("**/*",),
     ``.gitignore``. Excluded folders are not walked.
 
     Strata's own folders (index folders, the Dagster home: see
-    :mod:`strata.core.ownership`) and the project's corpus registry are never
+    :mod:`strata.core.storage.ownership`) and the project's corpus registry are never
     listed, whatever the patterns say.
 
     Directory symlinks are not descended into (no loops, no escapes); file

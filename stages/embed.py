@@ -21,18 +21,18 @@ import polars as pl
 import pyarrow as pa
 
 from strata.stages.parse.finalize import stable_hash
-from strata.core import stopping
-from strata.core.embedding import TORCH_RUNTIMES, Encoder, EncoderSpec, canonical_model
-from strata.core.onnx_runtime import ENCODING_VERSION as ONNX_ENCODING
-from strata.core.batch_shapes import MAX_ROWS
-from strata.core.lance_scan import connect, scan, table_names
+from strata.core import stop_request as stopping
+from strata.core.encoders.embedding import TORCH_RUNTIMES, Encoder, EncoderSpec, canonical_model
+from strata.core.encoders.onnx_runtime import ENCODING_VERSION as ONNX_ENCODING
+from strata.core.encoders.batch_shapes import MAX_ROWS
+from strata.core.storage.lance_scan import connect, scan, table_names
 from strata.stages.stored_vectors import (StagedVectors, StoredVectors, lance_batches,
                                           stage_vectors)
 from strata.stages.vector_contents import (VectorContents, fingerprint, kind_fingerprints,
                                            read_contents, read_stamp, rows_by_kind, stamp,
                                            unstamp)
-from strata.core.layout import link_or_copy, replace_dir
-from strata.core.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
+from strata.core.storage.layout import link_or_copy, replace_dir
+from strata.core.config.schema import (CODE, ENTITY, FACT, FILE, IMAGE, TABLE, VECTOR_COLUMNS,
                            python_table, vector_schema, vector_table_name)
 
 # Bump when embedding_text() or how a text is encoded changes: every vector is recomputed.
@@ -41,7 +41,7 @@ EMBED_TEXT_VERSION = "3"
 MAX_EMBED_CHARS = 2000
 # Texts per encoder call, taken shortest first over everything a build or shard
 # must encode. On torch a call runs as forward passes of a fixed number of rows per
-# padded length (strata.core.batch_shapes.shape_batches), the last pass of each
+# padded length (strata.core.encoders.batch_shapes.shape_batches), the last pass of each
 # length filled with repeats: a
 # call of fewer texts than a pass has rows then pays for the whole pass. So a call
 # holds the rows of the widest pass, that of the shortest texts; sorted, its texts
@@ -114,7 +114,7 @@ def _previous_vectors(lance_dir: Path, vectors: bool = True,
     fingerprint stamp beside them is removed."""
     if not lance_dir.exists():
         return StoredVectors.of({})
-    from strata.core.layout import damaged_lance_file, short_error
+    from strata.core.storage.layout import damaged_lance_file, short_error
 
     dims: dict[str, int] = {}
     good: list[str] = []

@@ -1,4 +1,4 @@
-"""The lexical stage: one BM25 index over every text unit (see :mod:`strata.core.lexical`).
+"""The lexical stage: one BM25 index over every text unit (see :mod:`strata.core.lexical.bm25`).
 
 What a unit is indexed by differs from what the encoder sees
 (:func:`stages.embed.embedding_text`): the encoder's window is a few hundred
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import polars as pl
 
-from strata.core.layout import link_or_copy, replace_dir
-from strata.core.lexical import (FORMAT, LexicalIndex, forget_token_memos, joined_token_ids,
+from strata.core.storage.layout import link_or_copy, replace_dir
+from strata.core.lexical.bm25 import (FORMAT, LexicalIndex, forget_token_memos, joined_token_ids,
                                  tokenize)
 from strata.stages.lexical_tokens import cached_tokens, source_digest
-from strata.core.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
+from strata.core.config.schema import EMBEDDED_KINDS, LEXICAL_GRAPH, LEXICAL_UNITS
 
 MAX_LEXICAL_CHARS = 20_000
 FINGERPRINT_FILE = "fingerprint"

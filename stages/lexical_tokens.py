@@ -28,7 +28,7 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from strata.core.lexical import FORMAT, tokenize
+from strata.core.lexical.bm25 import FORMAT, tokenize
 
 BATCH = 8192
 COLUMNS = [("node_id", pa.string()), ("digest", pa.binary(16)), ("tokens", pa.string())]
@@ -68,7 +68,7 @@ def _stored(path: Path, key: str) -> Iterator[tuple[str, bytes, str]]:
 def cached_tokens(path: Path, docs: Iterable[tuple[str, bytes, Source]],
                   text: Callable[[Source], str], key: str) -> Iterator[str]:
     """The tokens of each document of ``docs``, joined by spaces as they are kept
-    (:func:`strata.core.lexical.joined_token_ids` numbers them so, never splitting
+    (:func:`strata.core.lexical.bm25.joined_token_ids` numbers them so, never splitting
     them into Python strings): (node id, ascending; the digest
     of its source; its source), reused from ``path`` where the digest did not
     change, else those of ``text(source)``; ``path`` then holds this build's

@@ -21,9 +21,9 @@ from strata.stages.discover import BINARY_PARSED, SourceFile
 from strata.stages.parse.finalize import ParseSettings, finalize, stable_hash
 from strata.stages.parse.model import ParsedFile, Reference
 from strata.stages.parse.plain_text import parse_plain_text
-from strata.core import stopping
+from strata.core import stop_request as stopping
 from strata.stages.parse.registry import CODE, parser_for
-from strata.core.schema import (DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES,
+from strata.core.config.schema import (DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES,
                                 conform, python_table)
 
 Progress = Callable[[int, int], None]
@@ -41,7 +41,7 @@ class PreviousBuild:
 def read_previous(folder: Path) -> PreviousBuild | None:
     """The parse tables a build (or a parse shard) left in ``folder``, if all three
     are there: the per-document cache ``build_nodes`` reuses rows from."""
-    from strata.core.layout import read_cache_table
+    from strata.core.storage.layout import read_cache_table
 
     files = [folder / TABLE_FILES[n] for n in ("documents", "nodes", "references")]
     if not all(f.exists() for f in files):

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from strata.core.lance_scan import READ_BATCH, connect, scan, vector_matrix
+from strata.core.storage.lance_scan import READ_BATCH, connect, scan, vector_matrix
 
 
 class StoredVectors(Mapping):
@@ -110,7 +110,7 @@ def _cache_batches(path: Path) -> Iterator[pa.RecordBatch]:
 def read_vector_cache(cache_dir: Path | None) -> StoredVectors:
     """The embedding shards' output files as :class:`StoredVectors` (text_hash →
     vector): every file is read through once, a batch at a time, keeping only its
-    hashes. An unreadable file is removed (:func:`strata.core.layout.read_cache_table`'s
+    hashes. An unreadable file is removed (:func:`strata.core.storage.layout.read_cache_table`'s
     rule): its texts are encoded again."""
     dims: dict[str, int] = {}
     files: list[Path] = []
@@ -128,7 +128,7 @@ def _cache_file_hashes(path: Path) -> dict[str, int] | None:
     removed) when it cannot be read to the end."""
     import logging
 
-    from strata.core.layout import short_error
+    from strata.core.storage.layout import short_error
 
     out: dict[str, int] = {}
     try:

@@ -34,8 +34,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from strata.core.layout import damaged_lance_file, read_parquet_file, write_parquet_atomic
-from strata.core.schema import vector_table_name
+from strata.core.storage.layout import damaged_lance_file, read_parquet_file, write_parquet_atomic
+from strata.core.config.schema import vector_table_name
 
 FINGERPRINT_SUFFIX = ".fingerprint"
 CONTENTS_SUFFIX = ".rows.parquet"

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from strata.core.schema import LANCE_DIR, LEXICAL_DIR, TABLE_FILES
+from strata.core.config.schema import LANCE_DIR, LEXICAL_DIR, TABLE_FILES
 
 # Columns that legitimately differ between an incremental and a fresh build:
 # timings, run bookkeeping and the stage that produced a row's attempts.
@@ -28,7 +28,7 @@ def float_tolerance(a: Path) -> tuple[float, float]:
     """(float columns, vector elements) tolerances for an index built in ``a``.
 
     None for the torch runtimes, the defaults: each text is encoded at a padded
-    length of its own (strata.core.embedding), so its vector does not depend on the
+    length of its own (strata.core.encoders.embedding), so its vector does not depend on the
     batch it was encoded in, and an incremental build equals a fresh one bit for
     bit — vectors, and the edges and weights computed from them. The ONNX runtimes
     are held to the float noise of their kernels."""

@@ -131,7 +131,7 @@ def test_sensor_waits_while_a_build_of_the_corpus_is_in_progress(corpus, tmp_pat
     of the partition is under way, a change is left for a later tick."""
     import uuid
 
-    from strata.core.buildlock import BuildLock
+    from strata.core.storage.buildlock import BuildLock
 
     out = tmp_path / "index"
     cfg = write_corpora(tmp_path / "corpora.yaml", {"docs": {"root": str(corpus), "out": str(out)}})
@@ -158,12 +158,12 @@ def test_the_sensor_closes_cli_runs_whose_process_is_gone(corpus, tmp_path):
     import sys
     import uuid
 
-    from strata.core.buildlock import BuildLock
+    from strata.core.storage.buildlock import BuildLock
     from tests.conftest import REPO
 
     dead, live = tmp_path / "dead", tmp_path / "live"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from strata.core.buildlock import BuildLock; "
+        [sys.executable, "-c", "import sys, time; from strata.core.storage.buildlock import BuildLock; "
          "BuildLock(sys.argv[1]).acquire(what='strata index', token='t'); "
          "print('held', flush=True); time.sleep(600)", str(dead)],
         cwd=REPO, stdout=subprocess.PIPE, text=True)

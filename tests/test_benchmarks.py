@@ -94,7 +94,7 @@ def test_the_bare_model_is_timed_with_the_wait_policy_the_build_runs_with(tmp_pa
     child gets the OpenMP wait policy a build process gets (PASSIVE, unless the
     operator set one), the reference child libgomp's default even then."""
     from benchmarks.throughput import bare_model
-    from strata.core.embedding import resolve_runtime
+    from strata.core.encoders.embedding import resolve_runtime
 
     texts = ["a gauge", "the pressure sensor drifted after the storm"] * 40
     texts_file = tmp_path / "texts.json"

@@ -10,14 +10,14 @@ import sys
 
 import pytest
 
-from strata.core.buildlock import (BuildLock, BuildLocked, claim_for_run, holder, is_held,
+from strata.core.storage.buildlock import (BuildLock, BuildLocked, claim_for_run, holder, is_held,
                               release_for_run)
 from tests.conftest import REPO
 
 # The holder resets SIGTERM to its default action: a child inherits an ignored
 # signal from whatever started pytest (a background job, a CI runner), and a
 # holder that ignores the test's SIGTERM would sleep out its 600 s.
-HOLD = ("import signal, sys, time; from strata.core.buildlock import BuildLock; "
+HOLD = ("import signal, sys, time; from strata.core.storage.buildlock import BuildLock; "
         "signal.signal(signal.SIGTERM, signal.SIG_DFL); "
         "BuildLock(sys.argv[1]).acquire(what='strata index (holder)', token='T'); "
         "print('held', flush=True); time.sleep(600)")

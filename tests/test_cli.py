@@ -68,7 +68,7 @@ def test_cli_runs_are_recorded_in_the_dagster_instance(oh_index):
         assert tags["dagster/partition"] == tags["strata/corpus"] == "oh"
         assert tags["strata/launched_by"] == "strata index" and tags["user"]
         assert tags["strata/llm"] == "offline"
-        from strata.core.embedding import AUTO, resolve_runtime
+        from strata.core.encoders.embedding import AUTO, resolve_runtime
 
         runtime = resolve_runtime(AUTO)  # the default: bfloat16 where the CPU computes it
         assert tags["strata/embedding"] == \

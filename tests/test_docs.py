@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from strata.core import schema_doc
+from strata.core.config import schema_doc
 from tests.conftest import REPO
 from tests.s3 import s3_endpoint
 
@@ -36,7 +36,7 @@ def test_the_schema_block_is_generated_from_the_schema():
     block = re.search(re.escape(schema_doc.START) + r".*?" + re.escape(schema_doc.END),
                       page, flags=re.S)
     assert block, "docs/reference/artifacts.md has the schema block"
-    assert block.group(0) == schema_doc.block(), "run: python -m strata.core.schema_doc (or make docs)"
+    assert block.group(0) == schema_doc.block(), "run: python -m strata.core.config.schema_doc (or make docs)"
 
 
 def test_the_readme_starts_with_the_two_commands():
@@ -175,7 +175,7 @@ def test_the_living_indexes_page_shows_what_runs(in_a_project_with_the_sample, m
     server; the only change to the page's code is that endpoint added to each URI)."""
     import yaml
 
-    from strata.core.remote import push_version
+    from strata.core.storage.mirror import push_version
     from strata.pipelines.instance_config import SETTINGS
     from strata.retrieval import Index
     from strata.stages.corpora import load_corpora

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from strata.core import settings as model
+from strata.core.config import settings as model
 from strata.pipelines import cli_doc
 from tests.conftest import REPO
 from tests.source_tree import source_files

@@ -9,9 +9,9 @@ import logging
 
 import pytest
 
-from strata.core import stopping
+from strata.core import stop_request as stopping
 from tests.waiting import stopped_while
-from strata.core.embedding import EmbeddingError, EncoderSpec, OpenAIEncoder
+from strata.core.encoders.embedding import EmbeddingError, EncoderSpec, OpenAIEncoder
 from tests.fake_openai import FakeOpenAI
 
 
@@ -33,7 +33,7 @@ def _embedding_requests(server):
 def test_retry_after_is_waited_out_then_the_batch_is_embedded(server, caplog):
     """The wait is the 2 s the server asked for, asked of the encoder's sleep (a fake
     here, so the test reads no clock and waits for nothing)."""
-    caplog.set_level(logging.INFO, logger="strata.core.embedding")
+    caplog.set_level(logging.INFO, logger="strata.core.encoders.embedding")
     waits: list[float] = []
     enc = _encoder(server, sleep=lambda s, why_not: waits.append(s))
     server.add_fault("429", 2, path="/embeddings")
@@ -59,7 +59,7 @@ def test_a_stop_request_ends_the_retry_wait_with_an_interrupt(server, caplog):
     and the caller sees StopRequested (an interrupt, as Ctrl-C is). No clock is
     read: without the cut the join would take a minute and a second request
     would reach the server."""
-    caplog.set_level(logging.INFO, logger="strata.core.embedding")
+    caplog.set_level(logging.INFO, logger="strata.core.encoders.embedding")
     enc = _encoder(server)
     server.add_fault("429", 60, times=None, path="/embeddings")
     raised = stopped_while(lambda: enc.encode(["tide gauge"]),

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from strata.core.layout import IndexLayout
+from strata.core.storage.layout import IndexLayout
 from tests.conftest import SAMPLE, Builder, write_corpora
 from tests.index_equality import index_differences
 

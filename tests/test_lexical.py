@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from strata.retrieval import Index
-from strata.core.lexical import LexicalIndex, tokenize
-from strata.core.schema import LEXICAL_DIR
+from strata.core.lexical.bm25 import LexicalIndex, tokenize
+from strata.core.config.schema import LEXICAL_DIR
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -88,7 +88,7 @@ def test_the_saved_index_is_the_same_bytes_whatever_the_string_hashing(tmp_path)
 
     texts = ["Harbour gauges drift with the tide", "The tide table of the harbour",
              "Buoys report swell and wind", "def read_csv(path): return rows"]
-    code = ("import sys; from strata.core.lexical import LexicalIndex; "
+    code = ("import sys; from strata.core.lexical.bm25 import LexicalIndex; "
             f"LexicalIndex.build(['a', 'b', 'c', 'd'], ['section'] * 4, {texts!r})"
             ".save(sys.argv[1])")
     for seed in ("1", "2"):
@@ -120,9 +120,10 @@ def test_the_flat_build_is_the_matrix_bm25s_builds_itself(sample_index):
     the one a dict lookup per token, in corpus order, makes."""
     import bm25s
 
-    from strata.core import bm25_matrix, lexical
-    from strata.core.layout import IndexLayout
-    from strata.core.schema import TABLE_FILES
+    from strata.core.lexical import bm25_matrix
+    from strata.core.lexical import bm25 as lexical
+    from strata.core.storage.layout import IndexLayout
+    from strata.core.config.schema import TABLE_FILES
 
     nodes = pl.read_parquet(IndexLayout(sample_index).resolve() / TABLE_FILES["nodes"])
     texts = [t[i:i + 300] for t in nodes["text"].drop_nulls().to_list()
@@ -154,8 +155,8 @@ def test_a_lexical_build_leaves_no_memo_of_the_corpus_vocabulary(sample_index, t
     """The tokenizer's memos fill with the corpus's words while a build tokenizes; the
     steps after it in the same process never look them up, so the build empties them."""
     from strata.assets.shard_cache import load_embedding_items
-    from strata.core.layout import IndexLayout
-    from strata.core.lexical import _identifier, _word
+    from strata.core.storage.layout import IndexLayout
+    from strata.core.lexical.bm25 import _identifier, _word
     from strata.stages.lexical import build_lexical
 
     items = load_embedding_items(IndexLayout(sample_index))
@@ -177,7 +178,7 @@ def test_an_unchanged_lexical_index_is_kept_only_while_it_would_load(sample_inde
     reads its files as data (no bm25s); a damaged file makes it index again, and
     what it writes loads."""
     from strata.assets.shard_cache import load_embedding_items
-    from strata.core.layout import IndexLayout
+    from strata.core.storage.layout import IndexLayout
     from strata.stages.lexical import build_lexical
 
     items = load_embedding_items(IndexLayout(sample_index))

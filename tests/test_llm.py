@@ -38,7 +38,7 @@ def api_key(monkeypatch):
 
 
 class FakeClock:
-    """Stands in for :func:`strata.core.stopping.sleep` (the wait before a retry):
+    """Stands in for :func:`strata.core.stop_request.sleep` (the wait before a retry):
     records each wait asked for and returns at once, or with the reason to stop
     when there is one, as the real one does."""
 
@@ -511,7 +511,7 @@ def test_a_stop_request_ends_the_retry_wait(server, caplog):
     not after the 60 s the server asked for (then a second request would arrive).
     No clock is read: if the wait were not cut short, the joins below would take
     a minute and the server would see a second request."""
-    from strata.core import stopping
+    from strata.core import stop_request as stopping
 
     caplog.set_level(logging.INFO, logger="strata.core.llm")
     server.add_fault("429", 60, times=None)

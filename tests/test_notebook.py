@@ -17,7 +17,7 @@ import pytest
 
 from strata.retrieval import Index
 from strata.retrieval.neighbourhood import draw_neighbourhood, neighbourhood
-from strata.core.schema import EDGE_TYPES, NODE_KINDS
+from strata.core.config.schema import EDGE_TYPES, NODE_KINDS
 from tests.conftest import REPO
 
 NOTEBOOK = REPO / "notebooks" / "explore.ipynb"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from strata.retrieval import Index
-from strata.core.remote import push_version, remote_current, remote_versions
+from strata.core.storage.mirror import push_version, remote_current, remote_versions
 
 from tests.s3 import s3_endpoint, uri
 
@@ -34,7 +34,7 @@ def test_a_mirrored_version_opens_from_its_uri(sample_index, s3_uri):
 
 
 def test_a_missing_remote_index_is_a_clear_error(s3_uri):
-    from strata.core.layout import IndexNotFound
+    from strata.core.storage.layout import IndexNotFound
 
     with pytest.raises(IndexNotFound, match="no published index"):
         Index.open(s3_uri.replace("/sample?", "/nothing?"))

@@ -17,10 +17,10 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 from strata.retrieval import EmbeddingModelMismatch, Index
-from strata.core import embedding
-from strata.core.embedding import (EncoderSpec, SentenceTransformerEncoder,
+from strata.core.encoders import embedding
+from strata.core.encoders.embedding import (EncoderSpec, SentenceTransformerEncoder,
                               disagreement, load_encoder, packaged_model_path)
-from strata.core.layout import IndexLayout
+from strata.core.storage.layout import IndexLayout
 from tests.conftest import REPO, SAMPLE
 
 TEXTS = ["How do I correct pressure readings for barometric drift?",
@@ -57,13 +57,13 @@ def test_quantizing_prints_nothing_on_the_terminal(model_cache):
     process of its own: pytest's log capture would hide what a terminal shows)."""
     import os
 
-    from strata.core.onnx_runtime import exported_graph
+    from strata.core.encoders.onnx_runtime import exported_graph
 
     exported_graph(str(packaged_model_path()), False)  # the float32 graph it quantizes
     for old in model_cache.rglob("model_int8.onnx"):
         old.unlink()
-    code = ("from strata.core.embedding import packaged_model_path as p\n"
-            "from strata.core.onnx_runtime import exported_graph as g\n"
+    code = ("from strata.core.encoders.embedding import packaged_model_path as p\n"
+            "from strata.core.encoders.onnx_runtime import exported_graph as g\n"
             "print(g(str(p()), True).name)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, "STRATA_MODEL_CACHE": str(model_cache)}, timeout=600)
@@ -117,7 +117,7 @@ def test_another_runtime_queries_only_when_its_vectors_agree(int8_index, sample_
     # an int8 graph quantised per tensor (cosine ~0.96 to torch) does not agree
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from strata.core.onnx_runtime import OnnxSentenceModel, exported_graph
+    from strata.core.encoders.onnx_runtime import OnnxSentenceModel, exported_graph
 
     coarse = tmp_path / "per_tensor.onnx"
     quantize_dynamic(str(exported_graph(str(packaged_model_path()), False)), str(coarse),

@@ -55,7 +55,7 @@ def _check_rows_read_by_a_filter(out) -> None:
     """A step that reads some rows of a build table (the image steps: the image
     nodes) gets exactly those rows of the table, in its order."""
     from strata.assets.common import read_build_table
-    from strata.core.layout import IndexLayout
+    from strata.core.storage.layout import IndexLayout
 
     layout = IndexLayout(out)
     image = pl.col("kind") == "image"
@@ -104,7 +104,7 @@ def test_the_steps_after_the_embeddings_hold_no_encoder(sample_build):
     import gc
     import weakref
 
-    from strata.core.embedding import load_encoder, release_encoders
+    from strata.core.encoders.embedding import load_encoder, release_encoders
     from strata.resources import EmbedderResource
 
     builder, _, _ = sample_build

@@ -204,7 +204,7 @@ def test_a_stop_that_dagster_raises_as_the_next_step_starts_reads_as_stopped():
     from dagster._utils.error import SerializableErrorInfo
 
     from strata.assets.common import STOPPED_TAG
-    from strata.pipelines.progress import _interrupted
+    from strata.pipelines.build_progress import _interrupted
 
     def failure(cls: str, source, user=None):
         error = SerializableErrorInfo(message=f"{cls}\n", stack=[], cls_name=cls)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from strata.core.settings import corpora_file, dagster_home_dir, project_dir
+from strata.core.config.settings import corpora_file, dagster_home_dir, project_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = {".venv", ".git", ".pytest_cache", "__pycache__", ".hypothesis", ".ruff_cache",

@@ -48,7 +48,7 @@ class _OtherModel:
     """A stand-in encoder of another model, to test the mismatch error."""
 
     def __init__(self, model, dim):
-        from strata.core.embedding import EncoderSpec
+        from strata.core.encoders.embedding import EncoderSpec
 
         self.spec = EncoderSpec(model=model, dim=dim)
         self.dim = dim

@@ -13,9 +13,10 @@ import json
 import numpy as np
 import pytest
 
-from strata.core import embedding, query_runtime
-from strata.core.embedding import AUTO, EncoderSpec, load_encoder, resolve_runtime
-from strata.core.layout import IndexLayout
+from strata.core.encoders import embedding
+from strata.core.encoders import query_runtime
+from strata.core.encoders.embedding import AUTO, EncoderSpec, load_encoder, resolve_runtime
+from strata.core.storage.layout import IndexLayout
 from strata.resources.embedder import EmbedderResource
 from strata.retrieval import Index
 

@@ -13,7 +13,7 @@ import sys
 import dagster as dg
 import pytest
 
-from strata.core.layout import IndexLayout
+from strata.core.storage.layout import IndexLayout
 from tests.conftest import REPO, SAMPLE, write_corpora
 from tests.dask_run import build_on_dask
 from tests.index_equality import index_differences

@@ -1,4 +1,4 @@
-"""One settings model (strata.core.settings): the README's table is the model's,
+"""One settings model (strata.core.config.settings): the README's table is the model's,
 every default is stated there once and read by the CLI, the resources and the
 service, and a variable that cannot be used stops a command in one line."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from strata.core import settings as model
+from strata.core.config import settings as model
 from tests.source_tree import source_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ def test_the_readme_table_is_the_models():
     block = re.search(re.escape(model.START) + r"\n(.*?)\n" + re.escape(model.END), text, re.S)
     assert block, "the settings page has lost its settings block"
     assert block.group(1) == model.env_table(), \
-        "run: python -m strata.core.settings --readme docs/reference/settings.md (or make docs)"
+        "run: python -m strata.core.config.settings --readme docs/reference/settings.md (or make docs)"
     # and every variable the model reads has its row
     for group in model.GROUPS:
         for name in group.model_fields:
@@ -35,7 +35,7 @@ def test_the_readme_table_is_the_models():
 def test_a_default_is_stated_once(literal):
     where = [str(p.relative_to(ROOT)) for p in source_files()
              if literal in p.read_text()]
-    assert where in (["strata/core/settings.py"], []), where
+    assert where in (["strata/core/config/settings.py"], []), where
 
 
 def test_the_cli_resources_and_service_take_the_models_defaults():

@@ -1,6 +1,6 @@
 """A build whose workers share nothing but an object store (`shared: store`):
 each worker keeps its own folder in step with the build on the store
-(:mod:`strata.core.store_sync`), against moto's S3 server on loopback.
+(:mod:`strata.core.storage.store_sync`), against moto's S3 server on loopback.
 
 The two-worker test starts a Dask scheduler and two `dask worker` processes, each
 in an empty folder of its own with its own corpora file, cache and home; the
@@ -20,8 +20,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from strata.core.layout import IndexLayout, write_json_atomic, write_parquet_atomic
-from strata.core.store_sync import StoreWorkspace, SyncConflict
+from strata.core.storage.layout import IndexLayout, write_json_atomic, write_parquet_atomic
+from strata.core.storage.store_sync import StoreWorkspace, SyncConflict
 from tests.conftest import REPO, SAMPLE, Builder, write_corpora
 from tests.dask_run import build_on_dask
 from tests.index_equality import index_differences
@@ -164,7 +164,7 @@ def test_workers_sharing_only_the_store_build_the_in_process_index(
     import dagster as dg
     from distributed import Client
 
-    from strata.core.remote import pull_version
+    from strata.core.storage.mirror import pull_version
 
     location = uri(store, "builds/sample")
     corpus = {"sample": {"root": str(SAMPLE), "out": "work/sample", "mirror": location,
@@ -240,7 +240,7 @@ def test_a_push_the_store_refuses_fails_the_step_once_in_one_line(store, tmp_pat
     own (a retry would redo the step's work only to meet the same store)."""
     import dagster as dg
 
-    from strata.core.object_store import StoreError
+    from strata.core.storage.object_store import StoreError
 
     location = uri(store, "builds/docs")
     cfg = write_corpora(tmp_path / "corpora.yaml", {"docs": {

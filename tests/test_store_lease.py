@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from strata.core.store_lease import LeaseHeld, StoreLease
+from strata.core.storage.store_lease import LeaseHeld, StoreLease
 from tests.s3 import s3_endpoint, uri
 
 
@@ -71,8 +71,8 @@ def test_of_builds_racing_for_a_free_lease_exactly_one_wins(mirror):
 
 def test_a_build_of_a_mirrored_corpus_whose_lease_is_held_writes_nothing(
         builder, sample_copy, mirror, tmp_path):
-    from strata.core.layout import IndexNotFound
-    from strata.core.remote import remote_current
+    from strata.core.storage.layout import IndexNotFound
+    from strata.core.storage.mirror import remote_current
     from tests.conftest import write_corpora
 
     StoreLease(mirror).claim("a-run-on-another-machine", what="strata index on ci-7")

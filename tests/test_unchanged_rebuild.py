@@ -13,7 +13,7 @@ import sys
 
 import dagster as dg
 
-from strata.core.layout import IndexLayout, write_json_atomic
+from strata.core.storage.layout import IndexLayout, write_json_atomic
 from strata.retrieval import Index
 from tests.s3 import s3_endpoint
 from tests.s3 import uri as s3_uri
@@ -131,7 +131,7 @@ def test_an_unchanged_rebuild_keeps_the_version_and_an_edit_publishes(builder, s
 
 
 def test_an_unchanged_mirrored_build_uploads_nothing(builder, sample_copy, tmp_path, monkeypatch):
-    from strata.core.remote import remote_current, remote_versions
+    from strata.core.storage.mirror import remote_current, remote_versions
 
     with s3_endpoint(monkeypatch, tmp_path / "cache", "indexes") as endpoint:
         uri = s3_uri(endpoint, "indexes/sample")

@@ -35,7 +35,7 @@ def stopped_while(call: Callable[[], object], waiting: Callable[[], bool], what:
     ``call`` raised: the stop ends waits, so no test sits out a server's minute."""
     import threading
 
-    from strata.core import stopping
+    from strata.core import stop_request as stopping
 
     raised: list[BaseException] = []
 

@@ -28,7 +28,7 @@ class UnknownMode(ValueError):
 
 def default_min_relevance() -> float:
     """The relevance floor a search uses unless told (``STRATA_MIN_RELEVANCE``)."""
-    from strata.core.settings import QuerySettings, value_or_default
+    from strata.core.config.settings import QuerySettings, value_or_default
 
     return value_or_default(QuerySettings, "min_relevance")
 

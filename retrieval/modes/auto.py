@@ -27,7 +27,7 @@ from strata.retrieval.context import (assemble, attach_context, denest, gather_s
                                      subtree_text)
 from strata.retrieval.facets import WINDOW, place, split
 from strata.retrieval.fusion import ALPHA, DEPTH, fused_recall
-from strata.retrieval.graph import KIND_CODE
+from strata.retrieval.graph_arrays import KIND_CODE
 from strata.retrieval.results import Result, Trace
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from strata.retrieval.diffuse import DiffusionRun, diffuse
 from strata.retrieval.fusion import ALPHA, fuse_scores, fused_recall
-from strata.retrieval.graph import KIND_CODE, top_k
+from strata.retrieval.graph_arrays import KIND_CODE, top_k
 from strata.retrieval.prepared import BUCKETS, Prepared, prepare, query_sims
 from strata.retrieval.rerank import (POOL_PER_K, final_rerank, load_cross_encoder, rerank_hits,
                                      sigmoid)

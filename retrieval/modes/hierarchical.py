@@ -5,7 +5,7 @@ The design follows HypRAG's ``subtree_expand`` (the flat encoder finds the
 right region, the hierarchy supplies the surrounding context) with one
 difference that matters at scale: HypRAG scans the whole corpus on every query
 to find each hit's relatives; here the walk reads only the precomputed CSR
-arrays of :class:`retrieval.graph.Graph` (``parent``, ``children``,
+arrays of :class:`retrieval.graph_arrays.Graph` (``parent``, ``children``,
 ``siblings``), so a query costs in proportion to what it expands — at most
 ``seeds × (1 + max_siblings + max_children)`` nodes — whatever the size of the
 corpus. No DataFrame is filtered or scanned in the query path once the index is
@@ -170,7 +170,7 @@ def expand_subtree(index, dense_ids, *, parents: bool = True, siblings: bool = T
     ``dense_ids`` (dense graph ids, best first), deduplicated.
 
     ``index`` is an :class:`retrieval.Index` (or anything with a ``graph``
-    attribute holding a :class:`retrieval.graph.Graph`). The seeds themselves
+    attribute holding a :class:`retrieval.graph_arrays.Graph`). The seeds themselves
     and the dense ids in ``exclude`` are never returned; a node reached twice
     keeps its first role. ``max_expand`` (None: no cap beyond the per-seed
     ones) stops the walk after that many nodes, in discovery order. With

@@ -32,7 +32,7 @@ import numpy as np
 
 from strata.core.llm import as_llm
 from strata.retrieval.fusion import fused_recall
-from strata.retrieval.graph import EDGE_CODE, KIND_CODE, top_k
+from strata.retrieval.graph_arrays import EDGE_CODE, KIND_CODE, top_k
 from strata.retrieval.results import Result, Trace
 
 MAP_LIMIT = 300  # files in one router prompt; larger maps are pre-filtered by similarity

@@ -29,8 +29,8 @@ import pyarrow as pa
 
 from strata.stages.enrich.images import EXTERNAL, OK, ImageRecord, read_image_bytes
 from strata.core.llm import LLMRequest, LLMResult, StageStats, quote_data
-from strata.core.schema import CAPTIONS, python_table
-from strata.core.settings import BuildSettings, load
+from strata.core.config.schema import CAPTIONS, python_table
+from strata.core.config.settings import BuildSettings, load
 
 __all__ = [
     "CAPTIONS",

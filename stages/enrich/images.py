@@ -40,8 +40,8 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image
 
-from strata.core.schema import IMAGES as IMAGE_GROUPS
-from strata.core.schema import python_table
+from strata.core.config.schema import IMAGES as IMAGE_GROUPS
+from strata.core.config.schema import python_table
 
 __all__ = [
     "ImageRecord",

@@ -370,7 +370,7 @@ def match_import_cached(import_path: str | Path, units: pl.DataFrame, cache_dir:
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache entry is recomputed and rewritten
     imported, unmatched = match_import(load_openie_import(import_path), units)
-    from strata.core.layout import write_json_atomic
+    from strata.core.storage.layout import write_json_atomic
 
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     for old in Path(cache_dir).glob("openie-import-*.json"):  # one entry: the latest

@@ -31,8 +31,8 @@ import pyarrow as pa
 
 from strata.stages.enrich.openie import OpenIEOut, normalize
 from strata.stages.parse.finalize import stable_hash
-from strata.core.layout import read_parquet_file
-from strata.core.schema import (EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY,
+from strata.core.storage.layout import read_parquet_file
+from strata.core.config.schema import (EDGES, ENTITY, FACTS, NODES, PASSAGE, SEMANTIC, SYNONYMY,
                                 empty_table)
 
 __all__ = ["build_entities", "entity_id", "entity_id_map", "fact_id", "passage_edges",

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from strata.core.layout import write_parquet_atomic, write_text_atomic
+from strata.core.storage.layout import write_parquet_atomic, write_text_atomic
 from strata.stages.enrich.openie_text import OpenIEOut
 
 # Bump when build_entities, passage_edges or semantic_edges would write other rows.

@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from strata.core.llm import LLMRequest, StageStats, quote_data
-from strata.core.schema import SUMMARIES, python_table
+from strata.core.config.schema import SUMMARIES, python_table
 
 TEMPLATE = "summarize/v2"  # v2: </data> neutralised, the location inside the data block
 SUMMARY_KINDS = ("section", "code", "table")

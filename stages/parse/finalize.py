@@ -13,8 +13,8 @@ from typing import Any
 
 from strata.stages.parse.chunking import split_text
 from strata.stages.parse.model import Draft, ParsedFile
-from strata.core.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
-from strata.core.settings import ChunkingSettings, check
+from strata.core.config.schema import CHUNK, EMBEDDED_KINDS, FILE, SECTION
+from strata.core.config.settings import ChunkingSettings, check
 
 # Bump when a parser's output changes for the same input: it invalidates the
 # per-document cache so old parses are not reused.
@@ -24,7 +24,7 @@ CHUNKED_KINDS = (SECTION, FILE)
 
 
 class ParseSettings(ChunkingSettings):
-    """The chunking a parse runs with: :class:`strata.core.settings.ChunkingSettings`
+    """The chunking a parse runs with: :class:`strata.core.config.settings.ChunkingSettings`
     (its fields, defaults and bounds), checked when made, plus the fingerprint that
     keys the per-document parse cache. Values may be given by position in the
     model's field order; one that is out of bounds is a :class:`SettingsError` in

@@ -2,7 +2,7 @@
 
 Parsers only know one file. Ids, depths, breadcrumbs, hashes and chunking are
 assigned afterwards by :mod:`stages.parse.finalize`, and references (links,
-imports) are resolved against the whole corpus by :mod:`stages.graph`, so a
+imports) are resolved against the whole corpus by :mod:`stages.structural_graph`, so a
 parser never needs to see another file and every format lands in one model.
 """
 

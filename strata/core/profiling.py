@@ -30,7 +30,7 @@ def step_profile(step: str) -> Iterator[None]:
         return
     import cProfile
 
-    from strata.core.embedding import usable_cores
+    from strata.core.encoders.embedding import usable_cores
 
     profiler: cProfile.Profile | None = cProfile.Profile()
     wall0, cpu0 = time.perf_counter(), time.process_time()

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from collections.abc import Callable
 
-from strata.core.settings import BuildSettings, value_or_default
+from strata.core.config.settings import BuildSettings, value_or_default
 
 
 _LINE = re.compile(r"^(?P<label>[^:\n]+): (?P<done>\d+)/(?P<total>\d+) \((?P<pct>\d+)%\)"
@@ -66,7 +66,7 @@ def parse_line(text: str) -> Progress | None:
 
 
 def every_s() -> float:
-    """``$STRATA_PROGRESS_EVERY_S`` (:class:`strata.core.settings.BuildSettings`); its
+    """``$STRATA_PROGRESS_EVERY_S`` (:class:`strata.core.config.settings.BuildSettings`); its
     default when the variable cannot be used (progress lines never fail a step)."""
     return value_or_default(BuildSettings, "progress_every_s")
 

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.core.schema import (EDGE_TYPES, EMBEDDED_KINDS, FACT, LANCE_DIR, NODE_KINDS, QUERY_DIR,
+from strata.core.config.schema import (EDGE_TYPES, EMBEDDED_KINDS, FACT, LANCE_DIR, NODE_KINDS, QUERY_DIR,
                            TABLE_FILES, VECTOR_KINDS, vector_table_name)
 
 ARRAYS_FORMAT = 1  # bump when a file here changes meaning: older folders are then recomputed
@@ -335,7 +335,7 @@ def compute(folder: Path, dim: int, vectors_file: Path | None = None,
 
     ``previous``: the folder of the version published before, whose arrays
     hold the unit vectors of every table ``folder`` kept as it was (the same
-    files: :func:`strata.core.layout.linked_folders`); those are copied from its arrays by node id
+    files: :func:`strata.core.storage.layout.linked_folders`); those are copied from its arrays by node id
     instead of read from the table and made unit again. A small edit then
     reads the vectors of the kinds it touched, not every entity's and fact's.
 
@@ -347,8 +347,8 @@ def compute(folder: Path, dim: int, vectors_file: Path | None = None,
     import polars as pl
     import pyarrow as pa
 
-    from strata.core.lance_scan import connect, scan, table_names, vector_matrix
-    from strata.core.layout import linked_folders
+    from strata.core.storage.lance_scan import connect, scan, table_names, vector_matrix
+    from strata.core.storage.layout import linked_folders
 
     ent_path = folder / TABLE_FILES["entities"]
     nodes = graph_nodes(pl.read_parquet(folder / TABLE_FILES["nodes"], columns=GRAPH_COLUMNS),
@@ -480,7 +480,7 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None,
     np.save(tmp / "probe_vectors.npy", np.asarray(arrays.probe_vectors, np.float32))
     rows = np.nonzero(np.asarray(arrays.has_vector))[0]
     if ann_min_vectors is None:
-        from strata.core.settings import QuerySettings, load
+        from strata.core.config.settings import QuerySettings, load
 
         ann_min_vectors = load(QuerySettings).ann_min_vectors  # $STRATA_ANN_MIN_VECTORS
     ann = bool(ann_min_vectors) and len(rows) >= ann_min_vectors

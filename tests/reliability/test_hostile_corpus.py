@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 import pytest
 
-from strata.core.layout import IndexLayout
+from strata.core.storage.layout import IndexLayout
 from tests.conftest import Builder, write_corpora
 from tests.reliability.hostile import write_hostile_corpus
 

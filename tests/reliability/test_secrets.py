@@ -49,7 +49,7 @@ def test_neither_backend_leaks_the_key_from_a_server_that_echoes_it(tmp_path, mo
     the LLM for some items (each recorded as failed), the embedding endpoint for
     every request (the build stops, saying so in one line). Then every byte of
     output, log, Dagster event log (SQLite), compute log, cache and artifact is
-    searched (strata/core/embedding.py had no redaction)."""
+    searched (strata/core/encoders/embedding.py had no redaction)."""
     key = "sk-strata-echo-4b3c2d1e0f-SECRET"
     caplog.set_level(logging.DEBUG)
     rc, echoed = _build_against_a_rejecting_server(tmp_path, monkeypatch, key, "echo")

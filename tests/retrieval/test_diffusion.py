@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from strata.retrieval import Index, Result, diffuse, prepared
-from strata.retrieval.graph import EDGE_CODE
+from strata.retrieval.graph_arrays import EDGE_CODE
 from strata.retrieval.modes.diffusion import DiffusionConfig, retrieve
 from strata.retrieval.results import Trace
 from tests.conftest import write_corpora

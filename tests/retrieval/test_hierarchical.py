@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from strata.retrieval import Index
-from strata.retrieval.graph import Graph
+from strata.retrieval.graph_arrays import Graph
 from strata.retrieval.modes import hierarchical
 from strata.retrieval.modes.hierarchical import HierarchicalConfig, expand_subtree
 

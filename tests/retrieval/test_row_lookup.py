@@ -8,9 +8,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from strata.core.layout import IndexLayout
+from strata.core.storage.layout import IndexLayout
 from strata.core.query_arrays import JOIN_SHARE, row_lookup, rows_of
-from strata.core.schema import TABLE_FILES
+from strata.core.config.schema import TABLE_FILES
 
 
 def _reference(ids: list, asked: list) -> np.ndarray:

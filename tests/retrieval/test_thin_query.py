@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from strata.core import query_runtime
-from strata.core.embedding import EncoderSpec
-from strata.core.layout import IndexLayout
+from strata.core.encoders import query_runtime
+from strata.core.encoders.embedding import EncoderSpec
+from strata.core.storage.layout import IndexLayout
 from strata.pipelines.cli import main
 from strata.core.query_arrays import Graph, compute, open_arrays, present, save, write
 from strata.retrieval import Index
@@ -172,7 +172,7 @@ def torch_index(tmp_path_factory):
 
 
 def test_a_runtime_agreement_is_measured_once_and_then_read(torch_index, tmp_path, monkeypatch):
-    from strata.core.embedding import load_encoder
+    from strata.core.encoders.embedding import load_encoder
 
     monkeypatch.setattr(query_runtime, "_agreements_dir", lambda: tmp_path / "agreements")
     manifest = json.loads((IndexLayout(torch_index).resolve() / "manifest.json").read_text())
@@ -334,7 +334,7 @@ def test_vectors_written_a_run_at_a_time_equal_the_matrix_in_memory(tmp_path):
 
 
 def _linked_copy(src, dst) -> None:
-    from strata.core.layout import link_or_copy
+    from strata.core.storage.layout import link_or_copy
 
     shutil.copytree(src, dst, copy_function=link_or_copy)
 
@@ -357,7 +357,7 @@ def test_a_publish_copies_the_vectors_of_the_tables_a_build_kept_from_the_last_v
     those computed from the tables alone."""
     import polars as pl
 
-    from strata.core.schema import LANCE_DIR, TABLE_FILES
+    from strata.core.config.schema import LANCE_DIR, TABLE_FILES
 
     version = IndexLayout(sample_index).resolve()
     dim = open_arrays(version).vectors.shape[1]
@@ -376,7 +376,7 @@ def test_a_publish_copies_the_vectors_of_the_tables_a_build_kept_from_the_last_v
     shutil.copytree(version / LANCE_DIR / f"{rewritten}.lance",
                     build / LANCE_DIR / f"{rewritten}.lance")
     scanned: list[str] = []
-    import strata.core.lance_scan as lance_scan
+    import strata.core.storage.lance_scan as lance_scan
 
     real_scan = lance_scan.scan
 

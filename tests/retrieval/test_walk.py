@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from strata.retrieval import Index
-from strata.retrieval.graph import Graph
+from strata.retrieval.graph_arrays import Graph
 from strata.retrieval.walk import build, normalise
 from tests.conftest import write_corpora
 

@@ -28,7 +28,7 @@ def settings_for(*indexes, **kw):
 
 def copy_index(src: Path, dst: Path, **manifest_changes) -> Path:
     """A copy of an index folder whose current manifest gets ``manifest_changes``."""
-    from strata.core.layout import IndexLayout
+    from strata.core.storage.layout import IndexLayout
 
     shutil.copytree(src, dst, symlinks=True)
     layout = IndexLayout(dst)

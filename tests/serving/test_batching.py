@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from strata.core.embedding import BatchingEncoder, EncoderSpec, load_encoder
+from strata.core.encoders.embedding import BatchingEncoder, EncoderSpec, load_encoder
 
 
 def test_concurrent_callers_share_batches_and_get_their_own_vectors():

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 
-from strata.core.layout import IndexLayout
+from strata.core.storage.layout import IndexLayout
 from tests.serving.helpers import copy_index, make_client, settings_for
 from tests.waiting import wait_until
 

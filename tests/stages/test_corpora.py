@@ -15,7 +15,7 @@ from strata.stages.corpora import (
     register_corpus,
     validate_name,
 )
-from strata.core.embedding import DEFAULT_MODEL, EncoderSpec
+from strata.core.encoders.embedding import DEFAULT_MODEL, EncoderSpec
 
 
 def _config(folder: Path, corpora: dict, name: str = "corpora.yaml") -> Path:
@@ -177,7 +177,7 @@ def test_a_corpus_remembers_its_llm_and_embedding_for_sensor_and_scheduled_runs(
     is built with (the code location's, from the environment)."""
     from strata.assets.common import llm_client
     from strata.pipelines.definitions import resolved_resources
-    from strata.core.layout import IndexLayout
+    from strata.core.storage.layout import IndexLayout
 
     monkeypatch.setenv("STRATA_LLM_BACKEND", "offline")  # what the daemon's runs default to
     monkeypatch.setenv("MY_LLM_KEY", "sk-not-stored")

@@ -14,8 +14,8 @@ import pytest
 from strata.stages.embed import (_embedded, _rows_table, build_vectors, encode_shard,
                                  encode_sorted)
 from strata.stages.stored_vectors import read_vector_cache
-from strata.core import stopping
-from strata.core.embedding import EncoderSpec, encoder_threads, load_encoder
+from strata.core import stop_request as stopping
+from strata.core.encoders.embedding import EncoderSpec, encoder_threads, load_encoder
 
 WORDS = ("tide gauge barometric drift pressure harbour reading sensor offset hourly reference "
          "correction datum survey station buoy wave swell anemometer").split()
@@ -65,7 +65,8 @@ def test_calls_of_the_default_size_fill_the_passes_of_the_shortest_texts(encoder
     """On torch a call runs fixed-shape passes, the last of each padded length
     filled with repeats; the shortest texts have the widest passes. Calls of the
     default size, sorted, run those texts in as few passes as their count needs."""
-    from strata.core import batch_shapes, embedding
+    from strata.core.encoders import batch_shapes
+    from strata.core.encoders import embedding
     from strata.stages.embed import ENCODE_BATCH
 
     rng = random.Random(3)
@@ -95,7 +96,7 @@ def test_token_counts_tokenize_a_bounded_batch_at_a_time(encoder, monkeypatch):
     """A first build's shard counts every text it encodes; the tokenizer's output
     for all of them at once was a peak that grew with the corpus. The counts are
     those of each text alone, whatever the batch boundaries."""
-    from strata.core.embedding import COUNT_BATCH
+    from strata.core.encoders.embedding import COUNT_BATCH
     texts = _corpus(2 * COUNT_BATCH + 5, seed=11)
     model = encoder.model
     alone = [encoder.token_counts([t])[0] for t in texts]
@@ -139,7 +140,7 @@ def test_a_shard_writes_its_vectors_as_it_goes_and_resumes_where_it_stopped(enco
     # the written pieces, read back as the embeddings asset does, equal a plain build's
     import pyarrow as pa
 
-    from strata.core.layout import write_parquet_atomic
+    from strata.core.storage.layout import write_parquet_atomic
 
     cache = tmp_path / "cache"
     for i, (hashes, vectors) in enumerate(parts):

@@ -1,4 +1,4 @@
-"""Tests for stages.graph on node/reference tables produced by the real
+"""Tests for stages.structural_graph on node/reference tables produced by the real
 discover → parse → finalize path over a small corpus in a temp folder."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from strata.stages.discover import discover
-from strata.stages.graph import GraphResult, build_edges
+from strata.stages.structural_graph import GraphResult, build_edges
 from strata.stages.nodes import build_nodes
 
 FILES = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from strata.core.lance_scan import connect, scan, vector_matrix
+from strata.core.storage.lance_scan import connect, scan, vector_matrix
 
 DIM = 8
 

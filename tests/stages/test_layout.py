@@ -1,4 +1,4 @@
-"""Tests for strata.core.layout.IndexLayout: atomic publish with hard links,
+"""Tests for strata.core.storage.layout.IndexLayout: atomic publish with hard links,
 version resolution and pruning, on real Parquet files and a LanceDB table."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from strata.core.layout import IndexLayout, IndexNotFound, read_manifest, write_parquet_atomic
-from strata.core.schema import DOCUMENTS, EDGES, NODES, vector_schema
+from strata.core.storage.layout import IndexLayout, IndexNotFound, read_manifest, write_parquet_atomic
+from strata.core.config.schema import DOCUMENTS, EDGES, NODES, vector_schema
 
 DIM = 4
 
@@ -244,7 +244,7 @@ def test_a_fetched_version_appears_whole_or_not_at_all(tmp_path):
     version home): a fetch that fails leaves neither its scratch folder nor a
     version; the remains of one that died before its manifest are replaced; a
     version already here is not fetched again."""
-    from strata.core.layout import fetch_version
+    from strata.core.storage.layout import fetch_version
 
     versions = tmp_path / "versions"
     versions.mkdir()
@@ -275,7 +275,7 @@ FILLS_THE_DISK = """
 import json, os, resource, signal, sys
 from pathlib import Path
 import pyarrow as pa
-from strata.core.layout import write_bytes_atomic, write_parquet_atomic
+from strata.core.storage.layout import write_bytes_atomic, write_parquet_atomic
 
 # the process may write files of at most 1 MiB: a larger write fails part-way with
 # EFBIG, as it would with ENOSPC on a full disk (the signal is ignored so that the
@@ -302,7 +302,7 @@ def test_a_write_that_fails_part_way_leaves_the_old_file_and_no_part_of_the_new(
     import subprocess
     import sys
 
-    from strata.core.layout import write_bytes_atomic
+    from strata.core.storage.layout import write_bytes_atomic
 
     write_bytes_atomic(tmp_path / "blob.json", b"{}\n")
     write_parquet_atomic(pa.table({"b": [b"old"]}), tmp_path / "table.parquet")

@@ -9,7 +9,7 @@ import pytest
 
 from strata.stages import lexical_tokens
 from strata.stages.lexical import build_lexical
-from strata.core.schema import LEXICAL_DIR, LEXICAL_UNITS
+from strata.core.config.schema import LEXICAL_DIR, LEXICAL_UNITS
 from tests.index_equality import lexical_differences
 
 
@@ -133,7 +133,7 @@ def test_a_tokenizing_that_stops_early_leaves_the_old_cache(tmp_path):
 
 
 def test_no_token_holds_whitespace_so_joining_by_spaces_is_lossless():
-    from strata.core.lexical import tokenize
+    from strata.core.lexical.bm25 import tokenize
 
     text = ("@State and read_chunked !! utf8 V2 no\u00a0break thin\u2009space tab\tbed "
             "line\u2028sep ideographic\u3000space json.decoder.scan => $$x")

@@ -16,7 +16,7 @@ from strata.stages.enrich.semantic_graph import (
     build_entities, entity_id, entity_id_map, fact_id, passage_edges, redirect_edges,
     semantic_edges, synonymy_benchmark, synonymy_edges,
 )
-from strata.core.schema import EDGES, FACTS, NODES, TABLE_FILES
+from strata.core.config.schema import EDGES, FACTS, NODES, TABLE_FILES
 
 PER_UNIT = {
     "chunk-a": OpenIEOut(entities=[("Barack Obama", ""), ("Honolulu", "a city in Hawaii")],

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 
 import strata.stages.embed as embed
-from strata.core.embedding import TORCH_RUNTIMES, EncoderSpec, load_encoder
-from strata.core.lance_scan import connect, scan, table_names
+from strata.core.encoders.embedding import TORCH_RUNTIMES, EncoderSpec, load_encoder
+from strata.core.storage.lance_scan import connect, scan, table_names
 from strata.stages.embed import build_vectors, encode_shard
 from strata.stages.enrich.semantic_graph import synonymy_edges, synonymy_edges_cached
 from strata.stages.vector_contents import contents_path, read_contents
@@ -133,7 +133,7 @@ def test_an_entity_table_shorter_than_its_contents_file_is_not_trusted_again(bui
     from types import SimpleNamespace
 
     from strata.assets.graph import _entity_rows
-    from strata.core.schema import ENTITY, vector_table_name
+    from strata.core.config.schema import ENTITY, vector_table_name
 
     _, lance = built
     connect(lance).open_table(vector_table_name(ENTITY)).delete("node_id = 'n0028'")

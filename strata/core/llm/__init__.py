@@ -24,7 +24,7 @@ imports it whether or not it asks a model.
 
 from __future__ import annotations
 
-from strata.core.endpoints import EndpointError
+from strata.core.llm.endpoints import EndpointError
 from strata.core.llm.client import LLM
 from strata.core.llm.config import BACKENDS, JSON_MODES, LLMConfig, LLMRequest, LLMResult
 from strata.core.llm.errors import LLMStreamError

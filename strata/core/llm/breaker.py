@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from strata.core.endpoints import EndpointError, unreachable_hint
+from strata.core.llm.endpoints import EndpointError, unreachable_hint
 
 __all__ = ["CircuitBreaker"]
 

@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from strata.core import stopping
-from strata.core.endpoints import EndpointError, redact, redact_key
+from strata.core import stop_request as stopping
+from strata.core.llm.endpoints import EndpointError, redact, redact_key
 from strata.core.llm.backends import backend_class
 from strata.core.llm.backends.base import Host
 from strata.core.llm.breaker import CircuitBreaker
@@ -38,7 +38,7 @@ from strata.core.llm.prompts import est_tokens, prompt_text
 from strata.core.llm.retry import Sleep
 from strata.core.llm.stats import StageCounters, StageStats
 from strata.core.llm.throttle import Throttle
-from strata.core.stopping import RetryAbandoned
+from strata.core.stop_request import RetryAbandoned
 
 __all__ = ["LLM", "EndpointError"]
 
@@ -63,7 +63,7 @@ def _refuses_images(status: int | None, message: str) -> bool:
 class LLM:
     """One configured model shared by the enrichment stages (see the module
     docstring). ``fn`` / ``vision_fn``: the callable backend's functions.
-    ``sleep``: how a retry waits (:func:`strata.core.stopping.sleep`; tests pass a
+    ``sleep``: how a retry waits (:func:`strata.core.stop_request.sleep`; tests pass a
     fake clock's, so no test waits out a real ``Retry-After``)."""
 
     def __init__(self, config: LLMConfig, cache_path: str | Path | None = None,

@@ -1,7 +1,7 @@
 """An LLM's settings and the shapes of what goes in and out of it.
 
 :class:`LLMConfig` holds every knob of one model; the ones a user sets take their
-defaults from :class:`strata.core.settings.LLMSettings`, so each is declared once,
+defaults from :class:`strata.core.config.settings.LLMSettings`, so each is declared once,
 with its variable and bounds. :class:`LLMRequest` is one call (its fields are the
 cache key's), :class:`LLMResult` what became of it."""
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from strata.core.llm.backends import BACKENDS
-from strata.core.settings import LLMSettings, default
+from strata.core.config.settings import LLMSettings, default
 
 __all__ = ["LLMConfig", "LLMRequest", "LLMResult", "BACKENDS", "JSON_MODES"]
 
@@ -53,7 +53,7 @@ def _default(name: str) -> Any:
 @dataclass
 class LLMConfig:
     """One LLM's settings. The ones a user sets (backend ... max_retries) take
-    their defaults from :class:`strata.core.settings.LLMSettings`, where they are
+    their defaults from :class:`strata.core.config.settings.LLMSettings`, where they are
     declared with their variables and bounds; :meth:`from_settings` builds one
     from it."""
 
@@ -92,7 +92,7 @@ class LLMConfig:
 
     @classmethod
     def from_settings(cls, s: LLMSettings, **over: Any) -> LLMConfig:
-        """From a :class:`strata.core.settings.LLMSettings`; ``over`` wins."""
+        """From a :class:`strata.core.config.settings.LLMSettings`; ``over`` wins."""
         fields = ("backend", "model", "base_url", "api_key_env", "temperature", "max_tokens",
                   "concurrency", "timeout_s", "max_retries")
         return cls(**{**{f: getattr(s, f) for f in fields}, **over})

@@ -7,7 +7,7 @@ from typing import Any
 
 from strata.core.llm.client import LLM
 from strata.core.llm.config import LLMConfig
-from strata.core.settings import LLMSettings, load
+from strata.core.config.settings import LLMSettings, load
 
 __all__ = ["as_llm", "query_llm"]
 
@@ -31,10 +31,10 @@ def query_llm(backend: str | None = None, model: str | None = None,
               base_url: str | None = None, callable_path: str | None = None,
               max_tokens: int | None = None) -> LLM | None:
     """The LLM a query-side program (the CLI's search/ask, the HTTP service) uses:
-    the given settings (flags), else :class:`strata.core.settings.LLMSettings` read from
+    the given settings (flags), else :class:`strata.core.config.settings.LLMSettings` read from
     the environment (``$STRATA_LLM_*``); None when offline. ``callable_path`` is
     ``'package.module:function'`` and implies the callable backend. A bad setting
-    raises :class:`strata.core.settings.SettingsError` (a ValueError), in one line."""
+    raises :class:`strata.core.config.settings.SettingsError` (a ValueError), in one line."""
     import importlib
 
     s = load(LLMSettings, backend=backend or ("callable" if callable_path else None),

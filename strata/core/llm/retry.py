@@ -18,9 +18,9 @@ cut short. A build stopped by Ctrl-C, an LLM closed by its stage, a circuit
 breaker that has seen enough would each sit out the whole wait on every worker
 thread, and cutting that wait short meant overriding a private method of the
 SDK. Here the wait is spent in ``sleep`` (by default
-:func:`strata.core.stopping.sleep`, which tests replace with a fake clock's):
+:func:`strata.core.stop_request.sleep`, which tests replace with a fake clock's):
 when ``why_stop`` gives a reason the retry is not made, and
-:class:`~strata.core.stopping.RetryAbandoned` reaches the caller. So the SDK's
+:class:`~strata.core.stop_request.RetryAbandoned` reaches the caller. So the SDK's
 retries are off (``max_retries=0``), and :class:`RetryingOpenAI` retries its
 calls here instead.
 
@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from strata.core import stopping
-from strata.core.stopping import RetryAbandoned
+from strata.core import stop_request as stopping
+from strata.core.stop_request import RetryAbandoned
 
 __all__ = ["RetryAbandoned", "RetryingOpenAI", "Sleep", "call_with_retries", "openai_retryable",
            "server_wait_s"]

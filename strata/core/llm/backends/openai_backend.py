@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from strata.core.endpoints import EndpointError, describe_connection_error, probe, url_of
+from strata.core.llm.endpoints import EndpointError, describe_connection_error, probe, url_of
 from strata.core.llm.backends.base import Backend
 from strata.core.llm.errors import FormatRejected, RequestFailed
 from strata.core.llm.prompts import est_tokens, image_mime, prompt_text

@@ -17,12 +17,12 @@ from typing import Protocol
 
 import numpy as np
 
-from strata.core.batch_shapes import max_positions, shape_batches
-from strata.core.settings import RUNTIME_CHOICES, RUNTIMES, EmbedSettings, default, load
+from strata.core.encoders.batch_shapes import max_positions, shape_batches
+from strata.core.config.settings import RUNTIME_CHOICES, RUNTIMES, EmbedSettings, default, load
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL: str = default(EmbedSettings, "model")  # declared in strata.core.settings
+DEFAULT_MODEL: str = default(EmbedSettings, "model")  # declared in strata.core.config.settings
 _PACKAGED_ALIASES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
 
 
@@ -31,7 +31,7 @@ class EmbeddingModelMismatch(ValueError):
 
 
 # How a local sentence-transformers model runs (RUNTIMES, declared in
-# strata.core.settings): torch in float32 or with bfloat16 weights and matmuls, or ONNX
+# strata.core.config.settings): torch in float32 or with bfloat16 weights and matmuls, or ONNX
 # Runtime on a graph exported here from the same weights, in float32 or int8
 # (dynamic quantisation). The same model either way; vectors agree to a measured
 # cosine (benchmarks.onnx_runtime).
@@ -76,7 +76,7 @@ def onnx_ready(model: str) -> bool:
     exporter handles. Imports nothing heavy."""
     import importlib.util
 
-    from strata.core.onnx_runtime import exportable
+    from strata.core.encoders.onnx_runtime import exportable
 
     if importlib.util.find_spec("onnxruntime") is None or \
             importlib.util.find_spec("tokenizers") is None:
@@ -279,7 +279,7 @@ def local_identity(location: str, runtime: str) -> str:
     query encoder only when a probe text was never measured."""
     if runtime in TORCH_RUNTIMES:
         return f"{runtime}:{location}"
-    from strata.core.onnx_runtime import exported_graph
+    from strata.core.encoders.onnx_runtime import exported_graph
 
     where = exported_graph(location, runtime == "onnx-int8")
     return f"{runtime}:{where.parent.name}/{where.name}"
@@ -318,7 +318,7 @@ class SentenceTransformerEncoder:
 
             return SentenceTransformer(self._location, device=self._device,
                                        model_kwargs={"torch_dtype": torch.bfloat16})
-        from strata.core.onnx_runtime import load_onnx
+        from strata.core.encoders.onnx_runtime import load_onnx
 
         return load_onnx(self._location, self.runtime == "onnx-int8", self.threads)
 
@@ -351,7 +351,7 @@ class SentenceTransformerEncoder:
     def token_counts(self, texts: list[str]) -> list[int] | None:
         """Each text's token count where torch runs it (its forward pass's shape
         follows it), else None: a build orders its texts by it, so that the texts of
-        one call fill whole passes (:func:`strata.core.batch_shapes.shape_batches`).
+        one call fill whole passes (:func:`strata.core.encoders.batch_shapes.shape_batches`).
 
         Counted ``COUNT_BATCH`` texts at a time: the tokenizer's output for one
         text (ids, offsets, masks, the tokens as strings) takes kilobytes, and an
@@ -372,7 +372,7 @@ class SentenceTransformerEncoder:
     def _encode_fixed_shapes(self, texts: list[str]) -> np.ndarray:
         """The model on torch, each text at the padded length of its own token
         count, in passes of a fixed number of texts of that length
-        (:func:`strata.core.batch_shapes.shape_batches` says why)."""
+        (:func:`strata.core.encoders.batch_shapes.shape_batches` says why)."""
         import torch
         from sentence_transformers.util import batch_to_device
 
@@ -410,7 +410,7 @@ class OpenAIEncoder:
 
     def __init__(self, spec: EncoderSpec, batch_size: int = 128, timeout: float = 60.0,
                  max_retries: int = 3, sleep=None):
-        from strata.core.endpoints import probe, url_of
+        from strata.core.llm.endpoints import probe, url_of
         from strata.core.llm.retry import RetryingOpenAI
 
         self.url = url_of(spec.base_url)
@@ -430,7 +430,7 @@ class OpenAIEncoder:
         """Nothing to share: the endpoint does the work."""
 
     def _retrying(self, answer, failure, delay: float, n: int, of: int) -> None:
-        from strata.core.endpoints import describe_connection_error
+        from strata.core.llm.endpoints import describe_connection_error
 
         what = (f"HTTP {answer.status_code}" if answer is not None
                 else f"no answer ({describe_connection_error(failure)})")
@@ -439,8 +439,8 @@ class OpenAIEncoder:
     def _embed(self, texts: list[str]) -> np.ndarray:
         import openai
 
-        from strata.core import stopping
-        from strata.core.endpoints import (EndpointError, describe_connection_error, redact,
+        from strata.core import stop_request as stopping
+        from strata.core.llm.endpoints import (EndpointError, describe_connection_error, redact,
                                       unreachable_hint)
 
         env = self.spec.api_key_env

@@ -25,7 +25,7 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
-from strata.core.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, QUERY_DIR, TABLE_FILES
+from strata.core.config.schema import BLOB_DIR, LANCE_DIR, LEXICAL_DIR, MANIFEST, QUERY_DIR, TABLE_FILES
 
 # the folders a version holds beside its tables (TABLE_FILES): what publish freezes
 PUBLISHED_DIRS = (LANCE_DIR, LEXICAL_DIR, BLOB_DIR, QUERY_DIR)

@@ -13,7 +13,7 @@ LanceDB and Parquet read local files at local speed. A version folder on the
 store is complete before ``CURRENT`` names it, and a single-object PUT is
 atomic, so readers never see a half-uploaded version.
 
-URIs are those of :mod:`strata.core.object_store` (one client, obstore, for every
+URIs are those of :mod:`strata.core.storage.object_store` (one client, obstore, for every
 store Strata reaches): ``s3://bucket/prefix?region=eu-west-1``, and for MinIO or another
 S3-compatible store ``s3://bucket/prefix?endpoint_override=host:9000&scheme=http``.
 Credentials come from the usual environment (``AWS_ACCESS_KEY_ID`` ...), never
@@ -27,10 +27,10 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from strata.core.layout import _VERSION_RE, CURRENT, VERSIONS, IndexNotFound, fetch_version
-from strata.core.object_store import clean_uri, key, open_store, store_errors
-from strata.core.schema import MANIFEST
-from strata.core.settings import ProjectSettings, load
+from strata.core.storage.layout import _VERSION_RE, CURRENT, VERSIONS, IndexNotFound, fetch_version
+from strata.core.storage.object_store import clean_uri, key, open_store, store_errors
+from strata.core.config.schema import MANIFEST
+from strata.core.config.settings import ProjectSettings, load
 
 
 def is_remote(location: str | os.PathLike) -> bool:
@@ -103,7 +103,7 @@ def mirror_serves(version_dir: Path, uri: str) -> bool:
     CURRENT names the version (written after the version's files) and the
     version's manifest there is this one (a local index rebuilt from nothing
     numbers its versions from 1 again). False when either cannot be read."""
-    from strata.core.object_store import StoreError
+    from strata.core.storage.object_store import StoreError
 
     try:
         if (read_text(uri, CURRENT) or "").strip() != version_dir.name:

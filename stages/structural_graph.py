@@ -15,7 +15,7 @@ from urllib.parse import unquote
 import polars as pl
 import pyarrow as pa
 
-from strata.core.schema import EDGES, FILE, IMPORT, JUMP, STRUCTURAL
+from strata.core.config.schema import EDGES, FILE, IMPORT, JUMP, STRUCTURAL
 
 DOC_INDEX_NAMES = ("README.md", "index.md", "readme.md", "_index.md")
 

@@ -1,10 +1,10 @@
-"""The artifact schema as Markdown, generated from :mod:`strata.core.schema`.
+"""The artifact schema as Markdown, generated from :mod:`strata.core.config.schema`.
 
 The artifact schema page (docs/reference/artifacts.md) is this output between ``<!-- schema:start -->``
 and ``<!-- schema:end -->``; a test fails when the two drift, so the document
 can never describe columns the code does not write.
 
-Usage: ``python -m strata.core.schema_doc [--readme docs/reference/artifacts.md]`` (rewrites the block).
+Usage: ``python -m strata.core.config.schema_doc [--readme docs/reference/artifacts.md]`` (rewrites the block).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from strata.core import schema as s
+from strata.core.config import schema as s
 
 START, END = "<!-- schema:start -->", "<!-- schema:end -->"
 
@@ -58,7 +58,7 @@ def markdown() -> str:
                 f"per kind ({kinds}) | {_columns(s.VECTOR_COLUMNS)}, `vector` float[dim] |")
     rows.append(f"| `{s.LEXICAL_DIR}/{s.LEXICAL_UNITS}/`, `{s.LEXICAL_DIR}/{s.LEXICAL_GRAPH}/` | "
                 "one BM25 index (bm25s, memory-mapped) over every text unit, and one over "
-                "entities and facts (`strata.core.lexical`) | `docs.parquet`: `node_id` str, "
+                "entities and facts (`strata.core.lexical.bm25`) | `docs.parquet`: `node_id` str, "
                 "`kind` str |")
     rows.append(f"| `{s.BLOB_DIR}/` | images extracted from PDFs and DOCX, named by content "
                 "hash | — |")
@@ -97,7 +97,7 @@ def update(readme: Path) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--readme", type=Path, help="the page with the schema block",
-                    default=Path(__file__).resolve().parents[2] / "docs" / "reference" / "artifacts.md")
+                    default=Path(__file__).resolve().parents[3] / "docs" / "reference" / "artifacts.md")
     args = ap.parse_args()
     print("updated" if update(args.readme) else "up to date", args.readme)
 

@@ -38,9 +38,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from strata.core.layout import (BUILD, CACHE, CURRENT, VERSIONS, fetch_version,
+from strata.core.storage.layout import (BUILD, CACHE, CURRENT, VERSIONS, fetch_version,
                                write_bytes_atomic, write_json_atomic)
-from strata.core.object_store import clean_uri, key, open_store, store_errors
+from strata.core.storage.object_store import clean_uri, key, open_store, store_errors
 
 SYNCED = (BUILD, CACHE)  # the folders steps read and write, kept on the store
 RECORD = ".store-sync.json"  # what this worker pulled: rel → [etag, size, mtime_ns]
@@ -225,7 +225,7 @@ class StoreWorkspace:
         import obstore
         from obstore.exceptions import NotFoundError
 
-        from strata.core.layout import _VERSION_RE
+        from strata.core.storage.layout import _VERSION_RE
 
         try:
             name = bytes(obstore.get(self.store, key(self.prefix, CURRENT)).bytes()
@@ -350,7 +350,7 @@ def _merge_rows(base: Path, ours: Path, theirs: Path) -> None:
     """Rows this step added or removed, applied to the other's copy of a table."""
     import polars as pl
 
-    from strata.core.layout import write_parquet_atomic
+    from strata.core.storage.layout import write_parquet_atomic
 
     def read(p: Path):
         return pl.read_parquet(p) if p.exists() else None

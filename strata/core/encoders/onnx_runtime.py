@@ -17,7 +17,7 @@ the model's own ``tokenizer.json`` tokenizes (``tokenizers``).
 
 Nothing is downloaded: the graph is exported once from the local model folder
 (the packaged all-MiniLM-L6-v2 by default) into the model cache
-(:mod:`strata.core.model_cache`).
+(:mod:`strata.core.encoders.model_cache`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.core.model_cache import derived_folder
+from strata.core.encoders.model_cache import derived_folder
 
 EXPORT_VERSION = "2"  # bump when the export changes: graphs are exported again
 OPSET = 17

@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from strata.core.buildlock import LOCK_FILE
-from strata.core.layout import BUILD, CACHE, CURRENT, VERSIONS, write_text_atomic
-from strata.core.schema import MANIFEST
+from strata.core.storage.buildlock import LOCK_FILE
+from strata.core.storage.layout import BUILD, CACHE, CURRENT, VERSIONS, write_text_atomic
+from strata.core.config.schema import MANIFEST
 
 MARKER = ".strata-owned.json"
 # what a build writes at the top of an index folder
@@ -53,7 +53,7 @@ def looks_owned(folder: Path) -> bool:
 
 def own_files() -> frozenset[Path]:
     """The project's registry files (resolved), never part of a corpus."""
-    from strata.core.settings import SettingsError, corpora_file, local_registry_path
+    from strata.core.config.settings import SettingsError, corpora_file, local_registry_path
 
     try:
         registry = corpora_file()

@@ -7,14 +7,14 @@ query is one short text, and a querying process is often a fresh one (a
 shell command, an agent's tool call): importing torch, transformers and
 sentence-transformers cost it seconds before the first answer. So a query
 embeds through ONNX Runtime and ``tokenizers`` on the graph exported from the
-same weights (:mod:`strata.core.onnx_runtime`), exported once into the model cache
+same weights (:mod:`strata.core.encoders.onnx_runtime`), exported once into the model cache
 (at publish, or on first use), never per process. Torch remains the fallback
 for a model that cannot be exported, and ``STRATA_EMBED_RUNTIME`` still picks a
 runtime explicitly.
 
 A runtime other than the one that built an index may embed its queries only
 when its vectors of the index's own texts agree with the stored ones
-(:func:`strata.core.embedding.disagreement`). That check encodes a probe of the
+(:func:`strata.core.encoders.embedding.disagreement`). That check encodes a probe of the
 index's texts; its outcome is recorded in the model cache under a key made of
 the probe itself (texts and stored vectors), the built runtime and the
 querying encoder's identity, so it is measured once per (index content,
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from strata.core.layout import write_text_atomic
-from strata.core.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement,
+from strata.core.storage.layout import write_text_atomic
+from strata.core.encoders.embedding import (AUTO, TORCH_RUNTIMES, EncoderSpec, canonical_model, disagreement,
                                    load_encoder, local_identity, model_location, onnx_ready,
                                    resolve_runtime)
 
@@ -56,7 +56,7 @@ def query_spec(built: EncoderSpec, asked: str = AUTO) -> EncoderSpec:
     if onnx_ready(built.model):
         return replace(built, runtime=QUERY_RUNTIME)
     if built.runtime == "torch-bf16":
-        from strata.core.embedding import native_bf16
+        from strata.core.encoders.embedding import native_bf16
 
         if not native_bf16():
             return replace(built, runtime="torch")
@@ -64,7 +64,7 @@ def query_spec(built: EncoderSpec, asked: str = AUTO) -> EncoderSpec:
 
 
 def _agreements_dir() -> Path:
-    from strata.core.model_cache import model_cache
+    from strata.core.encoders.model_cache import model_cache
 
     return model_cache() / "agreements"
 
@@ -87,7 +87,7 @@ TEXT_COSINES_KEPT = 4096
 
 def _write_json(path: Path, value) -> None:
     """``value`` at ``path``, keys in their order (the text cosines' oldest first:
-    :func:`strata.core.layout.write_json_atomic` would sort them)."""
+    :func:`strata.core.storage.layout.write_json_atomic` would sort them)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps(value, indent=2) + "\n")

@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Protocol
 
-from strata.core.embedding import AUTO, DEFAULT_MODEL, EncoderSpec, resolve_runtime
-from strata.core.layout import IndexLayout, read_json_or_empty
+from strata.core.encoders.embedding import AUTO, DEFAULT_MODEL, EncoderSpec, resolve_runtime
+from strata.core.storage.layout import IndexLayout, read_json_or_empty
 
 
 class EncoderDefaults(Protocol):
     """What :func:`encoder_for` reads of its defaults: the fields of
-    :class:`strata.core.settings.EmbedSettings` (the settings themselves, or the
+    :class:`strata.core.config.settings.EmbedSettings` (the settings themselves, or the
     embedder resource built from them)."""
 
     backend: str

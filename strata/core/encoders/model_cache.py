@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def model_cache() -> Path:
-    from strata.core.settings import EmbedSettings, load
+    from strata.core.config.settings import EmbedSettings, load
 
     raw = (load(EmbedSettings).model_cache or "").strip()  # $STRATA_MODEL_CACHE
     return Path(raw).expanduser() if raw else Path.home() / ".cache" / "strata" / "models"

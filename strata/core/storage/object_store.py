@@ -1,7 +1,7 @@
 """The one way Strata reaches an object store: the published mirror and
-``Index.open("s3://…")`` (:mod:`strata.core.remote`), the build's lease, which needs
-conditional writes (:mod:`strata.core.store_lease`), and the build folder kept on
-the store, which needs entity tags (:mod:`strata.core.store_sync`). obstore speaks
+``Index.open("s3://…")`` (:mod:`strata.core.storage.mirror`), the build's lease, which needs
+conditional writes (:mod:`strata.core.storage.store_lease`), and the build folder kept on
+the store, which needs entity tags (:mod:`strata.core.storage.store_sync`). obstore speaks
 S3, MinIO, GCS and Azure alike and honours ``If-None-Match``/``If-Match`` on each.
 
 URIs are the ones Strata takes everywhere: ``s3://bucket/prefix``
@@ -28,7 +28,7 @@ def store_errors(uri: str, what: str) -> Iterator[None]:
     message runs to dozens, with its retry history); the URI's options stay out."""
     from obstore.exceptions import BaseError
 
-    from strata.core.layout import short_error
+    from strata.core.storage.layout import short_error
 
     try:
         yield

@@ -21,7 +21,7 @@ claims the folder's lock file, ``<index>/.build.lock``, in one of two ways:
 
 The lock is advisory and local: builds on other machines sharing the folder
 over NFS are not covered. Between machines, a mirrored corpus's builds also
-take a lease object on the store by conditional writes (:mod:`strata.core.store_lease`).
+take a lease object on the store by conditional writes (:mod:`strata.core.storage.store_lease`).
 """
 
 from __future__ import annotations

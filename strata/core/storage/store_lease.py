@@ -1,6 +1,6 @@
 """One build of a corpus at a time, where the builds share nothing but an object store.
 
-The build lock (:mod:`strata.core.buildlock`) is an ``flock`` on the index folder:
+The build lock (:mod:`strata.core.storage.buildlock`) is an ``flock`` on the index folder:
 it holds between processes of one machine and not between machines, which share at
 most the store a corpus's versions are mirrored to. So a corpus with a ``mirror``
 also takes a *lease object* there, ``<mirror>/LEASE``: JSON naming the run that
@@ -42,9 +42,9 @@ class LeaseHeld(RuntimeError):
 
 
 def store_for(uri: str):
-    """An obstore store for a mirror URI (:func:`strata.core.object_store.open_store`)
+    """An obstore store for a mirror URI (:func:`strata.core.storage.object_store.open_store`)
     and the lease's path inside it."""
-    from strata.core.object_store import key, open_store
+    from strata.core.storage.object_store import key, open_store
 
     store, prefix = open_store(uri)
     return store, key(prefix, LEASE_OBJECT)
@@ -81,8 +81,8 @@ class StoreLease:
         lease of another run has not run out and that run may still be going
         (``run_is_live``: a run this Dagster instance knows to have finished left its
         lease behind, and it is taken over at once). Returns what was written; a store
-        that cannot be reached raises :class:`strata.core.object_store.StoreError`."""
-        from strata.core.object_store import store_errors
+        that cannot be reached raises :class:`strata.core.storage.object_store.StoreError`."""
+        from strata.core.storage.object_store import store_errors
 
         with store_errors(self.uri, "taking the build's lease on"):
             return self._claim(run_id, what, run_is_live)

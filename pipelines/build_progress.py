@@ -86,7 +86,7 @@ class BuildProgress:
     def _find_run(self):
         import dagster as dg
 
-        from strata.core.buildlock import RUN_TAG  # the run carries its build's token
+        from strata.core.storage.buildlock import RUN_TAG  # the run carries its build's token
 
         runs = self.instance.get_runs(filters=dg.RunsFilter(tags={RUN_TAG: self.token}),
                                       limit=1)

@@ -131,7 +131,7 @@ BM25_ARRAYS = ("data", "indices", "indptr")  # each in <name>.csc.index.npy
 
 def token_ids(tokens: Iterable[list[str]]):
     """Each document's tokens as vocabulary ids, end to end in one int32 array
-    (a :class:`~strata.core.bm25_matrix.FlatCorpus`; None when no document has a
+    (a :class:`~strata.core.lexical.bm25_matrix.FlatCorpus`; None when no document has a
     token, as when every word is a stop word): :func:`joined_token_ids` of the
     documents' tokens joined by spaces."""
     return joined_token_ids(" ".join(doc) for doc in tokens)
@@ -162,7 +162,7 @@ def joined_token_ids(docs: Iterable[str]):
 
     import numpy as np
 
-    from strata.core.bm25_matrix import FlatCorpus, FlatTokens
+    from strata.core.lexical.bm25_matrix import FlatCorpus, FlatTokens
 
     vocab: dict[str, int] = {}
     ids, lengths = array("i"), array("q")
@@ -263,7 +263,7 @@ class LexicalIndex:
         indexes (``node_ids`` and ``kinds`` as :meth:`__init__` takes them)."""
         model = None
         if corpus is not None:
-            from strata.core.bm25_matrix import FlatBM25
+            from strata.core.lexical.bm25_matrix import FlatBM25
 
             model = FlatBM25()
             model.index(corpus, show_progress=False)

@@ -189,7 +189,7 @@ TABLE_FILES = {
     "failures": "failures.parquet",
 }
 LANCE_DIR = "lance"
-# BM25 (strata.core.lexical): two collections, text units and graph items (entities, facts)
+# BM25 (strata.core.lexical.bm25): two collections, text units and graph items (entities, facts)
 LEXICAL_DIR, LEXICAL_UNITS, LEXICAL_GRAPH = "lexical", "units", "graph"
 BLOB_DIR = "blobs"  # images extracted from PDFs/DOCX, named <hash>.<ext>
 # what a query memory-maps: the graph, node fields and vectors as arrays (strata.core.query_arrays)
