@@ -156,14 +156,13 @@ def _embed_shard_op(shard: int, shards: int) -> dg.OpDefinition:
         processes = encoding_processes(shards, dict((stored or context.run).tags))
         threads = encoder_threads(processes)
 
+        used: dict = {}  # whether the encoder was kept from an earlier run (--watch)
+
         def load():
-            # kept from an earlier run of this process (strata index --watch), or loaded now
             used["kept"] = is_loaded(enc_spec)
             encoder = embedder.load(enc_spec)
             encoder.set_threads(threads)
             return encoder
-
-        used: dict = {}
 
         with stop_on_dead_endpoint():
             result = encode_shard(items, enc_spec, load, layout.build_lance, shard, shards, sink,

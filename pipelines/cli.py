@@ -19,8 +19,8 @@ from strata.core.config.settings import RUNTIMES, ChunkingSettings, Flags
 from strata.pipelines.build_command import cmd_index
 from strata.service.commands import add_llm_args, add_query_commands
 
-#: `strata index`: the chunk budget, a flag derived from the settings field
-#: (strata.core.config.settings.Flags) (its default is the model's: a run's config, no variable)
+#: `strata index`: the chunk budget, a flag derived from its settings field
+#: (strata.core.config.settings.Flags); its default is the model's (a run's config, no variable)
 CHUNK_FLAGS = Flags(ChunkingSettings, ("chunk_tokens",))
 
 
@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        if args.func is cmd_index:  # a build: idle OpenMP threads sleep (set before torch loads)
+        if args.func is cmd_index:
+            # a build: idle OpenMP threads sleep. Set here as well as by the embedder
+            # resource: --workers' forkserver preloads torch before any resource is set up
             from strata.core.encoders.embedding import passive_waits
 
             passive_waits()

@@ -28,7 +28,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from strata.core.storage.layout import _VERSION_RE, CURRENT, VERSIONS, IndexNotFound, fetch_version
-from strata.core.storage.object_store import clean_uri, key, open_store, store_errors
+from strata.core.storage.object_store import (clean_uri, download, key, list_files, open_store,
+                                              read_bytes, store_errors)
 from strata.core.config.schema import MANIFEST
 from strata.core.config.settings import ProjectSettings, load
 
@@ -40,15 +41,10 @@ def is_remote(location: str | os.PathLike) -> bool:
 
 def read_text(uri: str, rel: str) -> str | None:
     """The object ``rel`` under ``uri`` as text, or None when there is none."""
-    import obstore
-    from obstore.exceptions import NotFoundError
-
     store, prefix = open_store(uri)
     with store_errors(uri, "reading"):
-        try:
-            return bytes(obstore.get(store, key(prefix, rel)).bytes()).decode("utf-8")
-        except (NotFoundError, FileNotFoundError):
-            return None
+        got = read_bytes(store, key(prefix, rel))
+    return got.decode("utf-8") if got is not None else None
 
 
 def push_version(version_dir: Path, uri: str) -> str:
@@ -121,8 +117,6 @@ def cache_root() -> Path:
 def pull_version(uri: str, version: int | None = None) -> tuple[Path, int]:
     """Copy a published version from the store into the local cache (once);
     returns the local index folder and the version, ready for ``Index.open``."""
-    import obstore
-
     version = remote_current(uri) if version is None else version
     local = cache_root() / "remote" / hashlib.sha256(clean_uri(uri).encode()).hexdigest()[:16]
     name = f"v{version:06d}"
@@ -131,20 +125,15 @@ def pull_version(uri: str, version: int | None = None) -> tuple[Path, int]:
     store, prefix = open_store(uri)
     source = key(prefix, f"{VERSIONS}/{name}") + "/"
     with store_errors(uri, "reading"):
-        keys = [m["path"] for chunk in obstore.list(store, prefix=source, chunk_size=1000)
-                for m in chunk]
-    if source + MANIFEST not in keys:
+        files = list(list_files(store, source))
+    if MANIFEST not in files:
         raise IndexNotFound(f"index version {version} not found at {clean_uri(uri)}; "
                             f"available: {remote_versions(uri)}")
 
     def fill(folder: Path) -> None:
         with store_errors(uri, "reading"):
-            for k in keys:
-                path = folder / k[len(source):]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "wb") as f:
-                    for chunk in obstore.get(store, k):
-                        f.write(chunk)
+            for rel in files:
+                download(store, source + rel, folder / rel)
 
     fetch_version(local / VERSIONS, name, fill)
     return local, version

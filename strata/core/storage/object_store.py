@@ -73,3 +73,43 @@ def key(prefix: str, rel: str) -> str:
 def clean_uri(uri: str) -> str:
     """The URI without its options: what names the same place for every reader."""
     return uri.split("?")[0].rstrip("/")
+
+
+def list_files(store, prefix: str) -> dict[str, dict]:
+    """The objects below ``prefix`` (a key ending in ``/``), by their path relative
+    to it, each with obstore's metadata, without folder markers: an empty object
+    named like a folder (which other tools, and stores an earlier Strata wrote with
+    pyarrow, leave), told from a file by what lies below it."""
+    import obstore
+
+    found = {m["path"][len(prefix):]: m
+             for chunk in obstore.list(store, prefix=prefix, chunk_size=1000) for m in chunk}
+    folders = {rel.rsplit("/", 1)[0] for rel in found if "/" in rel}
+    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    return {rel: m for rel, m in found.items() if rel not in folders}
+
+
+def read_bytes(store, path: str) -> bytes | None:
+    """The object at ``path`` whole, or None where there is none."""
+    import obstore
+    from obstore.exceptions import NotFoundError
+
+    try:
+        return bytes(obstore.get(store, path).bytes())
+    except (NotFoundError, FileNotFoundError):
+        return None
+
+
+def download(store, path: str, target) -> tuple[dict, int]:
+    """Stream the object at ``path`` into the file ``target`` (its folder made);
+    returns the object's metadata and the bytes written."""
+    import obstore
+
+    got = obstore.get(store, path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    size = 0
+    with open(target, "wb") as f:
+        for chunk in got:
+            f.write(chunk)
+            size += len(chunk)
+    return got.meta, size

@@ -40,7 +40,8 @@ from pathlib import Path
 
 from strata.core.storage.layout import (BUILD, CACHE, CURRENT, VERSIONS, fetch_version,
                                write_bytes_atomic, write_json_atomic)
-from strata.core.storage.object_store import clean_uri, key, open_store, store_errors
+from strata.core.storage.object_store import (clean_uri, download, key, list_files, open_store,
+                                              read_bytes, store_errors)
 
 SYNCED = (BUILD, CACHE)  # the folders steps read and write, kept on the store
 RECORD = ".store-sync.json"  # what this worker pulled: rel → [etag, size, mtime_ns]
@@ -133,18 +134,9 @@ class StoreWorkspace:
 
     def _listed(self, folder: str) -> dict[str, dict]:
         """The files under ``folder`` on the store (relative to it), without folder
-        markers: an empty object named like a folder (which other tools, and stores
-        an earlier Strata wrote, leave), told from a file by what lies below it."""
-        import obstore
-
-        start = key(self.prefix, folder) + "/"
-        found = {m["path"][len(start):]: m
-                 for chunk in obstore.list(self.store, prefix=start, chunk_size=1000)
-                 for m in chunk}
-        folders = {rel.rsplit("/", 1)[0] for rel in found if "/" in rel}
-        folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
-        return {rel: m for rel, m in found.items()
-                if rel not in folders and not _skipped(f"{folder}/{rel}")}
+        markers (:func:`strata.core.storage.object_store.list_files`)."""
+        found = list_files(self.store, key(self.prefix, folder) + "/")
+        return {rel: m for rel, m in found.items() if not _skipped(f"{folder}/{rel}")}
 
     def _local(self) -> Iterator[str]:
         for folder in SYNCED:
@@ -159,23 +151,15 @@ class StoreWorkspace:
         """Fetch one object into ``target`` (default: its place under root), all at
         once for readers (a temporary file renamed in: hard links to the old file,
         such as a published version's, keep the old bytes)."""
-        import obstore
-
         path = target or self.root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        got = obstore.get(self.store, key(self.prefix, rel))
         tmp = path.with_name(f".{path.name}.{os.getpid()}.pull.tmp")
-        size = 0
-        with open(tmp, "wb") as f:
-            for chunk in got:
-                f.write(chunk)
-                size += len(chunk)
+        meta, size = download(self.store, key(self.prefix, rel), tmp)
         # stamped with the object's time, in whole seconds: a step that rewrites the
         # file moments later cannot leave the same size and time behind
-        stamp_ns = int(got.meta["last_modified"].timestamp()) * 10**9
+        stamp_ns = int(meta["last_modified"].timestamp()) * 10**9
         os.utime(tmp, ns=(stamp_ns, stamp_ns))
         os.replace(tmp, path)
-        return got.meta.get("e_tag") or "", size
+        return meta.get("e_tag") or "", size
 
     def _map(self, fn: Callable, items: list) -> list:
         if len(items) <= 1 or self.threads <= 1:
@@ -222,16 +206,12 @@ class StoreWorkspace:
     def _pull_current(self) -> int:
         """The store's CURRENT and the version it names (fetched once: versions
         never change), so publishing here numbers and compares as on the store."""
-        import obstore
-        from obstore.exceptions import NotFoundError
-
         from strata.core.storage.layout import _VERSION_RE
 
-        try:
-            name = bytes(obstore.get(self.store, key(self.prefix, CURRENT)).bytes()
-                         ).decode("utf-8").strip()
-        except (NotFoundError, FileNotFoundError):
+        current = read_bytes(self.store, key(self.prefix, CURRENT))
+        if current is None:
             return 0
+        name = current.decode("utf-8").strip()
         if not _VERSION_RE.match(name):
             return 0
         fetched: list[str] = []
