@@ -19,7 +19,7 @@ from strata.core.config.schema import TABLE_FILES
 from strata.core.stats import markdown_table
 
 BUILD_REPORT = "build_report.json"
-# the store workspace this step pulled (a corpus with `shared: store`), pushed when the
+# the build storage this step pulled through (strata.core.storage.kinds), pushed when the
 # step succeeds; one per step, and per thread for executors that run steps in threads
 _WORKSPACE: ContextVar = ContextVar("strata_store_workspace", default=None)
 
@@ -40,25 +40,25 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
     if write:
         take_build_lock(context, layout, spec.mirror)
     layout.build.mkdir(parents=True, exist_ok=True)
-    if spec.shared == "store":
-        pull_from_store(context, spec, layout)
+    pull_from_store(context, spec, layout)
     return spec, layout
 
 
 def pull_from_store(context, spec: CorpusSpec, layout: IndexLayout) -> None:
-    """For a corpus whose workers share only its object store: make this worker's
-    folder what the store holds (:mod:`strata.core.storage.store_sync`) before the step
-    reads it, once per step; :func:`stoppable` pushes what the step wrote."""
-    from strata.core.storage.object_store import clean_uri
-    from strata.core.storage.store_sync import StoreWorkspace
+    """Ready this worker's folder through the corpus's build storage
+    (:mod:`strata.core.storage.kinds`) before the step reads it, once per step:
+    for a build kept on an object store, the folder becomes what the store holds.
+    :func:`stoppable` has the storage push what the step wrote."""
+    from strata.core.storage.kinds import step_storage
 
     if _WORKSPACE.get() is not None:
         return
-    workspace = StoreWorkspace(spec.mirror, layout.root)
+    storage = step_storage(spec.shared, spec.mirror, layout.root)
     with _store_failure():
-        stats = workspace.pull()
-    context.log.info(f"build on {clean_uri(spec.mirror)}: {stats.line('pulled')}")
-    _WORKSPACE.set((workspace, context.log))
+        line = storage.pull()
+    if line:
+        context.log.info(line)
+    _WORKSPACE.set((storage, context.log))
 
 
 @contextmanager
@@ -74,14 +74,13 @@ def _store_failure() -> Iterator[None]:
 
 
 def _push_to_store() -> None:
-    from strata.core.storage.object_store import clean_uri
-
     pulled = _WORKSPACE.get()
     if pulled is not None:
-        workspace, log = pulled
+        storage, log = pulled
         with _store_failure():  # like the pull: one line, no retries on top of obstore's
-            stats = workspace.push()
-        log.info(f"build on {clean_uri(workspace.uri)}: {stats.line('pushed')}")
+            line = storage.push()
+        if line:
+            log.info(line)
 
 
 def take_build_lock(context, layout: IndexLayout, mirror: str | None = None) -> None:

@@ -120,11 +120,12 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
     manifest["query"] = query_side
     version = layout.publish(manifest, keep=config.keep_versions, grace_s=config.prune_grace_s)
     context.log.info(f"published {spec.name} version {version} at {layout.version_dir(version)}")
-    if spec.shared == "store":  # the store is where the workers' build lives: publish there
-        from strata.core.storage.mirror import push_version
+    # a build kept on an object store publishes there, where its workers and readers are
+    from strata.core.storage.kinds import step_storage
 
-        context.log.info(f"published {spec.name} version {version} to "
-                         f"{push_version(layout.version_dir(version), spec.mirror)}")
+    line = step_storage(spec.shared, spec.mirror, layout.root).publish(layout.version_dir(version))
+    if line:
+        context.log.info(f"{spec.name} version {version} {line}")
 
     release_for_run(layout.root, context.run.run_id)  # published: the next build may start
     return dg.MaterializeResult(

@@ -19,7 +19,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 from strata.core.console import EXIT_OK, EXIT_USAGE, print_json, say, visible
-from strata.core.config.settings import RUNTIME_CHOICES, SHARED, ProjectSettings, corpora_file, load
+from strata.core.config.settings import RUNTIME_CHOICES, ProjectSettings, corpora_file, load
+from strata.core.storage.kinds import KINDS as SHARED
 
 # where `make ui` serves the Dagster UI; a link with ?partition=NAME opens its launch
 # dialog with that corpus picked (dynamic partitions otherwise open on none)
@@ -213,7 +214,7 @@ def add_arguments(p: argparse.ArgumentParser, add_llm_args) -> None:
                     help="object-storage URI every published version is copied to")
     ad.add_argument("--workers", type=int, default=None,
                     help="step processes a build of this corpus runs in (default: one)")
-    ad.add_argument("--shared", default="folder", choices=SHARED,
+    ad.add_argument("--shared", default="folder", choices=list(SHARED),
                     help="what the build's workers share: the index folder (default), or only "
                          "the --mirror store, which then holds the build too")
     add_llm_args(ad.add_argument_group(

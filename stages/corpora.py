@@ -19,7 +19,8 @@ import yaml
 from strata.stages.discover import check_patterns
 from strata.core.encoders.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
 from strata.core.storage.layout import write_text_atomic
-from strata.core.config.settings import RUNTIME_CHOICES, SHARED, corpora_file, local_registry_path
+from strata.core.config.settings import RUNTIME_CHOICES, corpora_file, local_registry_path
+from strata.core.storage.kinds import KINDS as SHARED, NEEDS_MIRROR
 
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_-.")
 # a name is a folder name (indexes/<name>, with suffixes beside it) and a Dagster
@@ -51,9 +52,9 @@ class CorpusSpec:
     # step processes a run of this corpus gets (pipelines.scaleout): None or 1 runs
     # every step in the run's own process, the fastest for small and unchanged corpora
     workers: int | None = None
-    # what the build's workers share (SHARED): "folder", the index folder itself (one
-    # machine, or a volume every worker mounts), or "store", only the mirror's object
-    # store, which then holds the build too (strata.core.storage.store_sync)
+    # where the build's files live while its steps run (strata.core.storage.kinds):
+    # "folder", the index folder itself (one machine, or a volume every worker
+    # mounts), or "store", only the mirror's object store, which then holds the build too
     shared: str = "folder"
 
     def to_yaml(self, base: Path) -> dict:
@@ -172,11 +173,11 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
 def _shared(name: str, raw, mirror) -> str:
     if raw is None:
         return "folder"
-    if raw not in SHARED:
+    if not isinstance(raw, str) or raw not in SHARED:
         raise CorpusError(f"corpus {name!r}: 'shared' must be one of {', '.join(SHARED)} "
                           f"(got {raw!r})")
-    if raw == "store" and not mirror:
-        raise CorpusError(f"corpus {name!r}: 'shared: store' keeps the build on the corpus's "
+    if raw in NEEDS_MIRROR and not mirror:
+        raise CorpusError(f"corpus {name!r}: 'shared: {raw}' keeps the build on the corpus's "
                           "object store: give it a 'mirror' URI too")
     return raw
 

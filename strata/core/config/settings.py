@@ -86,9 +86,6 @@ class ProjectSettings(_Group):
 # imports this module. ``auto`` is a setting, never a built index's runtime.
 RUNTIMES = ("torch", "torch-bf16", "onnx", "onnx-int8")
 RUNTIME_CHOICES = ("auto", *RUNTIMES)
-# what a corpus's build workers share (its `shared:`): the index folder, or only the
-# mirror's object store, which then holds the build too (strata.core.storage.store_sync)
-SHARED = ("folder", "store")
 
 PROJECT_MARKERS = ("strata.toml", "data/corpora.yaml", "data/corpora.local.yaml")
 

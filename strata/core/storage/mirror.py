@@ -1,4 +1,4 @@
-"""Published versions on object storage (S3, GCS, Azure, or any pyarrow file system).
+"""Published versions on object storage (S3, GCS, Azure: any store obstore reaches).
 
 Builds need a POSIX folder (atomic renames, hard-linked snapshots), so a build
 always runs on a local or shared disk. A published version can then be
