@@ -11,7 +11,7 @@ import pytest
 
 from strata.core.storage.kinds import KINDS, step_storage
 from strata.core.storage.layout import IndexLayout
-from stages.corpora import CorpusError, load_corpora
+from strata.stages.corpora import CorpusError, load_corpora
 from tests.conftest import REPO
 from tests.s3 import s3_endpoint, uri
 
