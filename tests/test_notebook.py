@@ -113,6 +113,27 @@ def test_notebook_runs_on_the_sample_index(sample_index, monkeypatch):
     assert _cell_text(nb.cells[-1]).strip() == "clipped labels: []"
 
 
+def test_notebook_runs_on_another_index_and_a_question_it_cannot_answer(oh_build, monkeypatch):
+    """The way the notebook's own text says to use it: ``STRATA_INDEX`` at an index
+    of one's own (the OpenHarmony pages) and ``STRATA_QUESTION`` at something it does
+    not hold: every cell runs, and the mode cells say that nothing looks relevant."""
+    from nbclient import NotebookClient
+
+    base, _env, _stats = oh_build
+    monkeypatch.setenv("STRATA_INDEX", str(base / "index"))
+    monkeypatch.setenv("STRATA_QUESTION", "zzqx pangolin tariff of the 1880s")
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, kernel_name="python3", timeout=300,
+                   resources={"metadata": {"path": str(REPO / "notebooks")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    errors = [_text(o) for o in outputs if o.output_type == "error"]
+    assert not errors, errors
+    text = "\n".join(_text(o) for tag in ("modes", "default") for c in _tagged(nb, tag)
+                     for o in c.outputs)
+    assert "auto: 0 results" in text and "no result above relevance" in text
+
+
 # Run by the test above as one more cell: the labels of the neighbourhood figure that
 # stick out of its axes (matplotlib clips them there; the centre's bold label once did).
 LABELS_INSIDE_CHECK = """\

@@ -150,3 +150,20 @@ def test_gathering_never_returns_a_kind_that_was_not_asked_for(idx):
     for q in ["tide readings and gauges", *IN_CORPUS]:
         res = idx.search(q, kinds=["code"], k=10, min_relevance=0)
         assert res and {r.kind for r in res} == {"code"}, (q, [r.kind for r in res])
+
+
+def test_a_list_with_nothing_in_it_has_the_types_of_one_with_hits(idx):
+    import dataclasses
+
+    import polars as pl
+
+    from strata.retrieval.results import Result
+
+    found = idx.search(IN_CORPUS[0], k=5).to_polars()
+    empty = idx.search(OUT_OF_CORPUS[0], k=5).to_polars()
+    assert empty.height == 0 and found.height
+    assert empty.schema == found.schema
+    assert set(empty.columns) == {f.name for f in dataclasses.fields(Result)}
+    # what a notebook does with a frame works on both
+    for frame in (found, empty):
+        frame.with_columns(pl.col("score").round(4)).filter(pl.col("kind") == "code")
