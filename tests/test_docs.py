@@ -46,6 +46,18 @@ def test_the_readme_starts_with_the_two_commands():
     assert README.index("```bash") < README.index("\n\n", README.index("# Strata")) + 3
 
 
+def test_the_readme_says_what_the_set_up_costs_and_runs_what_is_installed():
+    """A newcomer learns the price before paying it (Python, network, disk, time), and
+    every command shown runs from a fresh clone without activating anything: the
+    venv's ``strata`` is not on PATH."""
+    head = README[:README.index("\n## ")]
+    for needed in ("Python 3.11", "network", "GB", "minutes"):
+        assert needed in head, needed
+    blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+    bare = [line for b in blocks for line in b.splitlines() if re.match(r"\s*strata\b", line)]
+    assert not bare, bare
+
+
 def test_the_readme_is_short_and_points_into_the_docs():
     assert len(README.splitlines()) <= 250, "reference material belongs in docs/"
     for page in ("docs/guides/dagster-ui.md", "docs/guides/notebook.md",
