@@ -71,6 +71,21 @@ def test_quantizing_prints_nothing_on_the_terminal(model_cache):
     assert proc.stderr == "", proc.stderr
 
 
+def test_exporting_prints_no_tracer_warnings(tmp_path):
+    """A first build exports the query side's ONNX graph; torch's tracer notes about
+    transformers' Python branches read as errors on a terminal, so they are one
+    log line, and nothing reaches stderr (a process of its own, as a terminal sees it)."""
+    import os
+
+    code = ("from strata.core.encoders.embedding import packaged_model_path as p\n"
+            "from strata.core.encoders.onnx_runtime import exported_graph as g\n"
+            "print(g(str(p()), False).name)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "STRATA_MODEL_CACHE": str(tmp_path)}, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip() == "model.onnx", proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr
+
+
 def test_disagreement_names_the_figures():
     assert disagreement(np.array([0.999, 0.995])) is None
     why = disagreement(np.array([0.999, 0.90]))

@@ -117,15 +117,23 @@ def _export(src: Path, target: Path) -> None:
     try:
         ids = torch.ones((2, 8), dtype=torch.long)
         axes = {0: "batch", 1: "tokens"}
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
             # the TorchScript exporter, on purpose (dynamo=False): the dynamo one needs
-            # onnxscript, which is not installed; torch says it is the legacy one
-            warnings.simplefilter("ignore", DeprecationWarning)
+            # onnxscript, which is not installed. Its tracer warns about every Python
+            # branch it meets in transformers' code; the exported graph is checked
+            # against the model it came from before anything uses it
+            # (query_runtime.prepare), so those notes are one line, not three blocks
+            # a user reads as errors
+            warnings.simplefilter("always")
             torch.onnx.export(model, (ids, ids, torch.zeros_like(ids)), str(work / "exported.onnx"),
                               input_names=list(INPUTS), output_names=["embedding"],
                               dynamic_axes={**dict.fromkeys(INPUTS, axes),
                                             "embedding": {0: "batch"}},
                               opset_version=OPSET, dynamo=False)
+        if caught:
+            logging.getLogger(__name__).info(
+                "exported %s to ONNX (%d exporter notes, e.g. %s: %s)", src.name, len(caught),
+                caught[0].category.__name__, str(caught[0].message).split(".")[0])
         # the weights as one external file beside the graph: ONNX Runtime then maps them
         # instead of parsing them out of the protobuf and copying them (a querying process
         # holds one copy of the weights, not two, and starts its session faster)
