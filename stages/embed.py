@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from strata.stages.parse.finalize import stable_hash
 from strata.core import stop_request as stopping
+from strata.core.progress_lines import ProgressCallback as Progress
 from strata.core.encoders.embedding import TORCH_RUNTIMES, Encoder, EncoderSpec, canonical_model
 from strata.core.encoders.onnx_runtime import ENCODING_VERSION as ONNX_ENCODING
 from strata.core.encoders.batch_shapes import MAX_ROWS
@@ -57,7 +58,6 @@ FLUSH_TEXTS = 4096
 # a multiple of WRITE_BATCH, so the batches the writer gets do not depend on it).
 WRITE_BLOCK = 4096
 WRITE_BATCH = 1024  # rows per record batch handed to the Lance writer
-Progress = Callable[[int, int], None]
 
 
 @dataclass
@@ -228,16 +228,19 @@ def encode_sorted(texts: list[str], encoder: Encoder, batch_size: int = ENCODE_B
     order = sorted(range(len(texts)), key=lambda i: (size[i], i))
     total = len(order)
     step = max(1, batch_size)
+    # a call costs about its texts' length: the ETA is measured on that share of
+    # the work, since the texts grow longer as the calls go (shortest first)
+    cost = np.cumsum([0] + [max(size[i], 1) for i in order], dtype=np.float64)
     for start in range(0, total, step):
         stopping.check()
         if progress:
-            progress(start, total)
+            progress(start, total, work=float(cost[start] / cost[-1]))
         idx = order[start:start + step]
         vectors = encoder.encode([texts[i] for i in idx])
         if emit is not None:
             emit(idx, vectors)
     if progress:
-        progress(total, total)
+        progress(total, total, work=1.0)
 
 
 def shard_of(key: str, shards: int) -> int:

@@ -12,7 +12,6 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 
 import polars as pl
 import pyarrow as pa
@@ -22,11 +21,11 @@ from strata.stages.parse.finalize import ParseSettings, finalize, stable_hash
 from strata.stages.parse.model import ParsedFile, Reference
 from strata.stages.parse.plain_text import parse_plain_text
 from strata.core import stop_request as stopping
+from strata.core.progress_lines import ProgressCallback as Progress
 from strata.stages.parse.registry import CODE, parser_for
 from strata.core.config.schema import (DOCUMENTS, JUMP, NODES, REFERENCES, SKIPPED, TABLE_FILES,
                                 conform, python_table)
 
-Progress = Callable[[int, int], None]
 # the nodes table's row order (ascending, stable, nulls last)
 NODE_ORDER = ("path", "start_line", "depth", "node_path")
 

@@ -58,6 +58,25 @@ def test_the_tracker_throttles_and_measures_from_when_items_start_moving():
     assert "ETA" not in lines[-1]
 
 
+def test_the_eta_is_measured_on_the_work_when_items_grow_in_cost():
+    """The embedding step encodes its shortest texts first: half of the texts done
+    in 10 s is a tenth of the work, so the rest takes 90 s, not 10 (a fake clock)."""
+    import strata.core.progress_lines as sp
+
+    lines: list[str] = []
+    clock = iter([0.0, 10.0, 20.0]).__next__
+    real, sp.time.monotonic = sp.time.monotonic, clock
+    try:
+        report = tracker("embed", lines.append, interval_s=0.0)
+        report(0, 100, work=0.0)
+        report(50, 100, work=0.1)
+        report(60, 100)  # a caller that gives no work: the items' rate
+    finally:
+        sp.time.monotonic = real
+    assert parse_line(lines[1]).rate == 5.0 and parse_line(lines[1]).eta_s == 90.0
+    assert parse_line(lines[2]).eta_s == 13.0  # 40 items at 3/s, in whole seconds
+
+
 def _notes(root, files=4, sections=64):
     """Enough short sections that the encoder runs several calls (64 texts each),
     in plain lowercase prose that the offline OpenIE finds nothing in (one

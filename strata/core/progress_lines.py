@@ -15,6 +15,7 @@ import re
 import time
 from dataclasses import dataclass
 from collections.abc import Callable
+from typing import Protocol
 
 from strata.core.config.settings import BuildSettings, value_or_default
 
@@ -71,23 +72,36 @@ def every_s() -> float:
     return value_or_default(BuildSettings, "progress_every_s")
 
 
+class ProgressCallback(Protocol):
+    """What a stage function reports its progress through: ``done`` of ``total``
+    items, and where items differ in cost (the embedding step's texts, encoded
+    shortest first) ``work``, the share of the whole cost done so far, which the
+    ETA is then measured on."""
+
+    def __call__(self, done: int, total: int, work: float | None = None) -> None: ...
+
+
 def tracker(label: str, emit: Callable[[str], None],
-            interval_s: float | None = None) -> Callable[[int, int], None]:
+            interval_s: float | None = None) -> ProgressCallback:
     """A ``progress(done, total)`` callback for stage functions: emits a line at
     most every ``interval_s`` seconds (``$STRATA_PROGRESS_EVERY_S``, default 2),
     and always the first and the last. The rate counts from the last call before
     the count moved (an LLM stage's first call already counts its cache hits; an
     encoder may load between two calls at 0), and starts again when the stage
-    begins a new pass (``done`` goes back or ``total`` changes)."""
+    begins a new pass (``done`` goes back or ``total`` changes). The ETA is the
+    rest of the work at the rate measured since then: of the items, or of
+    ``work`` where the caller gives it (items that grow in cost as the stage
+    goes would otherwise promise an early end)."""
     gap = every_s() if interval_s is None else interval_s
-    state = {"t0": None, "d0": 0, "total": None, "last_t": None, "last_done": -1}
+    state = {"t0": None, "d0": 0, "w0": None, "total": None, "last_t": None, "last_done": -1}
 
-    def report(done: int, total: int) -> None:
+    def report(done: int, total: int, work: float | None = None) -> None:
         now = time.monotonic()
         if state["t0"] is None or total != state["total"] or done < state["last_done"]:
-            state.update(t0=now, d0=done, total=total, last_t=None)
+            state.update(t0=now, d0=done, w0=work, total=total, last_t=None)
         elif done == state["d0"]:
-            state["t0"] = now  # nothing moved yet (a model loading): the rate starts here
+            # nothing moved yet (a model loading): the rate starts here
+            state.update(t0=now, w0=work)
         state["last_done"] = done
         edge = done in (0, total) or state["last_t"] is None
         if not edge and now - state["last_t"] < gap:
@@ -98,5 +112,8 @@ def tracker(label: str, emit: Callable[[str], None],
         if elapsed > 0 and done > state["d0"]:
             rate = (done - state["d0"]) / elapsed
             eta = (total - done) / rate
+            w0 = state["w0"]
+            if work is not None and w0 is not None and work > w0:
+                eta = elapsed * max(1.0 - work, 0.0) / (work - w0)
         emit(format_line(Progress(label, done, total, rate, eta)))
     return report

@@ -116,7 +116,7 @@ def test_a_shard_writes_its_vectors_as_it_goes_and_resumes_where_it_stopped(enco
     parts: list[tuple[list[str], np.ndarray]] = []
     seen = []
 
-    def stop_after_three_calls(done, total):
+    def stop_after_three_calls(done, total, work=None):
         seen.append(done)
         if len(seen) == 4:  # the first line, then three calls made
             stopping.request("test")
