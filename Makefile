@@ -176,7 +176,8 @@ validate: install
 
 ui: install
 	@echo "Dagster UI: http://127.0.0.1:3000/asset-groups?partition=sample (Materialize all builds the sample corpus)"
-	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	@# one unit a supervisor's SIGTERM stops, the whole process tree (pipelines/ui.py)
+	exec $(PY) -m strata.pipelines.ui -w workspace.yaml -h 127.0.0.1 -p 3000
 
 # JupyterLab on notebooks/ (explore.ipynb), on loopback with no browser: open the
 # http://127.0.0.1:$(NOTEBOOK_PORT)/lab?token=... URL it prints (the next free port if that
