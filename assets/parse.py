@@ -13,6 +13,7 @@ from strata.assets.partitions import corpora_partitions
 from strata.assets.shard_cache import parse_shard_outputs, parse_shards_root, previous_build
 from strata.resources.corpora import CorpusRegistry
 from strata.stages.parse.finalize import PARSER_VERSION
+from strata.core.console import file_changes_line
 from strata.core.storage.layout import write_parquet_atomic
 from strata.core.stats import depth_distribution, files_by_format, nodes_by_kind
 
@@ -54,6 +55,7 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
     sources = discover(spec.root, spec.include, spec.exclude)
     parts, shards_run, shard_parsed = parse_shard_outputs(layout, context.run.run_id)
     previous = previous_build(layout)
+    before = set(previous.documents["path"].to_list()) if previous is not None else set()
     result = build_nodes(spec.name, sources,
                          ParseSettings(config.chunk_tokens, config.context_lines),
                          overlay(previous, parts),
@@ -72,21 +74,32 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
 
     df = pl.from_arrow(result.nodes)
     docs = pl.from_arrow(result.documents)
+    changes = file_changes(before, set(docs["path"].to_list()),
+                           set(result.parsed) | (shard_parsed & set(result.reused)))
     skipped = pl.from_arrow(result.skipped)
     orphans = df.filter(pl.col("parent_id").is_not_null()
                         & ~pl.col("parent_id").is_in(df["node_id"].implode())).height
     empty = df.filter(pl.col("text").str.strip_chars() == "").height
     record_stage(layout, "parse", seconds=result.seconds, parsed=parsed, reused=reused,
-                 nodes=df.height, shards=shards_run, parsed_in_shards=parsed_in_shards)
+                 nodes=df.height, shards=shards_run, parsed_in_shards=parsed_in_shards,
+                 **changes)
     noted = docs.filter(pl.col("notes") != "").select("path", "notes").to_dicts()
     context.log.info(f"parsed {parsed} files ({parsed_in_shards} in {shards_run} shards), "
-                     f"reused {reused}; "
-                     f"{df.height} nodes; {skipped.height} skipped")
+                     f"reused {reused}; files {file_changes_line(changes)}; "
+                     f"{df.height} document nodes; {skipped.height} skipped")
     return dg.MaterializeResult(
         data_version=output_version(*(layout.build_table(n) for n in
                                       ("nodes", "documents", "references", "skipped"))),
         metadata={
+            # the document nodes parsed from the corpus (files, sections, chunks, code,
+            # tables, images); the index's node count also holds the entities the
+            # graph step adds, which is why `strata map` says more
             "dagster/row_count": df.height,
+            "rows_are": "document nodes: files, sections, chunks, code, tables and images "
+                        "(entities join the index's nodes in the graph step)",
+            "files_added": changes["added"],
+            "files_changed": changes["changed"],
+            "files_removed": changes["removed"],
             "files_parsed": parsed,
             "files_parsed_in_shards": parsed_in_shards,
             "files_reused": reused,
@@ -110,3 +123,11 @@ def nodes(context: dg.AssetExecutionContext, config: ParseConfig,
                                 metadata={"empty_nodes": empty}),
         ],
     )
+
+
+def file_changes(before: set[str], after: set[str], parsed: set[str]) -> dict[str, int]:
+    """What this build did to the corpus's files against the previous build:
+    files new to it, files parsed again because they changed, files gone."""
+    return {"added": len(after - before), "changed": len((parsed & after) & before),
+            "removed": len(before - after)}
+

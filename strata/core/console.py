@@ -265,6 +265,13 @@ def print_answer(answer, file=None) -> None:
     print(f"Reasoning: {_answer_text(answer.reasoning, answer)}", file=file)
 
 
+def file_changes_line(changes: dict) -> str:
+    """``2 added, 1 changed, 1 removed``: what a build did to the corpus's files
+    (the parse step's record), as every build summary says it."""
+    return (f"{changes.get('added', 0)} added, {changes.get('changed', 0)} changed, "
+            f"{changes.get('removed', 0)} removed")
+
+
 def print_stats(idx, stats: dict, stages: dict | None = None) -> None:
     """What `strata index` and `strata map` print about an index. ``stages``: what
     each stage of the build just run did (its build report), when that is not the
@@ -284,8 +291,9 @@ def print_stats(idx, stats: dict, stages: dict | None = None) -> None:
         say(kv_table("stage seconds", {k: round(v.get("seconds", 0), 2) for k, v in stages.items()}))
         emb = stages.get("embed", {})
         parse = stages.get("parse", {})
-        say(f"parse: {parse.get('parsed', 0)} files parsed, {parse.get('reused', 0)} reused; "
-               f"embeddings: {emb.get('computed', 0)} computed, {emb.get('reused', 0)} reused")
+        say(f"files: {file_changes_line(parse)}; parse: {parse.get('parsed', 0)} files parsed, "
+            f"{parse.get('reused', 0)} reused; "
+            f"embeddings: {emb.get('computed', 0)} computed, {emb.get('reused', 0)} reused")
     _listing("skipped", [visible(f"{s['path']}: {s['reason']}") for s in stats["skipped"]], 30)
     if stats["notes"]:
         say(f"\nparser notes ({len(stats['notes'])}):")
