@@ -17,6 +17,7 @@ incoming ones from a reversed copy built once per opened index.
 from __future__ import annotations
 
 import difflib
+import re
 import weakref
 from dataclasses import dataclass
 
@@ -170,9 +171,33 @@ def resolve(index, target: str) -> str:
         raise NotFound(f"{_short(target)!r} fits {len(found)} nodes: "
                        + _list(shown) + "; give the full path or the node id")
     pool = list(dict.fromkeys([*names.by_path, *names.node_paths]))
-    near = difflib.get_close_matches(target, pool, n=5, cutoff=0.5)
+    near = [n for n in difflib.get_close_matches(target, pool, n=20, cutoff=0.5)
+            if _shares_a_word(target, n)][:5]
     raise NotFound(f"no node, file or module {_short(target)!r} in this index"
                    + (f"; did you mean {', '.join(near)}?" if near else ""))
+
+
+def _leaf(name: str) -> str:
+    """The part of a name that tells it apart: the last word of a dotted path,
+    a heading's slug or a file's name without its extension."""
+    name = name.strip("/").lower()
+    last = name.rsplit("/", 1)[-1]
+    if "/" in name or last.rsplit(".", 1)[-1] in _FILE_SUFFIXES:
+        last = last.rsplit(".", 1)[0] if "." in last else last
+        return re.split(r"[#:]+", last)[-1]
+    return re.split(r"[./#:]+", name)[-1]
+
+
+_FILE_SUFFIXES = {"md", "py", "rs", "go", "js", "ts", "txt", "rst", "json", "yaml", "yml",
+                  "toml", "html", "htm", "pdf", "docx", "c", "h", "cpp", "java", "ipynb"}
+
+
+def _shares_a_word(target: str, candidate: str) -> bool:
+    """Whether a suggestion is like the name asked for where names differ, in
+    their last word (a typo, a plural), not only in letters scattered over them
+    or in the package or folder every name shares (``docs/zzz.md`` is not
+    ``docs/index.md``)."""
+    return difflib.SequenceMatcher(None, _leaf(target), _leaf(candidate)).ratio() >= 0.7
 
 
 def _one(name: str, ids: list[str], names: _Names) -> str:

@@ -51,3 +51,13 @@ def test_unknown_or_ambiguous_names_fail_in_one_line_with_candidates(idx, name, 
     assert "\n" not in message
     for part in expected:
         assert part in message, message
+
+
+@pytest.mark.parametrize("name", ["tidewater.nonexistent", "docs/zzz.md", "does.not.exist"])
+def test_a_name_like_nothing_here_gets_no_suggestion(idx, name):
+    """Suggestions are names like the one asked for where names differ, their last
+    word; the package or folder every name shares (``tidewater.``, ``docs/``) and
+    letters that happen to line up are no reason to send a reader there."""
+    with pytest.raises(navigate.NotFound) as e:
+        navigate.resolve(idx, name)
+    assert "did you mean" not in str(e.value), str(e.value)
