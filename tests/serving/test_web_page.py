@@ -595,3 +595,22 @@ def test_nesting_never_moves_a_hit_above_its_rank(page):
     first = page.locator("#results li.result").first.get_attribute("data-rank")
     assert first == "1"
     assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("width, height", [(390, 844), (1280, 800)])
+def test_code_in_the_panel_is_never_cut_off_and_the_keys_line_leaves_phones(page, width,
+                                                                             height):
+    """Code opened in the Explore panel wraps inside it (a horizontal scrollbar at
+    the bottom of a box that scrolls vertically is out of sight: the lines read as
+    cut off), and the keyboard line takes no room on a phone, which has no keys."""
+    page.set_viewport_size({"width": width, "height": height})
+    _search(page, "correct_barometric_drift barometer series")
+    hit = page.locator("#results li.result:has(.badge.code)").first
+    hit.locator(":scope > .crumb button.explore").click()
+    page.wait_for_selector("#panel:not([hidden]) #panel-node pre")
+    hidden_right = page.evaluate("""() => [...document.querySelectorAll('#panel pre')]
+        .map(e => e.scrollWidth - e.clientWidth)""")
+    assert hidden_right and max(hidden_right) <= 1, hidden_right
+    _shot(page, f"web-panel-code-{width}.png")
+    assert page.is_visible("#keys-help") == (width > 480)
+    assert not page.errors, page.errors
