@@ -60,14 +60,23 @@ def run_mode(index, query: str, mode: str = DEFAULT_MODE, k: int = 10,
     kept = [r for r in found if r.relevance >= floor]
     below = [r for r in found if r.relevance < floor]
     if below and len(found) == k:
-        # the floor applies before the cut: what fell under it makes room for the
-        # next candidates above it, so a small k never says "nothing relevant"
-        # while a larger one finds something
-        with trace.stage("fill"):
-            filled = _fill_under_floor(index, query, search, k, floor, kept, below, params,
-                                       trace.counts.get("budget_tokens"))
-        trace.counts["filled"] = len(filled) - len(kept)
-        kept = filled
+        # the floor applies before the cut: when it took places in the first k, the
+        # mode looks deeper and the list is the deeper run's candidates above the
+        # floor, in its order, so a small k never says "nothing relevant" while a
+        # larger one finds something
+        first = trace
+        trace = Trace(mode=mode)
+        found = list(search(index, query, k=max(FILL_DEPTH * k, FILL_MIN), trace=trace,
+                            **params))
+        with trace.stage("relevance"):
+            annotate(index, query, found)
+        shown = {r.node_id for r in kept}
+        kept = [r for r in found if r.relevance >= floor][:k]
+        end = found.index(kept[-1]) + 1 if kept else k
+        below = [r for r in found[:max(end, k)] if r.relevance < floor]
+        trace.timings_ms = {f"first_pass_{name}": ms for name, ms in first.timings_ms.items()} \
+            | trace.timings_ms
+        trace.counts["filled"] = sum(r.node_id not in shown for r in kept)
     below.sort(key=lambda r: -r.relevance)
     trace.counts.update(results=len(kept), below_floor=len(below))
     if "budget_tokens" in trace.counts:  # what the budgeted context costs, as returned
@@ -81,36 +90,3 @@ def run_mode(index, query: str, mode: str = DEFAULT_MODE, k: int = 10,
 #: how deep a search looks for results above the floor when some of its first
 #: ``k`` fell under it: ``FILL_DEPTH`` times ``k``, and at least ``FILL_MIN``
 FILL_DEPTH, FILL_MIN = 4, 20
-
-
-def _fill_under_floor(index, query, search, k, floor, kept, below, params,
-                      budget: int | None) -> list:
-    """``kept`` topped up to ``k`` from a deeper run of the same mode, in that
-    run's order, with the candidates above ``floor`` not already kept.
-
-    The first ``k`` are kept as the mode ranked them (a deeper run of a mode
-    that walks or diffuses need not start with the same ``k``); only the places
-    freed by the floor go to the deeper candidates. Their relevance is computed
-    over the deeper list, the context they were found in. Under a token
-    ``budget`` a candidate joins only where it fits what the kept ones left."""
-    from strata.retrieval.relevance import annotate
-
-    deeper = list(search(index, query, k=max(FILL_DEPTH * k, FILL_MIN), trace=Trace(mode="fill"),
-                         **params))
-    annotate(index, query, deeper)
-    have = {r.node_id for r in kept} | {r.node_id for r in below}
-    extra = [r for r in deeper if r.node_id not in have and r.relevance >= floor]
-    if budget is None:
-        return kept + extra[:k - len(kept)]
-    from strata.core.tokens import estimate_tokens
-
-    left = budget - sum(estimate_tokens(r.text) for r in kept)
-    out = list(kept)
-    for r in extra:
-        if len(out) >= k:
-            break
-        cost = estimate_tokens(r.text)
-        if cost <= left:
-            out.append(r)
-            left -= cost
-    return out
