@@ -15,6 +15,7 @@ from strata.resources.corpora import CorpusRegistry
 from strata.resources.llm import usd_prices
 from strata.stages.corpora import CorpusSpec
 from strata.core.storage.layout import IndexLayout, update_json
+from strata.core.storage.space import out_of_space
 from strata.core.config.schema import TABLE_FILES
 from strata.core.stats import markdown_table
 
@@ -38,6 +39,9 @@ def corpus_and_layout(context: dg.AssetExecutionContext, corpora: CorpusRegistry
     spec = corpora.get(context.partition_key)
     layout = IndexLayout(spec.out)
     if write:
+        from strata.core.storage.ownership import as_private_as
+
+        as_private_as(layout.root, spec.root)  # the index is no more readable than its corpus
         take_build_lock(context, layout, spec.mirror)
     layout.build.mkdir(parents=True, exist_ok=True)
     pull_from_store(context, spec, layout)
@@ -133,6 +137,7 @@ def run_is_live(instance, run_id: str, unknown: bool = False) -> bool:
 
 ENDPOINT_TAG = "strata/endpoint"  # metadata key of a step that stopped on a dead endpoint
 STOPPED_TAG = "strata/stopped"  # metadata key of a step ended by Ctrl-C / SIGTERM
+SPACE_TAG = "strata/out_of_space"  # metadata key of a step whose write found no space
 
 
 def stoppable(fn):
@@ -143,6 +148,11 @@ def stoppable(fn):
     request, so an interrupted summarize step came back ten seconds later and
     the build ran on to publish. Here it becomes a ``Failure`` that
     is not retried; the next `strata index` resumes from what finished.
+
+    A write that finds no space (a full disk, a quota, the file size limit:
+    :func:`strata.core.storage.space.out_of_space`) also ends the step for good,
+    in one line naming the file: a retry would redo the work and fail at the
+    same write.
 
     It is also where a step of a corpus built on its object store (``shared: store``)
     pushes what it wrote, once its body has returned: a step that fails pushes
@@ -164,14 +174,29 @@ def stoppable(fn):
             raise
         except (KeyboardInterrupt, dg.DagsterExecutionInterruptedError) as e:
             raise _stopped(stopping.requested() or type(e).__name__) from None
-        except Exception:
+        except Exception as e:
             reason = stopping.requested()
             if reason:  # a failure caused by stopping (a closed client, ...): no retry either
                 raise _stopped(reason) from None
+            full = out_of_space(e, _step_folder(args, kwargs))
+            if full:  # a retry would fail at the same write after redoing the work
+                raise dg.Failure(description=full, allow_retries=False,
+                                 metadata={SPACE_TAG: full}) from None
             raise
         finally:
             _WORKSPACE.reset(pulled)
     return body
+
+
+def _step_folder(args: tuple, kwargs: dict) -> str | None:
+    """The index folder a step writes (its corpus's ``out``), to name where space
+    ran out when the error does not name the file; None when it cannot be told."""
+    context = kwargs.get("context", args[0] if args else None)
+    corpora = kwargs.get("corpora")
+    try:
+        return str(corpora.get(context.partition_key).out)
+    except Exception:  # noqa: BLE001 - not a corpus step: the error's own words suffice
+        return None
 
 
 def _stopped(reason: str) -> dg.Failure:

@@ -19,11 +19,15 @@
   policy: the ratio pair / single shows whether the builds only share the cores
   (about 2) or their idle threads spin against each other's work. The load
   average is recorded beside each figure: other work on the machine moves them.
+- A slow-client attack on a real `strata serve` (:mod:`benchmarks.slow_clients`):
+  the connections it holds, its memory, what the attackers are answered and a
+  normal request's latency meanwhile, under the default connection cap and
+  request deadline.
 
 Every figure is a child process measured from outside; nothing here is asserted
 (the tests check the behaviour; `make test` must pass on a loaded machine).
 
-Usage: ``python -m benchmarks.hardening [--trials 3] [--only render|concurrency|stops]``
+Usage: ``python -m benchmarks.hardening [--trials 3] [--only render|concurrency|stops|slowclient]``
 (``--only`` updates that part of the results and keeps the others).
 """
 
@@ -383,20 +387,47 @@ def markdown(report: dict) -> str:
                    f"{' / '.join(map(str, r['pair_s']))} | {r['ratio']} | "
                    f"{rate.get('single')} / {' / '.join(map(str, rate.get('pair', [])))} | "
                    f"{', '.join(map(str, r['loadavg_1m']))} |")
+    if report.get("slowclient"):
+        from benchmarks.slow_clients import markdown as slow_table
+
+        out += slow_table(report["slowclient"], report["slowclient_limits"])
     return "\n".join(out) + "\n"
+
+
+def slowclient(work: Path, connections: list[int], seconds: float) -> tuple[list[dict], dict]:
+    """The slow-client attacks on the sample index (built once), and the limits
+    the server ran with (the settings' defaults)."""
+    from benchmarks.common import build_with_cli, sample_docs
+    from benchmarks.slow_clients import slow_clients
+    from strata.core.config.settings import ServeSettings, default
+
+    base = work / "slowclient"
+    index = base / "index"
+    if not (index / "CURRENT").is_file():
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        build_with_cli(sample_docs(), index, "sample", base)
+    limits = {name: default(ServeSettings, name)
+              for name in ("max_connections", "request_timeout_s", "keep_alive_s")}
+    return slow_clients(index, base, connections, seconds, byte_every_s=3.0), limits
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=size(3, 1))
-    ap.add_argument("--only", choices=("stops", "render", "concurrency"), action="append",
+    ap.add_argument("--only", choices=("stops", "render", "concurrency", "slowclient"),
+                    action="append",
                     help="run only this part (repeatable); the others keep their last figures")
     ap.add_argument("--files", type=int, default=size(300, 5),
                     help="files in the corpus of the concurrent builds")
     ap.add_argument("--policies", default=size("active,passive", "passive"),
                     help=f"OpenMP wait policies of the concurrent builds, of {', '.join(POLICIES)}")
+    ap.add_argument("--slow-connections", default=size("500,1000", "20"),
+                    help="slowclient: the attacks' connection counts, comma-separated")
+    ap.add_argument("--slow-seconds", type=float, default=size(20.0, 4.0),
+                    help="slowclient: how long each attack lasts")
     args = ap.parse_args()
-    parts = args.only or ["stops", "render", "concurrency"]
+    parts = args.only or ["stops", "render", "concurrency", "slowclient"]
     work = SCRATCH / "hardening"
     report = {}
     if args.only and (RESULTS / "hardening.json").is_file():
@@ -412,11 +443,14 @@ def main() -> None:
         report["render"] = render_cost(args.trials)
     if "concurrency" in parts:
         report["concurrency"] = concurrent_builds(work, args.files, args.policies.split(","))
+    if "slowclient" in parts:
+        report["slowclient"], report["slowclient_limits"] = slowclient(
+            work, [int(n) for n in args.slow_connections.split(",")], args.slow_seconds)
     machine = {"date": date.today().isoformat(), "cpus": os.cpu_count(),
                "loadavg": [round(x, 2) for x in os.getloadavg()]}
     if "stops" in parts or "machine" not in report:
         report["machine"] = machine
-    for part in ("render", "concurrency"):
+    for part in ("render", "concurrency", "slowclient"):
         if part in parts:
             report[f"{part}_machine"] = machine
     write_result("hardening", report, markdown(report))

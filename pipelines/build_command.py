@@ -27,6 +27,7 @@ from strata.core.console import (EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, 
 from strata.pipelines.interrupt import BuildInterrupt, exit_code
 from strata.core.config.settings import (BuildSettings, ChunkingSettings, EmbedSettings, LLMSettings,
                              ProjectSettings, check, corpora_file, dagster_home_dir, load)
+from strata.core.config.urls import KEY_HINT, STORE_HINT, refusal, shown_url
 
 def dagster_home() -> Path:
     """The project's instance (``.dagster/`` in the project folder,
@@ -84,6 +85,21 @@ def _watched(args: argparse.Namespace) -> tuple[Path, list[str], list[str]]:
     return (Path(args.root).expanduser().resolve(), *_patterns(args, declared))
 
 
+#: the flags whose URL is stored with the corpus, and where their secret goes instead
+URL_FLAGS = (("llm_base_url", KEY_HINT), ("embed_base_url", KEY_HINT), ("mirror", STORE_HINT))
+
+
+def refused_url_flag(args: argparse.Namespace) -> str | None:
+    """The error line for a URL flag that carries a password or a key (it would be
+    stored in the corpus registry and shown in errors and the run's logs), or None."""
+    for dest, hint in URL_FLAGS:
+        value = getattr(args, dest, None)
+        why = refusal(value, hint)
+        if why:
+            return f"--{dest.replace('_', '-')} {shown_url(value)} {why}"
+    return None
+
+
 def _llm_flags(args: argparse.Namespace) -> dict:
     return {"backend": args.llm_backend or ("callable" if args.llm_callable else None),
             "model": args.llm_model, "base_url": args.llm_base_url,
@@ -119,11 +135,16 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
     if not root.is_dir():
         say(f"error: {args.root} is not a folder", err=True)
         return EXIT_USAGE
+    refused = refused_url_flag(args)
+    if refused:
+        say(f"error: {refused}", err=True)
+        return EXIT_USAGE
     try:
         name = validate_name(args.corpus)
         check(ChunkingSettings, {"chunk_tokens": args.chunk_tokens})  # a SettingsError: exit 2
         for group in (LLMSettings, EmbedSettings, BuildSettings):
             load(group)  # every STRATA_* variable of a build, checked before anything is written
+        dagster_home_dir()  # and $DAGSTER_HOME: a folder, or none yet
         # the project folder's registry ($STRATA_HOME, else the nearest project at or
         # above the current folder, else here); --out is the current folder's
         config_path = corpora_file()
@@ -185,13 +206,14 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         say(f"error: --openie-import {args.openie_import} is not a file", err=True)
         return EXIT_USAGE
     if not args.dry_run:
-        from strata.core.storage.ownership import NotOurs, claim_index
+        from strata.core.storage.ownership import NotOurs, as_private_as, claim_index
 
         try:
             claim_index(out, allow_foreign=args.yes)
         except NotOurs as e:
             say(f"error: {e}", err=True)
             return EXIT_USAGE
+        as_private_as(out, root)  # the index is no more readable than its corpus
     if args.dry_run:
         # before the lock and the registration: a dry run writes nothing anywhere
         from strata.pipelines.dry_run import dry_run
@@ -229,10 +251,43 @@ def _index(args: argparse.Namespace, stop: BuildInterrupt) -> int:
         stop.describe_after = (f"{out} still serves version {before}" if before is not None
                                else f"nothing was published in {out}")
         stop.describe_after += "; run the same command again to resume from what finished"
-        return _run_index_job(args, stop, spec, config_path, token, before)
+        try:
+            return _run_index_job(args, stop, spec, config_path, token, before)
+        except Exception as e:  # Dagster's own storage failing: one line
+            line = _storage_failure(e)
+            if line is None:
+                raise
+            serving = (f"version {before} keeps serving" if before is not None
+                       else "nothing was published")
+            say(f"error: {line}; {serving}", err=True)
+            return EXIT_FAILED
     finally:
         unregister_cli_lock(lock)
         lock.release()
+
+
+def _storage_failure(exc: BaseException) -> str | None:
+    """One line for a build that Dagster's own storage (the instance's SQLite
+    files) could not record, or any write that found no space
+    (:func:`strata.core.storage.space.out_of_space`); None for other errors.
+    SQLite reports the file size limit as a plain "disk I/O error", so any
+    SQL error of the instance's is said with where the storage lives."""
+    from strata.core.config.settings import dagster_home_dir
+    from strata.core.storage.layout import short_error
+    from strata.core.storage.space import out_of_space
+
+    home = dagster_home_dir()
+    full = out_of_space(exc, home)
+    if full:
+        return f"{full} (Dagster's run storage or the index)"
+    seen, e = set(), exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if type(e).__module__.split(".")[0] in ("sqlalchemy", "sqlite3"):
+            return (f"Dagster's run storage in {home} could not be written ({short_error(e)}): "
+                    "is the disk full, or a quota or the file size limit (`ulimit -f`) reached?")
+        e = e.__cause__ or e.__context__
+    return None
 
 
 def _workers(args: argparse.Namespace, spec) -> int:
@@ -423,9 +478,10 @@ def _llm_failures(stats: dict) -> dict:
 
 
 def _report_failure(result, home: Path, serving: str) -> int:
-    """A dead endpoint or a held lock is one line, said once (several stages may
-    have hit it); any other failure names its step, then where the run is."""
-    from strata.assets.common import ENDPOINT_TAG
+    """A dead endpoint, a held lock or a write that found no space is one line,
+    said once (several stages may have hit it); any other failure names its
+    step, then where the run is."""
+    from strata.assets.common import ENDPOINT_TAG, SPACE_TAG
 
     failures = [e for e in result.all_events if e.is_step_failure]
     known: list[str] = []
@@ -434,7 +490,7 @@ def _report_failure(result, home: Path, serving: str) -> int:
         data = e.step_failure_data
         user = data.user_failure_data
         meta = dict(user.metadata) if user is not None and user.metadata else {}
-        if user is not None and (ENDPOINT_TAG in meta or "strata/locked_by" in meta):
+        if user is not None and ({ENDPOINT_TAG, SPACE_TAG, "strata/locked_by"} & meta.keys()):
             if user.description not in known:
                 known.append(user.description)
         else:

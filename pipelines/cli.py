@@ -15,12 +15,13 @@ import sys
 from typing import NoReturn
 
 from strata.core.console import EXIT_FAILED, EXIT_LOCKED, EXIT_USAGE, say
-from strata.core.config.settings import RUNTIMES, ChunkingSettings, Flags
+from strata.core.config.flags import Flags
+from strata.core.config.settings import RUNTIMES, ChunkingSettings
 from strata.pipelines.build_command import cmd_index
 from strata.service.commands import add_llm_args, add_query_commands
 
 #: `strata index`: the chunk budget, a flag derived from its settings field
-#: (strata.core.config.settings.Flags); its default is the model's (a run's config, no variable)
+#: (strata.core.config.flags.Flags); its default is the model's (a run's config, no variable)
 CHUNK_FLAGS = Flags(ChunkingSettings, ("chunk_tokens",))
 
 
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     from strata.core.llm.endpoints import EndpointError
     from strata.core.storage.layout import IndexDamaged
     from strata.core.console import visible
+    from strata.core.config.files import ConfigFileError
     from strata.core.config.settings import SettingsError
 
     try:
@@ -140,9 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         # a corpora file or corpus name that cannot be used (CorpusError), wherever it
         # is read; its module is loaded only by what reads corpora, so it is looked
-        # up here rather than imported by every query command
+        # up here rather than imported by every query command; or another
+        # configuration file that is not a regular file of a sane size (ConfigFileError)
         corpora = sys.modules.get("strata.stages.corpora")
-        if corpora is None or not isinstance(e, corpora.CorpusError):
+        if not isinstance(e, ConfigFileError) and (
+                corpora is None or not isinstance(e, corpora.CorpusError)):
             raise
         say(f"error: {visible(e)}", err=True)
         rc = EXIT_USAGE

@@ -47,7 +47,7 @@ def _where() -> tuple[Path, Path | None]:
 def _add(args: argparse.Namespace) -> int:
     from strata.core.encoders.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
     from strata.core.storage.ownership import looks_owned
-    from strata.pipelines.build_command import other_corpus
+    from strata.pipelines.build_command import other_corpus, refused_url_flag
     from strata.stages.corpora import (CorpusError, CorpusSpec, checked, corpus_sources,
                                        load_corpora, register_corpus, validate_name)
 
@@ -57,6 +57,9 @@ def _add(args: argparse.Namespace) -> int:
     if not given.is_dir():
         return _error(f"{args.root} is a file, not a folder; a corpus is a folder")
     root = given.resolve()
+    refused = refused_url_flag(args)
+    if refused:
+        return _error(refused)
     try:
         name = validate_name(args.name)
         config_path, index_base = _where()

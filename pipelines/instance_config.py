@@ -36,6 +36,7 @@ from pathlib import Path
 
 import yaml
 
+from strata.core.config.files import read_config_file
 from strata.core.storage.layout import write_text_atomic
 
 CORPUS_RUN_LIMIT = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True},
@@ -68,10 +69,12 @@ def ensure_instance_config(home: Path) -> Path:
     if not path.exists():
         write_text_atomic(path, HEADER + yaml.safe_dump(SETTINGS, sort_keys=False))
         return path
+    # a FIFO or a device in its place is refused in one line (ConfigFileError), unread
+    raw = read_config_file(path, f"the Dagster instance file {path} ($DAGSTER_HOME)")
     try:
-        text = path.read_text()
+        text = raw.decode("utf-8")
         current = yaml.safe_load(text) or {}
-    except (OSError, yaml.YAMLError):
+    except (UnicodeDecodeError, yaml.YAMLError):
         return path  # Dagster will say what is wrong with it
     if not isinstance(current, dict):
         return path

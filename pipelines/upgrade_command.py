@@ -15,29 +15,54 @@ from __future__ import annotations
 import argparse
 import json
 
-from strata.core.console import EXIT_OK, EXIT_USAGE, say
+from strata.core.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, say
 
 
 def cmd_upgrade(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from strata.core.encoders.embedding import EncoderSpec
-    from strata.core.storage.layout import IndexLayout, read_manifest
+    from strata.core.storage.layout import (IndexDamaged, IndexLayout, IndexNotFound, read_manifest,
+                                            short_error)
     from strata.core.query_arrays import present, write
     from strata.core.encoders.query_runtime import prepare
 
     layout = IndexLayout(args.index)
-    current = layout.current_version()  # IndexNotFound: one line from main()
+    try:
+        if not Path(args.index).is_dir():
+            raise IndexNotFound(f"{args.index} is not a folder")
+        current = int(layout.resolve().name[1:])  # a CURRENT naming no version: IndexNotFound
+    except IndexNotFound as e:  # not an index: one line, bad usage (a garbage CURRENT is damage)
+        say(f"error: {e}", err=True)
+        return EXIT_USAGE
     versions = layout.versions() if args.all_versions else [current]
     rows = []
     for v in versions:
         vdir = layout.version_dir(v)
-        manifest = read_manifest(vdir)
+        manifest_file = f"{vdir.relative_to(layout.root)}/manifest.json"
+        try:
+            manifest = read_manifest(vdir)
+            missing = [k for k in ("dim", "embedding") if k not in manifest]
+            if missing:
+                raise ValueError(f"it has no {' or '.join(map(repr, missing))}")
+            dim, spec = int(manifest["dim"]), EncoderSpec.from_manifest(manifest["embedding"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise IndexDamaged(layout.root, manifest_file, short_error(e), version=v) from None
         row = {"version": v, "path": str(vdir)}
         if present(vdir):
             row["arrays"] = "already there"
         else:
-            write(vdir, int(manifest["dim"]))
+            try:
+                write(vdir, dim)
+            except OSError as e:  # the folder cannot be written (permissions, a full disk)
+                say(f"error: cannot write the query arrays of version {v} into {vdir}: "
+                    f"{short_error(e)}", err=True)
+                return EXIT_FAILED
+            except Exception as e:  # noqa: BLE001 - a table or vector file that does not read
+                raise IndexDamaged(layout.root, str(vdir.relative_to(layout.root)),
+                                   short_error(e), version=v) from None
             row["arrays"] = "written"
-        row.update(prepare(vdir, EncoderSpec.from_manifest(manifest["embedding"])))
+        row.update(prepare(vdir, spec))
         rows.append(row)
     if args.json:
         say(json.dumps(rows, indent=2))

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from strata.core.llm import as_llm
 from strata.retrieval.extractive import extractive_text
 from strata.retrieval.results import source_url
+from strata.core.untrusted import clean_query
 
 ANSWER_TEMPLATE = "answer/v1"
 CTX_BEGIN, CTX_END = "<<<CONTEXT", "CONTEXT>>>"
@@ -223,6 +224,7 @@ def ask(index, question: str, mode: str | None = None, llm=None, k: int = 8,
     from strata.retrieval.modes import DEFAULT_MODE
 
     mode = mode or DEFAULT_MODE
+    question = clean_query(question)  # what the encoder and the LLM's request accept
     client, owned = as_llm(llm, max_tokens=answer_tokens())
     try:
         results, base = _retrieve(index, question, mode, client, k, params)
@@ -261,6 +263,7 @@ def ask_stream(index, question: str, mode: str | None = None, llm=None, k: int =
     from strata.core.llm import LLMStreamError
 
     mode = mode or DEFAULT_MODE
+    question = clean_query(question)  # what the encoder and the LLM's request accept
     client, owned = as_llm(llm, max_tokens=answer_tokens())
     try:
         results, base = _retrieve(index, question, mode, client, k, params)

@@ -14,8 +14,9 @@ import numpy as np
 # the graph's arrays are written at publish and memory-mapped here: one definition, in
 # the foundation, shared by the build that writes them and the queries that read them
 from strata.core.query_arrays import EDGE_CODE, KIND_CODE, Graph
+from strata.core.config.settings import QuerySettings, value_or_default
 
-__all__ = ["EDGE_CODE", "KIND_CODE", "Graph", "top_k"]
+__all__ = ["EDGE_CODE", "KIND_CODE", "Graph", "limit_blas_threads", "top_k"]
 
 
 def top_k(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -30,3 +31,26 @@ def top_k(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.
         rows, scores = rows[part], scores[part]
     order = np.argsort(-scores, kind="stable")
     return rows[order], scores[order]
+
+
+_BLAS_LIMITED = False
+
+
+def limit_blas_threads() -> None:
+    """Run numpy's BLAS on one thread in a querying process (``STRATA_BLAS_THREADS``,
+    default 1; 0 leaves it alone).
+
+    Why: after a matrix-vector product OpenBLAS's worker threads spin-wait for
+    more work, and on a small machine they steal the cores the next query
+    embedding needs (it took about twice as long with them spinning). The
+    products here are memory-bound matrix-vector ones, no faster on more threads.
+    Applied once, process-wide, when an index first loads its vectors."""
+    global _BLAS_LIMITED
+    if _BLAS_LIMITED:
+        return
+    _BLAS_LIMITED = True
+    n = value_or_default(QuerySettings, "blas_threads")
+    if n > 0:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=n, user_api="blas")

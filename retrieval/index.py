@@ -15,37 +15,15 @@ from strata.core.storage.layout import IndexDamaged, IndexLayout, damaged_lance_
 from strata.core.query_arrays import NODE_FIELDS, QueryArrays
 from strata.retrieval.node_rows import NodeColumns, RowOf
 from strata.core.config.schema import (EMBEDDED_KINDS, FACT, FORMAT_VERSION, LANCE_DIR, LEXICAL_DIR,
-                           LEXICAL_GRAPH, LEXICAL_UNITS, TABLE_FILES, VECTOR_KINDS,
+                           LEXICAL_GRAPH, LEXICAL_UNITS, MANIFEST, TABLE_FILES, VECTOR_KINDS,
                            vector_table_name)
 from strata.core.config.settings import QuerySettings, value_or_default
+from strata.core.untrusted import clean_query
 
 if TYPE_CHECKING:
     import polars as pl
 
 log = logging.getLogger(__name__)
-
-
-_BLAS_LIMITED = False
-
-
-def limit_blas_threads() -> None:
-    """Run numpy's BLAS on one thread in a querying process (``STRATA_BLAS_THREADS``,
-    default 1; 0 leaves it alone).
-
-    Why: after a matrix-vector product OpenBLAS's worker threads spin-wait for
-    more work, and on a small machine they steal the cores the next query
-    embedding needs (it took about twice as long with them spinning). The
-    products here are memory-bound matrix-vector ones, no faster on more threads.
-    Applied once, process-wide, when an index first loads its vectors."""
-    global _BLAS_LIMITED
-    if _BLAS_LIMITED:
-        return
-    _BLAS_LIMITED = True
-    n = value_or_default(QuerySettings, "blas_threads")
-    if n > 0:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=n, user_api="blas")
 
 
 class Index:
@@ -135,9 +113,18 @@ class Index:
 
     # -- tables -----------------------------------------------------------------
     def _damaged(self, file: str | Path, exc: BaseException | str) -> IndexDamaged:
+        """The error of a file of this version that does not read: the damage,
+        named, or, when the whole version is gone from disk, that it was pruned."""
+        if self.pruned():
+            return VersionPruned(self)
         rel = Path(file).relative_to(self.path) if Path(file).is_absolute() else file
         problem = exc if isinstance(exc, str) else short_error(exc)
         return IndexDamaged(self.path, str(rel), problem, version=self.version)
+
+    def pruned(self) -> bool:
+        """Whether this version's folder is gone: a newer publish removed it (it
+        keeps the newest few versions), after this ``Index`` opened it."""
+        return not (self._vdir / MANIFEST).is_file()
 
     def _table(self, name: str, optional: bool = False) -> pl.DataFrame | None:
         import polars as pl  # the tables are for inspection: a query reads the arrays
@@ -200,8 +187,10 @@ class Index:
         names the command that writes them)."""
         from strata.core.query_arrays import DamagedArrays, compute, open_arrays
 
+        if self.pruned():
+            raise VersionPruned(self)
         try:
-            arrays = open_arrays(self._vdir)
+            arrays = open_arrays(self._vdir, int(self.manifest["dim"]))
         except DamagedArrays as e:  # one line naming the file
             raise self._damaged(e.path, e.cause) from None
         if arrays is not None:
@@ -217,6 +206,17 @@ class Index:
             raise
         except Exception as e:  # noqa: BLE001 - a table that does not read: name the folder
             raise self._damaged(self._vdir, e) from None
+
+    def verify(self) -> None:
+        """Map what queries read and check it (:mod:`strata.core.query_checks`),
+        raising :class:`IndexDamaged` naming the first file that is not as the
+        format defines. A service calls it before it serves a version, at start
+        and on every reload alike; a version published before the query arrays
+        existed is checked when its arrays are first computed."""
+        from strata.core.query_arrays import present
+
+        if self.pruned() or present(self._vdir):
+            _ = self._arrays  # mapped and checked once, kept for the queries
 
     def _check_vector_tables(self) -> None:
         """Every data and index file of the Lance tables still ends as a Lance file
@@ -304,6 +304,7 @@ class Index:
         return self._arrays.probe_texts, self._arrays.probe_vectors
 
     def embed_query(self, query: str):
+        query = clean_query(query)
         v = self._query_cache.get(query)
         if v is None:
             v = self.encoder.encode([query])[0]
@@ -385,6 +386,8 @@ class Index:
     def _unit_vectors(self):
         """(row-normalised node vectors, has-own-vector mask, kind codes), aligned
         with ``graph``: exact kNN is one matrix-vector product on these."""
+        from strata.retrieval.graph_arrays import limit_blas_threads
+
         limit_blas_threads()
         a = self._arrays
         return a.vectors, a.has_vector, a.graph.kind
@@ -568,7 +571,7 @@ class Index:
         is left, that nothing relevant was found, and what came closest."""
         from strata.retrieval.modes import DEFAULT_MODE, run_mode
 
-        return run_mode(self, query, mode=mode or DEFAULT_MODE, k=k,
+        return run_mode(self, clean_query(query), mode=mode or DEFAULT_MODE, k=k,
                         min_relevance=min_relevance, **params)
 
     def ask(self, question: str, mode: str | None = None, llm=None, k: int = 8, **params):
@@ -576,3 +579,19 @@ class Index:
         from strata.retrieval.answer import ask
 
         return ask(self, question, mode=mode, llm=llm, k=k, **params)
+
+
+class VersionPruned(IndexDamaged):
+    """The version an open :class:`Index` reads was removed from disk by a newer
+    publish (which keeps the newest few versions): nothing is damaged and a
+    rebuild would not help; opening the index again reads the current version
+    (a service reloads by itself)."""
+
+    def __init__(self, index: Index):
+        RuntimeError.__init__(
+            self, f"index {index.path}: version {index.version} is no longer on disk: a newer "
+                  f"publish pruned it while it was open (nothing is damaged); open the index "
+                  f"again (Index.open({str(index.path)!r}), or run the command again) to read "
+                  f"the current version; strata serve and strata mcp move to it by themselves")
+        self.index_dir, self.version = Path(index.path), index.version
+        self.file, self.problem = f"versions/v{index.version:06d}", "pruned"

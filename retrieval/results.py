@@ -8,6 +8,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from urllib.parse import quote
 
+from strata.core.untrusted import code_span, fenced, one_line
+
+
+#: what each entry of a result's ``context`` holds
+CONTEXT_KEYS = ("node_id", "relation", "kind", "title", "location")
+
 
 @dataclass
 class Result:
@@ -137,10 +143,7 @@ class SearchResults(list):
     def to_polars(self):
         import polars as pl
 
-        rows = [r.to_dict() for r in self]
-        if not rows:
-            return pl.DataFrame(schema=dict.fromkeys(Result.__dataclass_fields__, pl.Utf8))
-        return pl.DataFrame(rows)
+        return pl.DataFrame([r.to_dict() for r in self], schema=result_schema(), strict=False)
 
     def to_markdown(self, max_chars: int = 1200, url_template: str | None = None) -> str:
         """Context for an LLM or a person: breadcrumb, source, id, then the text
@@ -149,17 +152,36 @@ class SearchResults(list):
                            for i, r in enumerate(self, 1))
 
 
+def result_schema() -> dict:
+    """The polars types of a :class:`Result` row, so that a list with nothing in
+    it has the columns and types of one with hits (``score`` rounds, ``kind``
+    filters), not a frame of strings."""
+    import polars as pl
+
+    text, num, line = pl.Utf8, pl.Float64, pl.Int64
+    context = pl.List(pl.Struct(dict.fromkeys(CONTEXT_KEYS, text)))
+    return {"node_id": text, "kind": text, "path": text, "node_path": text, "breadcrumb": text,
+            "score": num, "text": text, "title": text, "start_line": line, "end_line": line,
+            "page": line, "language": text, "relation": text, "via": text, "context": context,
+            "relevance": num}
+
+
 def markdown_block(n: int, r: Result, max_chars: int = 1200,
                    url_template: str | None = None) -> str:
     """One result as a Markdown context block: ``### n. breadcrumb``, its source
     (and URL when the corpus has a ``url_template``), its id, kind and relation,
-    then the text (code fenced with its language)."""
+    then the text in a fenced block (code with its language).
+
+    Everything in it that comes from the indexed documents is delimited so it
+    cannot pass for the block's own structure (:mod:`strata.core.untrusted`):
+    the breadcrumb and titles on one line, the source and ids in code spans,
+    the text in a fence longer than any backtick run it holds."""
     body = r.text if len(r.text) <= max_chars else r.text[:max_chars] + " …"
-    fence = "```" + (r.language or "") if r.kind == "code" else ""
     url = source_url(url_template, r)
-    near = [c["title"] for c in (r.context or []) if c["relation"] == "sibling"]
-    return (f"### {n}. {r.breadcrumb}\n- source: {r.location()}\n"
+    near = [one_line(c["title"]) for c in (r.context or []) if c["relation"] == "sibling"]
+    via = f", via {code_span(r.via)}" if r.via else ""
+    return (f"### {n}. {one_line(r.breadcrumb)}\n- source: {code_span(r.location())}\n"
             + (f"- url: {url}\n" if url else "")
-            + f"- id: {r.node_id} ({r.kind}, {r.relation}{', via ' + r.via if r.via else ''})\n"
+            + f"- id: {code_span(r.node_id)} ({r.kind}, {r.relation}{via})\n"
             + (f"- next to: {'; '.join(near)}\n" if near else "") + "\n"
-            + (f"{fence}\n{body}\n```" if fence else body))
+            + fenced(body, (r.language or "") if r.kind == "code" else ""))

@@ -3,9 +3,8 @@
 Every answer comes from :class:`retrieval.Index` (``search`` and ``ask``), the
 same calls a notebook makes; this module only adds HTTP concerns. Handlers are
 plain ``def`` functions: FastAPI runs them on its thread pool, and an ``Index``
-is safe to share between threads.
-
-Over 600 lines because FastAPI's routes close over one app's state; models are apart.
+is safe to share between threads. What is checked before a route runs (the
+Host, the time and size of a request, the access log) is :mod:`service.edge`.
 """
 
 import base64
@@ -15,24 +14,25 @@ import json
 import logging
 import re
 import time
-import uuid
 from pathlib import Path as FilePath
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Body, Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Body, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from strata.retrieval import navigate
 from strata.retrieval.results import markdown_block, source_url
 from strata.service.auth import Gate, KeyStore, Refused, load_entries
+from strata.service.edge import AccessLog, BodyLimit, HostCheck, RequestDeadline, allowed_hosts
 from strata.service.models import (AskResponse, ErrorBody, HealthIndex, HealthResponse, Hit,
                             IndexesResponse, IndexInfo, NodeResponse, OutlineResponse,
                             SearchResponse, mode_infos, request_model)
-from strata.service.registry import Registry, UnknownIndex
+from strata.service.registry import IndexNotNamed, Registry, UnknownIndex
 from strata.service.render import markdown_html, node_html, policy_script
 from strata.service.settings import ServiceConfigError, ServiceSettings
 
@@ -47,7 +47,8 @@ IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
             "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; "
             "require-trusted-types-for 'script'; trusted-types strata-html")
-ERRORS = {code: {"model": ErrorBody} for code in (400, 401, 403, 404, 413, 422, 429, 500)}
+ERRORS = {code: {"model": ErrorBody}
+          for code in (400, 401, 403, 404, 408, 413, 421, 422, 429, 500)}
 NODE_ID = Annotated[str, Path(min_length=1, max_length=1000, description=(
     "a node id from a search result or another node, or any name the MCP tools and /outline "
     "take: a file path, a module or symbol path, a document anchor (# as %23)"))]
@@ -87,58 +88,6 @@ def _docs_page(html: str) -> HTMLResponse:
            "frame-ancestors 'none'")
     return HTMLResponse(html, headers={"Content-Security-Policy": csp,
                                        "Referrer-Policy": "no-referrer"})
-
-
-class BodyLimit:
-    """Refuses a request body over ``limit`` bytes with 413 before any handler
-    reads it, whether the client declared its length or streams it."""
-
-    def __init__(self, app, limit: int):
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = False
-        if declared is not None:
-            try:
-                too_big = int(declared) > self.limit
-            except ValueError:
-                too_big = True
-        chunks: list[bytes] = []
-        size = 0
-        more = not too_big
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                too_big = True
-                break
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        if too_big:
-            # the request id the outer middleware filed this request under (request.state)
-            rid = (scope.get("state") or {}).get("request_id")
-            response = JSONResponse(
-                {"detail": f"request body over the {self.limit}-byte limit", "request_id": rid},
-                status_code=413)
-            return await response(scope, receive, send)
-        body = b"".join(chunks)
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        return await self.app(scope, replay, send)
 
 
 class ClosingStream(StreamingResponse):
@@ -186,6 +135,21 @@ class ClosingStream(StreamingResponse):
         finally:
             with anyio.CancelScope(shield=True):
                 await self.body_iterator.aclose()
+
+
+class KeyFirst(APIRoute):
+    """A route whose caller's key and rate limit are checked (:meth:`Service.authorize`)
+    before anything else, its body included: a client without a valid key gets
+    401 whatever it sent, never a parse or validation error."""
+
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def admitted(request: Request) -> Response:
+            request.app.state.service.authorize(request)
+            return await handler(request)
+
+        return admitted
 
 
 class Service:
@@ -386,25 +350,12 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         docs_url=None, redoc_url=None,  # served below from local files, not a CDN
     )
     app.state.service = svc
+    # outermost last: the id and the access line, the Host, the time to send the
+    # request, then its size (service/edge.py)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
-
-    @app.middleware("http")
-    async def request_log(request: Request, call_next):
-        rid = uuid.uuid4().hex[:12]
-        request.state.request_id = rid
-        t0 = time.perf_counter()
-        try:
-            response = await call_next(request)
-        except Exception:  # logged here, answered without internals
-            log.exception("request %s failed", rid)
-            response = _error(request, 500, "internal error")
-        response.headers["X-Request-ID"] = rid
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        # the path only: a query string could hold anything a client pasted
-        access_log.info("%s %s %s %s %.1fms", getattr(request.state, "client", "-"),
-                        request.method, request.url.path, response.status_code,
-                        (time.perf_counter() - t0) * 1000)
-        return response
+    app.add_middleware(RequestDeadline, timeout_s=settings.request_timeout_s)
+    app.add_middleware(HostCheck, hosts=allowed_hosts(settings.host, settings.allowed_hosts))
+    app.add_middleware(AccessLog, log=log, access=access_log)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
@@ -416,9 +367,10 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
 
     @app.exception_handler(UnknownIndex)
     async def unknown_index(request: Request, exc: UnknownIndex):
-        return _error(request, 404, str(exc.args[0]))
+        return _error(request, 422 if isinstance(exc, IndexNotNamed) else 404, str(exc.args[0]))
 
-    authorize = svc.authorize
+    # the routes that need a key: checked before their body is read (KeyFirst)
+    keyed = APIRouter(route_class=KeyFirst)
     SearchRequest = request_model("search", settings.max_query_chars)  # noqa: N806 - a class
     AskRequest = request_model("ask", settings.max_query_chars)  # noqa: N806 - a class
 
@@ -443,14 +395,13 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
                                  reload_error=s.reload_error)
                      for n, s in svc.registry.slots.items()])
 
-    @app.get("/indexes", response_model=IndexesResponse, tags=["indexes"])
-    def indexes(_client: str = Depends(authorize)) -> IndexesResponse:
+    @keyed.get("/indexes", response_model=IndexesResponse, tags=["indexes"])
+    def indexes() -> IndexesResponse:
         """The served indexes: corpus, versions, model, counts."""
         return IndexesResponse(indexes=[svc.info(n) for n in svc.registry.slots])
 
-    @app.post("/search", response_model=SearchResponse, tags=["retrieval"])
-    def search(req: Annotated[SearchRequest, Body(title="SearchRequest")],
-               _client: str = Depends(authorize)) -> SearchResponse:
+    @keyed.post("/search", response_model=SearchResponse, tags=["retrieval"])
+    def search(req: Annotated[SearchRequest, Body(title="SearchRequest")]) -> SearchResponse:
         """Search one index in one mode: at most ``k`` hits, each with its
         estimated ``relevance``. ``params`` are the mode's parameters;
         ``min_relevance`` the floor (unset: the server's): hits under it move to
@@ -474,7 +425,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
             # the blocks of SearchResults.to_markdown, already rendered once per hit
             context="\n\n".join(h.markdown for h in hits), trace=trace)
 
-    @app.post("/ask", response_model=AskResponse, tags=["retrieval"], responses={200: {
+    @keyed.post("/ask", response_model=AskResponse, tags=["retrieval"], responses={200: {
         "content": {"text/event-stream": {"schema": {
             "type": "object", "required": ["event", "data"], "description": (
                 "with `stream`, one server-sent event: `sources` (index, version, mode, "
@@ -483,8 +434,7 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
             "properties": {"event": {"type": "string",
                                      "enum": ["sources", "delta", "done", "error"]},
                            "data": {"type": "string", "contentMediaType": "application/json"}}}}}}})
-    def ask(req: Annotated[AskRequest, Body(title="AskRequest")],
-            _client: str = Depends(authorize)):
+    def ask(req: Annotated[AskRequest, Body(title="AskRequest")]):
         """Retrieve, then answer with the service's LLM (an extractive answer,
         marked as such, when none is configured), with sources, the single-hop
         connections read, and why this context was chosen. ``min_relevance``
@@ -516,11 +466,10 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
             llm="offline" if answer.extractive else svc.llm_name, took_ms=round(took, 3),
             trace=answer.trace)
 
-    @app.get("/indexes/{name}/images/{node_id}", tags=["indexes"],
+    @keyed.get("/indexes/{name}/images/{node_id}", tags=["indexes"],
              response_class=Response,
              responses={200: {"content": {t: {} for t in sorted(set(IMAGE_TYPES.values()))}}})
-    def image(name: str, node_id: str, version: int | None = None,
-              _client: str = Depends(authorize)):
+    def image(name: str, node_id: str, version: int | None = None):
         """An image of the index (from its blob store or the corpus folder it
         recorded); ``version`` keeps a page showing an older version's results
         consistent while it is still on disk."""
@@ -542,21 +491,20 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
                             headers={"Cache-Control": "private, max-age=3600",
                                      "Content-Security-Policy": "default-src 'none'"})
 
-    @app.get("/indexes/{name}/nodes/{node_id:path}", response_model=NodeResponse, tags=["indexes"])
-    def node(name: str, node_id: NODE_ID, _client: str = Depends(authorize)) -> NodeResponse:
+    @keyed.get("/indexes/{name}/nodes/{node_id:path}", response_model=NodeResponse, tags=["indexes"])
+    def node(name: str, node_id: NODE_ID) -> NodeResponse:
         """A node of the index: its text (and sanitized HTML), where it is, its
         parent, nearest siblings and children, and its one-hop connections
         (links, imports, entities, OpenIE facts) — the web page's side panel."""
         name, idx = svc.registry.get(name)
         return svc.node_response(name, idx, node_id)
 
-    @app.get("/indexes/{name}/outline", response_model=OutlineResponse, tags=["indexes"])
+    @keyed.get("/indexes/{name}/outline", response_model=OutlineResponse, tags=["indexes"])
     def outline(name: str,
                 target: Annotated[str, Query(min_length=1, max_length=1000, description=(
                     "a node id (its file is outlined, the node marked), a file path, or a "
                     "module or symbol path"))],
-                max_depth: Annotated[int | None, Query(ge=0, le=50)] = None,
-                _client: str = Depends(authorize)) -> OutlineResponse:
+                max_depth: Annotated[int | None, Query(ge=0, le=50)] = None) -> OutlineResponse:
         """The outline of a file or module: its hierarchy in document order, each
         entry with its lines, node id and number of children."""
         name, idx = svc.registry.get(name)
@@ -565,6 +513,8 @@ def create_app(settings: ServiceSettings, registry: Registry | None = None,
         except navigate.NotFound as e:
             raise HTTPException(404, f"{e} (index {name})") from None
         return OutlineResponse(index=name, version=idx.version, **o)
+
+    app.include_router(keyed)
 
     @app.get("/docs", include_in_schema=False)
     def docs():

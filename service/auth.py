@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from strata.core.config.files import ConfigFileError, read_config_file
+
 KEY_PREFIX = "strata_"
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 _NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
@@ -75,11 +77,24 @@ def parse_entry(text: str, where: str = "") -> KeyEntry:
     return KeyEntry(name, "sha256:" + digest.lower(), rate)
 
 
-def load_entries(file: str | Path | None = None, env_value: str | None = None) -> list[KeyEntry]:
+def load_entries(file: str | Path | None = None, env_value: str | None = None,
+                 named: str | None = None) -> list[KeyEntry]:
+    """The entries of the key ``file`` and of ``env_value``; :class:`KeyFileError`
+    in one line for anything that cannot be used. The file must be a regular file
+    of at most 4 MiB (a FIFO or a device is refused unread:
+    :func:`strata.core.config.files.read_config_file`); ``named`` is how errors
+    name it (default: by the flag and the variable serve and mcp take it from)."""
     entries: list[KeyEntry] = []
     if file:
         path = Path(file)
-        for n, line in enumerate(path.read_text().splitlines(), 1):
+        named = named or f"the API key file {path} (--api-keys, $STRATA_API_KEYS_FILE)"
+        try:
+            text = read_config_file(path, named).decode("utf-8")
+        except ConfigFileError as e:
+            raise KeyFileError(str(e)) from None
+        except UnicodeDecodeError:
+            raise KeyFileError(f"{named} is not UTF-8 text") from None
+        for n, line in enumerate(text.splitlines(), 1):
             line = line.split("#", 1)[0].strip()
             if line:
                 entries.append(parse_entry(line, f"{path}:{n}: "))
@@ -95,7 +110,7 @@ def load_entries(file: str | Path | None = None, env_value: str | None = None) -
 
 def append_entry(file: str | Path, entry: KeyEntry) -> None:
     path = Path(file)
-    existing = load_entries(path) if path.exists() else []
+    existing = load_entries(path, named=f"--file {path}") if path.exists() else []
     if any(e.name == entry.name for e in existing):
         raise KeyFileError(f"{path} already has a key named {entry.name!r}")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,16 +11,18 @@ import json
 import sys
 
 from strata.core.console import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json, say
-from strata.core.config.settings import Flags, LLMSettings, QuerySettings, ServeSettings
+from strata.core.config.flags import Flags
+from strata.core.config.settings import LLMSettings, QuerySettings, ServeSettings
 
-# The flags that set a settings field, derived from the field (strata.core.config.settings.Flags:
+# The flags that set a settings field, derived from the field (strata.core.config.flags.Flags:
 # its help, type, choices; absent, the field's variable or default applies). The
 # renames keep the flag names the command has always had.
 
 #: `strata serve`: one flag per ServeSettings field, so a new field gets its flag
 SERVE_FLAGS = Flags(ServeSettings, rename={
     "indexes": "index", "api_keys_file": "api-keys", "anonymous_rate_per_minute": "anonymous-rate",
-    "reload_interval_s": "reload-interval", "cross_encoder_path": "cross-encoder"})
+    "reload_interval_s": "reload-interval", "cross_encoder_path": "cross-encoder",
+    "keep_alive_s": "keep-alive", "request_timeout_s": "request-timeout"})
 #: the LLM of a command that may call one (the rest of LLMSettings: variables only)
 LLM_FLAGS = Flags(LLMSettings, ("backend", "model", "base_url", "callable_path"), prefix="llm-",
                   rename={"callable_path": "llm-callable"})
@@ -184,7 +186,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     from strata.core.console import budget_line, print_results, tokens_used
 
     if args.json:
-        body = {"query": args.query, "mode": args.mode, "index": str(idx.source),
+        body = {"query": results.query, "mode": args.mode, "index": str(idx.source),
                 "version": idx.version, "min_relevance": results.min_relevance,
                 "nothing_relevant": results.nothing_relevant, "note": results.note,
                 "results": [r.to_dict() for r in results],
@@ -276,9 +278,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         say(f"serving {names} on http://{settings.host}:{settings.port}/ "
             f"({'API keys required' if keys else 'no API keys: loopback clients only'})",
             err=True)
+    from strata.service.edge import uvicorn_limits
+
     # uvicorn's access log prints query strings; the service logs paths only
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level,
-                access_log=False, server_header=False, **settings.uvicorn_options())
+                access_log=False, server_header=False, **settings.uvicorn_options(),
+                **uvicorn_limits(settings))
     return EXIT_OK
 
 
@@ -322,9 +327,11 @@ def cmd_keys(args: argparse.Namespace) -> int:
             say(KeyEntry(args.name, hash_key(key), args.rate_per_minute).line())
         elif args.json:
             say(json.dumps([{"name": e.name, "rate_per_minute": e.rate_per_minute,
-                             "digest": e.digest} for e in load_entries(args.file)], indent=2))
+                             "digest": e.digest}
+                             for e in load_entries(args.file, named=f"--file {args.file}")],
+                            indent=2))
         else:
-            for e in load_entries(args.file):
+            for e in load_entries(args.file, named=f"--file {args.file}"):
                 rate = "default" if e.rate_per_minute is None else f"{e.rate_per_minute:g}/min"
                 say(f"{e.name}\t{rate}\t{e.digest[:19]}…")
     except (KeyFileError, OSError) as e:

@@ -221,7 +221,8 @@ class KeyGate:
     """ASGI middleware: every HTTP request passes :class:`service.auth.Gate`
     (keys, rate limits, loopback only without keys) before the MCP transport
     sees it; refusals are JSON ``{"error": ...}`` with the HTTP status. The
-    access log names the client and the path, never a key."""
+    access log names the client and the path, never a key, control characters
+    escaped (:func:`strata.core.console.visible`)."""
 
     def __init__(self, app, gate):
         self.app = app
@@ -232,6 +233,7 @@ class KeyGate:
             return await self.app(scope, receive, send)
         from starlette.responses import JSONResponse
 
+        from strata.core.console import visible
         from strata.service.auth import Refused
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
@@ -240,7 +242,8 @@ class KeyGate:
         try:
             client = self.gate.admit(headers, peer[0] if peer else None)
         except Refused as e:
-            log.info("%s %s %s %s", e.client or "-", scope["method"], scope["path"], e.status)
+            log.info("%s %s %s %s", visible(e.client or "-"), visible(scope["method"]),
+                     visible(scope["path"]), e.status)
             response = JSONResponse({"error": e.detail}, status_code=e.status, headers=e.headers)
             return await response(scope, receive, send)
         status = {}
@@ -253,20 +256,30 @@ class KeyGate:
         try:
             await self.app(scope, receive, send_logged)
         finally:
-            log.info("%s %s %s %s", client, scope["method"], scope["path"], status.get("code"))
+            log.info("%s %s %s %s", visible(client), visible(scope["method"]),
+                     visible(scope["path"]), status.get("code"))
 
 
-def http_app(server, gate, host: str):
-    """The streamable HTTP transport on ``/mcp`` behind ``gate``. On a loopback
-    host the SDK also checks Host and Origin (DNS rebinding protection)."""
-    return KeyGate(server.streamable_http_app(streamable_http_path="/mcp", host=host), gate)
+def http_app(server, gate, hosts: frozenset[str] | None, timeout_s: float):
+    """The streamable HTTP transport on ``/mcp`` behind ``gate``, with the checks
+    of `strata serve` (:mod:`service.edge`): Host and Origin among ``hosts``
+    (DNS rebinding; the SDK's own check, which knows only the loopback names, is
+    off so that this one rule applies) and the request deadline ``timeout_s``."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from strata.service.edge import HostCheck, RequestDeadline
+
+    app = server.streamable_http_app(streamable_http_path="/mcp", transport_security=(
+        TransportSecuritySettings(enable_dns_rebinding_protection=False)))
+    return KeyGate(HostCheck(RequestDeadline(app, timeout_s), hosts), gate)
 
 
 # --------------------------------------------------------------------------- the command
 
 def main(args: argparse.Namespace, llm=None) -> int:
     """Run ``strata mcp`` until the client goes away (stdio) or Ctrl-C (HTTP).
-    Exit codes: 0, or 2 for a missing index, bad keys or an unsafe host."""
+    Exit codes: 0, 1 for a damaged index, or 2 for a missing index, bad keys or
+    an unsafe host."""
     from strata.service.auth import Gate, KeyFileError, KeyStore, load_entries
     from strata.service.registry import Registry
     from strata.service.settings import ServiceConfigError, ServiceSettings, is_loopback
@@ -300,20 +313,28 @@ def main(args: argparse.Namespace, llm=None) -> int:
         # start-up, and an agent's first tool call loads what it needs in a fraction of a second
         registry = Registry(args.index, reload_interval_s=args.reload_interval, warm_up=False,
                             background=False)
-    except (IndexNotFound, IndexDamaged, ValueError) as e:
+    except IndexDamaged as e:  # as every command reports a damaged index: exit 1
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except (IndexNotFound, ValueError) as e:
         return fail(str(e))
     server = build_server(Tools(registry, llm), default_budget=args.budget_tokens)
     names = ", ".join(f"{n} v{s.current.index.version}" for n, s in registry.slots.items())
     if not args.http:
+        from strata.service.mcp_stdio import serve
+
         print(f"strata mcp: serving {names} over stdio", file=sys.stderr, flush=True)
-        server.run("stdio")
+        serve(lambda: server.run("stdio"))  # every line answered, unreadable ones too
         return 0
     import uvicorn
 
     print(f"strata mcp: serving {names} on http://{args.host}:{args.port}/mcp "
           f"({'API keys required' if gate.keys.enabled else 'no API keys: loopback clients only'})",
           file=sys.stderr, flush=True)
-    uvicorn.run(http_app(server, gate, args.host), host=args.host, port=args.port,
+    from strata.service.edge import allowed_hosts, uvicorn_limits
+
+    uvicorn.run(http_app(server, gate, allowed_hosts(args.host, env.allowed_hosts),
+                         env.request_timeout_s), host=args.host, port=args.port,
                 log_level=args.log_level, access_log=False, server_header=False,
-                proxy_headers=False)
+                proxy_headers=False, **uvicorn_limits(env))
     return 0

@@ -31,6 +31,7 @@ from strata.retrieval import navigate
 from strata.core.tokens import estimate_tokens
 from strata.retrieval.modes import DEFAULT_MODE, MODES
 from strata.retrieval.results import markdown_block, source_url
+from strata.core.untrusted import code_span, fenced, one_line
 from strata.service.mcp_args import DEFAULT_BUDGET_TOKENS
 from strata.service.models import Fact, NodeRef, OutlineEntry  # the HTTP API's shapes, shared
 
@@ -152,12 +153,14 @@ def _lines(d: dict) -> str:
 def _ref(d: dict) -> str:
     """One node as a list item: kind, title, where, id."""
     where = _lines(d)
-    return f"{d['kind']} **{_clean(d['title'])}**" + (f" — {where}" if where else "") \
-        + f" `{d['node_id']}`"
+    return f"{d['kind']} **{_clean(d['title'])}**" + (f" — {code_span(where)}" if where else "") \
+        + f" {code_span(d['node_id'])}"
 
 
 def _clean(text: str | None) -> str:
-    return " ".join((text or "").split())[:160]
+    """Indexed text shown inline (a title, a breadcrumb): on one line, so it cannot
+    start a heading or a list item of its own, and short."""
+    return one_line(text, 160)
 
 
 class Tools:
@@ -178,7 +181,7 @@ class Tools:
 
     @staticmethod
     def _head(name: str, idx) -> str:
-        return f"index `{name}` (corpus {idx.corpus}, version {idx.version})"
+        return f"index {code_span(name)} (corpus {idx.corpus}, version {idx.version})"
 
     # -- search ---------------------------------------------------------------
     def search(self, query: str, index: str | None = None, mode: str | None = None,
@@ -248,7 +251,7 @@ class Tools:
         if not blocks and results.below:
             best = results.below[0]
             note = (f"No result above relevance {floor:.2f} for {query!r}; "
-                    f"closest: {best.location()} `{best.node_id}` (relevance "
+                    f"closest: {code_span(best.location())} {code_span(best.node_id)} (relevance "
                     f"{best.relevance:.2f}). Nothing in this index looks relevant to the "
                     "query: try other words, or pass a lower min_relevance to see the "
                     "closest results anyway.")
@@ -263,7 +266,7 @@ class Tools:
         if results.below:
             best = results.below[0]
             notes.append(f"({len(results.below)} more result(s) below relevance {floor:.2f} "
-                         f"left out; the best of them: {best.location()} (relevance "
+                         f"left out; the best of them: {code_span(best.location())} (relevance "
                          f"{best.relevance:.2f}).)")
         tail = "".join("\n\n" + x for x in notes)
         return answer(head + "\nIds work with the `node`, `outline` and `neighbourhood` tools.\n\n"
@@ -294,7 +297,7 @@ class Tools:
         parent = next((c for c in (r.context or []) if c["relation"] == "parent"), None)
         extra = "" if r.relevance is None else f"\n- relevance: {r.relevance:.2f}"
         if parent is not None:
-            extra += f"\n- in: {_clean(parent['title'])} `{parent['node_id']}`"
+            extra += f"\n- in: {_clean(parent['title'])} {code_span(parent['node_id'])}"
         # the first "- id: " line is the block's own: its header comes before the text
         return block.replace("\n- id: ", f"{extra}\n- id: ", 1)
 
@@ -314,23 +317,26 @@ class Tools:
             raise ToolFailure(str(e)) from None
         who = ("extractive: no language model wrote this; it is quoted from the sources"
                if answer.extractive else f"answered by {getattr(self.llm, 'name', 'the LLM')}")
+        # the answer is made of the indexed text (quoted, or an LLM's reading of it):
+        # fenced, so none of it reads as this output's own headings or sources
         lines = [f"## Answer\n{self._head(name, idx)}, {mode} mode ({who}).", "",
-                 answer.text.strip(), "", "### Sources"]
+                 fenced(answer.text.strip()), "", "### Sources"]
         if not answer.sources and not answer.connections:
             lines.append("(none: nothing retrieved reached the relevance floor; pass a lower "
                          "min_relevance to answer from the closest passages anyway)")
         for s in answer.sources:
             where = f"{s['path']}:{s['lines']}" if s.get("lines") else s["path"]
             url = f" <{s['url']}>" if s.get("url") else ""
-            lines.append(f"{s['n']}. {_clean(s['breadcrumb'])} — {where} `{s['node_id']}`{url}")
+            lines.append(f"{s['n']}. {_clean(s['breadcrumb'])} — {code_span(where)} "
+                         f"{code_span(s['node_id'])}{url}")
         if answer.connections:
             lines += ["", "### Connections read (one hop)"]
             for s in answer.connections:
-                lines.append(f"{s['n']}. {_clean(s['breadcrumb'])} — {s['path']} "
-                             f"`{s['node_id']}` ({s['relation']}"
-                             + (f" from `{s['via']}`" if s.get("via") else "") + ")")
+                lines.append(f"{s['n']}. {_clean(s['breadcrumb'])} — {code_span(s['path'])} "
+                             f"{code_span(s['node_id'])} ({s['relation']}"
+                             + (f" from {code_span(s['via'])}" if s.get("via") else "") + ")")
         if answer.reasoning:
-            lines += ["", f"_Why this context: {answer.reasoning}_"]
+            lines += ["", f"_Why this context: {one_line(answer.reasoning)}_"]
         return "\n".join(lines)
 
     # -- structure --------------------------------------------------------------------
@@ -348,7 +354,8 @@ class Tools:
                              truncated=o["truncated"])
         root = o["root"]
         up = " > ".join(_clean(a["title"]) for a in reversed(o["ancestors"]))
-        lines = [f"## Outline of {_clean(root['title'])} ({root['kind']}, {_lines(root)})",
+        lines = [f"## Outline of {_clean(root['title'])} ({root['kind']}, "
+                 f"{code_span(_lines(root))})",
                  f"{self._head(name, idx)}" + (f"; inside {up}" if up else "")
                  + f"; {len(o['entries'])} node(s), ids in backticks.", ""]
         for e in o["entries"]:
@@ -358,7 +365,8 @@ class Tools:
                                               e["end_line"] != e["start_line"] else "") \
                 if e["start_line"] is not None else (f"page {e['page']}" if e["page"] else "")
             lines.append(f"{'  ' * e['depth']}- {e['kind']} {_clean(e['title'])}"
-                         + (f" — {where}" if where else "") + f" `{e['node_id']}`{hidden}{mark}")
+                         + (f" — {where}" if where else "")
+                         + f" {code_span(e['node_id'])}{hidden}{mark}")
         if o["truncated"]:
             lines.append(f"\n(outline cut at {len(o['entries'])} entries: pass max_depth, or "
                          "outline a section or class by its id)")
@@ -381,9 +389,9 @@ class Tools:
             if n["path"] else None
         lines = [f"## {_clean(n['title'])} ({n['kind']})",
                  f"- breadcrumb: {_clean(n['breadcrumb'])}",
-                 f"- source: {_lines(n)}" + (f" <{url}>" if url else ""),
-                 f"- id: `{n['node_id']}`" + (f" — {n['position']} of {n['of']} in its parent"
-                                              if "position" in n else ""),
+                 f"- source: {code_span(_lines(n))}" + (f" <{url}>" if url else ""),
+                 f"- id: {code_span(n['node_id'])}"
+                 + (f" — {n['position']} of {n['of']} in its parent" if "position" in n else ""),
                  f"- {self._head(name, idx)}"]
         if v["parent"]:
             lines += ["", "### Parent", "- " + _ref(v["parent"])]
@@ -399,11 +407,10 @@ class Tools:
         max_chars = max(200, int(max_chars))
         cut = len(text) > max_chars
         body = text[:max_chars] + (" …" if cut else "")
-        fence = "```" + (n.get("language") or "") if n["kind"] == "code" else None
         lines += ["", "### Text" + (f" (first {max_chars} of {len(text)} characters)" if cut
                                     else ""), ""]
-        lines.append(f"{fence}\n{body}\n```" if fence else (body or "(no text of its own: "
-                                                               "see its children)"))
+        lines.append(fenced(body, (n.get("language") or "") if n["kind"] == "code" else "")
+                     if body else "(no text of its own: see its children)")
         data = NodeOutput(
             **self._info(name, idx), target=target,
             node={**n, "url": url, "text": body, "text_chars": len(text), "text_cut": cut},
@@ -421,14 +428,15 @@ class Tools:
         v = navigate.node_view(idx, node_id, max_relatives=8)
         n = c["node"]
         lines = [f"## Neighbourhood of {_clean(n['title'])} ({n['kind']}"
-                 + (f", {_lines(n)}" if _lines(n) else "") + f") `{n['node_id']}`",
+                 + (f", {code_span(_lines(n))}" if _lines(n) else "")
+                 + f") {code_span(n['node_id'])}",
                  f"{self._head(name, idx)}. Direct (one-hop) connections only.", ""]
         if v["parent"]:
             lines.append("- parent: " + _ref(v["parent"]))
         if v["children"]:
             more = v["more_children"]
             lines.append(f"- children: {len(v['children']) + more} (" + ", ".join(
-                f"{_clean(ch['title'])} `{ch['node_id']}`" for ch in v["children"][:8])
+                f"{_clean(ch['title'])} {code_span(ch['node_id'])}" for ch in v["children"][:8])
                 + (", …" if more or len(v["children"]) > 8 else "") + ")")
         titles = {"links_to": "Links to", "linked_from": "Linked from", "imports": "Imports",
                   "imported_by": "Imported by", "entities": "Entities it mentions",
@@ -446,7 +454,7 @@ class Tools:
         if c["facts"]:
             lines += ["", f"### Facts ({c['counts']['facts']}, OpenIE triples)"]
             for f in c["facts"]:
-                src = "" if f["source_id"] == n["node_id"] else f" — from `{f['source_id']}`"
+                src = "" if f["source_id"] == n["node_id"] else f" — from {code_span(f['source_id'])}"
                 lines.append(f"- ({_clean(f['head'])}; {_clean(f['relation'])}; "
                              f"{_clean(f['tail'])}){src}")
         if not c["groups"] and not c["facts"]:
@@ -474,7 +482,8 @@ class Tools:
                                                           s["edges_by_type"].items()) + ")",
                  f"- facts: {s['facts']}, deepest nesting: {s['max_depth']}",
                  f"- files not indexed: {len(s['skipped'])}"
-                 + ("".join(f"\n  - {x['path']}: {x['reason']}" for x in s["skipped"][:10]))]
+                 + ("".join(f"\n  - {code_span(x['path'])}: {_clean(x['reason'])}"
+                            for x in s["skipped"][:10]))]
         if others:
             lines.append(f"- other indexes served: {', '.join(others)} (pass index=NAME)")
         files, _ = navigate._paths(idx)
@@ -483,6 +492,7 @@ class Tools:
             head = p.split("/", 1)[0] if "/" in p else "."
             top[head] = top.get(head, 0) + 1
         lines += ["", "### Top-level folders (files)"] + [
-            f"- {k}/: {v}" if k != "." else f"- (root): {v}" for k, v in sorted(top.items())]
+            f"- {code_span(k + '/')}: {v}" if k != "." else f"- (root): {v}"
+            for k, v in sorted(top.items())]
         lines.append("\nStart with `search`, or `outline` a path or module listed here.")
         return "\n".join(lines)

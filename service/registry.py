@@ -30,6 +30,11 @@ class UnknownIndex(LookupError):
     pass
 
 
+class IndexNotNamed(UnknownIndex):
+    """A request that names no index to a service that serves several: the
+    request is incomplete (422, the names listed), not aimed at a missing index."""
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
@@ -59,9 +64,11 @@ class IndexSlot:
         self._lock = threading.Lock()
         self._loading = False
         self._last_check = time.monotonic()
-        # opening reads the manifest only; with ``background`` the encoder and the warm-up
-        # queries follow on a thread, so the service answers (health, the first request)
-        # while they run; without it the first request loads what it needs
+        # opening reads the manifest and maps and checks the query arrays (a damaged
+        # version is refused here as a reload refuses it); with ``background`` the
+        # encoder and the warm-up queries follow on a thread, so the service answers
+        # (health, the first request) while they run; without it the first request
+        # loads what it needs
         self._current = Loaded(self._open(None, None, ready=False), _now())
         self.latest_seen = self._current.index.version
         self.ready = threading.Event()
@@ -95,14 +102,17 @@ class IndexSlot:
         return IndexLayout(self.location).versions()
 
     def _open(self, version: int | None, previous: Index | None, ready: bool = True) -> Index:
-        """Open a version (and with ``ready``, get it ready: :meth:`_ready`),
-        embedding its queries with the previous version's encoder when the model
-        is the same (no second model load), else with a new one."""
+        """Open a version, check what its queries read (:meth:`Index.verify`: the
+        same refusal at start as on a reload) and with ``ready`` get it ready
+        (:meth:`_ready`), embedding its queries with the previous version's
+        encoder when the model is the same (no second model load), else with a
+        new one."""
         encoder = previous.encoder if previous is not None else None
         try:
             idx = Index.open(self.location, version=version, encoder=encoder)
         except EmbeddingModelMismatch:
             idx = Index.open(self.location, version=version)  # the new version changed model
+        idx.verify()
         if ready:
             self._ready(idx)
         return idx
@@ -207,7 +217,7 @@ class Registry:
             if len(self.slots) == 1:
                 name = next(iter(self.slots))
             else:
-                raise UnknownIndex("this service serves several indexes; name one with "
+                raise IndexNotNamed("this service serves several indexes; name one with "
                                    f"\"index\": one of {', '.join(sorted(self.slots))}")
         slot = self.slots.get(name)
         if slot is None:

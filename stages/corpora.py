@@ -17,6 +17,8 @@ from pathlib import Path
 import yaml
 
 from strata.stages.discover import check_patterns
+from strata.core.config.files import ConfigFileError, read_config_file
+from strata.core.config.urls import KEY_HINT, STORE_HINT, refusal, shown_url
 from strata.core.encoders.embedding import AUTO, DEFAULT_MODEL, EncoderSpec
 from strata.core.storage.layout import write_text_atomic
 from strata.core.config.settings import RUNTIME_CHOICES, corpora_file, local_registry_path
@@ -96,22 +98,75 @@ def validate_name(name: str) -> str:
     return name
 
 
+#: how far YAML aliases (``*name``) may expand a corpora file: values a reader
+#: meets beyond the file's own. Reusing a block of settings costs a few dozen; a
+#: "billion laughs" file of a few hundred bytes would expand to billions
+MAX_ALIAS_EXPANSION = 10_000
+
+
+def _named(path: Path) -> str:
+    """A corpora file as an error names it: by ``$STRATA_CORPORA`` when that
+    variable points at it."""
+    given = os.environ.get("STRATA_CORPORA")
+    if given and os.path.realpath(Path(given).expanduser()) == os.path.realpath(path):
+        return f"$STRATA_CORPORA={path}"
+    return f"corpora file {path}"
+
+
+def _expansion(node: yaml.Node) -> int:
+    """How many values the document under ``node`` holds once every alias is
+    expanded, less the nodes the file itself writes (what aliases add), counted
+    without expanding anything. A document that holds itself (``&a [*a]``) raises
+    :class:`CorpusError`."""
+    sizes: dict[int, int] = {}
+    distinct = 0
+
+    def size(n: yaml.Node) -> int:
+        nonlocal distinct
+        if id(n) in sizes:
+            if sizes[id(n)] < 0:
+                raise CorpusError("an alias (*name) refers to the value that holds it")
+            return sizes[id(n)]
+        sizes[id(n)] = -1
+        distinct += 1
+        children = ([c for pair in n.value for c in pair] if isinstance(n, yaml.MappingNode)
+                    else n.value if isinstance(n, yaml.SequenceNode) else [])
+        sizes[id(n)] = 1 + sum(size(c) for c in children)
+        return sizes[id(n)]
+
+    return size(node) - distinct
+
+
 def _read_yaml(path: Path):
     """The YAML document in ``path``; a file that is not readable YAML raises a
     :class:`CorpusError` of one line naming the file, the line and what is wrong
-    (every command that reads corpora ends on it with exit code 2, not a trace)."""
+    (every command that reads corpora ends on it with exit code 2, not a trace).
+
+    Only a regular file of at most 4 MiB is read (a FIFO or ``/dev/zero`` named
+    by ``$STRATA_CORPORA`` is refused unread: :func:`read_config_file`), and its
+    aliases may not expand it by more than :data:`MAX_ALIAS_EXPANSION` values:
+    the change sensor reads the file every minute, and a ``git pull`` can bring
+    any text into it."""
     try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise CorpusError(f"{path}: cannot be read ({e.strerror or e})") from None
+        raw = read_config_file(path, _named(path))
+    except ConfigFileError as e:
+        raise CorpusError(str(e)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[:e.start].count(b"\n") + 1
         raise CorpusError(f"{path} line {line}: not UTF-8 text (byte 0x{raw[e.start]:02x})"
                           ) from None
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        extra = _expansion(node)
+        if extra > MAX_ALIAS_EXPANSION:
+            raise CorpusError(f"aliases (*name) expand it by {extra} values, more than the "
+                              f"{MAX_ALIAS_EXPANSION} allowed; write the settings out")
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -119,6 +174,12 @@ def _read_yaml(path: Path):
         raise CorpusError(f"{path}{where}: not valid YAML: {what}") from None
     except yaml.YAMLError as e:
         raise CorpusError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    except CorpusError as e:
+        raise CorpusError(f"{path}: {e}") from None
+    except RecursionError:
+        raise CorpusError(f"{path}: not usable YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
 
 
 def _load_yaml(path: Path) -> dict:
@@ -149,6 +210,8 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
         raise CorpusError(f"corpus {name!r}: embedding runtime {emb['runtime']!r} is not one of "
                           f"{', '.join(RUNTIME_CHOICES)}")
     out = raw.get("out")
+    _no_credentials(name, "embedding base_url", emb.get("base_url"), KEY_HINT)
+    _no_credentials(name, "mirror", raw.get("mirror"), STORE_HINT)
     include = _patterns(name, "include", raw.get("include") or ["**/*"])
     exclude = _patterns(name, "exclude", raw.get("exclude") or [])
     return CorpusSpec(
@@ -168,6 +231,14 @@ def _spec(name: str, raw: dict, base: Path, index_base: Path | None) -> CorpusSp
         workers=_workers(name, raw.get("workers")),
         shared=_shared(name, raw.get("shared"), raw.get("mirror")),
     )
+
+
+def _no_credentials(name: str, what: str, url, hint: str) -> None:
+    """A URL of a corpus is stored and shown: one carrying a password or a key is
+    refused (:mod:`strata.core.config.urls`), the secret never repeated."""
+    why = refusal(url, hint) if isinstance(url, str) else None
+    if why:
+        raise CorpusError(f"corpus {name!r}: {what} {shown_url(url)} {why}")
 
 
 def _shared(name: str, raw, mirror) -> str:
@@ -216,6 +287,7 @@ def _llm_settings(name: str, raw) -> dict | None:
     if raw.get("backend") is not None and raw["backend"] not in LLM_BACKENDS:
         raise CorpusError(f"corpus {name!r}: llm backend {raw['backend']!r} is not one of "
                           f"{', '.join(LLM_BACKENDS)}")
+    _no_credentials(name, "llm base_url", raw.get("base_url"), KEY_HINT)
     return {k: str(v) for k, v in raw.items() if v is not None}
 
 
@@ -231,8 +303,10 @@ def load_corpora(config_path: Path | str | None = None,
 
 def register_corpus(spec: CorpusSpec, config_path: Path | None = None) -> Path:
     """Record a CLI corpus in the local registry (declared ones are left untouched);
-    its folder is made when the project has none yet."""
+    its folder is made when the project has none yet. What the registry would
+    refuse to load back is refused here, before anything is written (:func:`checked`)."""
     config_path = Path(config_path) if config_path is not None else corpora_file()
+    checked(spec, config_path)
     local = local_registry_path(config_path)
     local.parent.mkdir(parents=True, exist_ok=True)
     corpora = _load_yaml(local)
@@ -243,10 +317,11 @@ def register_corpus(spec: CorpusSpec, config_path: Path | None = None) -> Path:
 
 def _write_registry(local: Path, corpora: dict) -> None:
     """Replace the local registry with ``corpora`` in one rename, so a reader (the
-    sensors, a build) sees the old file or the new one, never half of one."""
+    sensors, a build) sees the old file or the new one, never half of one. It is
+    readable by its owner only (0600): it names the corpus folders and endpoints."""
     write_text_atomic(local, "# Corpora registered by `strata index` and `strata corpus add`; "
                              "managed by Strata.\n"
-                      + yaml.safe_dump({"corpora": corpora}, sort_keys=True))
+                      + yaml.safe_dump({"corpora": corpora}, sort_keys=True), mode=0o600)
 
 
 def checked(spec: CorpusSpec, config_path: Path, index_base: Path | None = None) -> CorpusSpec:

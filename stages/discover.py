@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import string
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 import pathspec
 
+from strata.core.config.files import NotRegular, TooLarge, hash_regular, read_regular
 from strata.stages.parse import registry as _registry
 
 # Extension → format and the formats parsed from bytes: from the parser registry.
@@ -54,86 +54,6 @@ class SourceFile:
 
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-# --------------------------------------------------------------------------- reading safely
-
-class NotRegular(OSError):
-    """Not a regular file (a FIFO, a device, a socket): never opened for reading."""
-
-
-class TooLarge(OSError):
-    """More bytes than the cap allows (checked before reading, and while reading)."""
-
-    def __init__(self, size: int, cap: int):
-        super().__init__(f"too large: {size / 2**20:.1f} MiB > {cap / 2**20:.0f} MiB cap")
-        self.size, self.cap = size, cap
-
-
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-          (stat.S_ISDIR, "a folder"))
-
-
-def file_kind(mode: int) -> str:
-    for test, name in _KINDS:
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def open_regular(path: str | os.PathLike) -> tuple[int, os.stat_result]:
-    """An fd for reading ``path`` and its stat, only if it is a regular file.
-
-    Opened with ``O_NONBLOCK`` (a FIFO without a writer would otherwise block
-    the open itself) and checked with ``fstat`` on the open fd, so a file swapped
-    for a FIFO or a device between a listing and the read is caught too."""
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise NotRegular(f"not a regular file: {file_kind(st.st_mode)}")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegular(f"not a regular file: {file_kind(st.st_mode)}")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st
-
-
-def read_regular(path: str | os.PathLike, max_bytes: int) -> bytes:
-    """The bytes of a regular file of at most ``max_bytes`` (:class:`TooLarge`
-    before reading when its size says so, or when it grew while being read)."""
-    fd, st = open_regular(path)
-    with os.fdopen(fd, "rb") as f:
-        if st.st_size > max_bytes:
-            raise TooLarge(st.st_size, max_bytes)
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise TooLarge(len(data), max_bytes)
-    return data
-
-
-def hash_regular(path: str | os.PathLike, max_bytes: int, block: int = 1 << 20) -> tuple[str, int]:
-    """(content hash, size) of a regular file of at most ``max_bytes``, read in
-    blocks (memory: one block, whatever the file's size)."""
-    fd, st = open_regular(path)
-    h = hashlib.blake2b(digest_size=16)
-    n = 0
-    with os.fdopen(fd, "rb") as f:
-        if st.st_size > max_bytes:
-            raise TooLarge(st.st_size, max_bytes)
-        while True:
-            chunk = f.read(min(block, max_bytes + 1 - n))
-            if not chunk:
-                break
-            n += len(chunk)
-            if n > max_bytes:
-                raise TooLarge(n, max_bytes)
-            h.update(chunk)
-    return h.hexdigest(), n
 
 
 def display_path(rel: str) -> tuple[str, str | None]:

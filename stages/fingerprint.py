@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Iterable
 
-from strata.stages.discover import MAX_FILE_BYTES, NotRegular, TooLarge, hash_regular, iter_paths
+from strata.core.config.files import NotRegular, TooLarge, hash_regular
+from strata.stages.discover import MAX_FILE_BYTES, iter_paths
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,9 @@ def test_a_new_field_gets_its_variable_dagster_field_and_flag(monkeypatch):
     f = resource.model_fields["spare_knob"]
     assert f.default == 3 and "$STRATA_SPARE_KNOB" in f.description
 
-    flags = model.Flags(Widened, bounded=True)
+    from strata.core.config.flags import Flags
+
+    flags = Flags(Widened, bounded=True)
     parser = argparse.ArgumentParser()
     flags.add_to(parser)
     assert "$STRATA_SPARE_KNOB" in flags.help("spare_knob")

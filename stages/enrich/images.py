@@ -245,7 +245,7 @@ def _record(node: Mapping[str, Any], root: Path, blob_dir: Path | None,
         rec.error = error
         return rec
     rec.location = str(where)
-    from strata.stages.discover import NotRegular, TooLarge, read_regular
+    from strata.core.config.files import NotRegular, TooLarge, read_regular
 
     try:
         # a regular file only (a FIFO named x.png would block, a device never end)
@@ -319,7 +319,7 @@ def read_image_bytes(record: ImageRecord) -> bytes | None:
     checking it lies inside the corpus root or the blob directory."""
     if not record.location:
         return None
-    from strata.stages.discover import read_regular
+    from strata.core.config.files import read_regular
 
     try:
         return read_regular(record.location, MAX_IMAGE_BYTES)

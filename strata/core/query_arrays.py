@@ -45,6 +45,7 @@ import numpy as np
 
 from strata.core.config.schema import (EDGE_TYPES, EMBEDDED_KINDS, FACT, LANCE_DIR, NODE_KINDS, QUERY_DIR,
                            TABLE_FILES, VECTOR_KINDS, vector_table_name)
+from strata.core.query_checks import DamagedArrays, check_arrays, check_columns, node_columns
 
 ARRAYS_FORMAT = 1  # bump when a file here changes meaning: older folders are then recomputed
 META = "arrays.json"
@@ -521,15 +522,6 @@ def present(folder: Path) -> bool:
         return False
 
 
-class DamagedArrays(RuntimeError):
-    """A file of ``query/`` that does not read (truncated, overwritten): ``path``
-    names it, ``cause`` says why."""
-
-    def __init__(self, path: Path, cause: BaseException):
-        super().__init__(f"{path}: {cause}")
-        self.path, self.cause = path, cause
-
-
 # np.load parses each header with ast.literal_eval, and CPython 3.11's AST conversion
 # keeps its recursion depth in one per-interpreter counter: a request thread opening a
 # version while any other thread parses Python (a build in the same process, a library
@@ -586,26 +578,29 @@ def _arrow(path: Path):
         raise DamagedArrays(path, e) from None
 
 
-def open_arrays(folder: Path) -> QueryArrays | None:
+def open_arrays(folder: Path, dim: int | None = None) -> QueryArrays | None:
     """The arrays of the version in ``folder``, memory-mapped; None when the
-    version has none (published before they existed, or another format).
-    A file that does not read raises :class:`DamagedArrays` naming it."""
+    version has none (published before they existed, or another format). A file
+    that does not read, or not as the format defines (columns, dtypes, shapes,
+    vectors of ``dim`` columns, CSR bounds: :mod:`strata.core.query_checks`),
+    raises :class:`DamagedArrays` naming it."""
+    import pyarrow as pa
+
     if not present(folder):
         return None
-    q = folder / QUERY_DIR
-    nodes = _arrow(q / NODES_FILE)
+    q, text = folder / QUERY_DIR, pa.large_string()
+    nodes, relations, facts, probe = (
+        check_columns(q / name, _arrow(q / name), columns) for name, columns in (
+            (NODES_FILE, node_columns(NODE_FIELDS)), ("relations.arrow", {"relation": text}),
+            ("facts.arrow", {"node_id": text}), ("probe.arrow", {"text": text})))
     graph = Graph(nodes.column("node_id"), *[_npy(q / "graph" / f"{n}.npy")
                                               for n in GRAPH_ARRAYS],
-                  relation=_arrow(q / "relations.arrow").column("relation"))
+                  relation=relations.column("relation"))
     arrays = QueryArrays(graph=graph, nodes=nodes, vectors=_npy(q / "vectors.npy"),
                          has_vector=_npy(q / "has_vector.npy"),
-                         fact_ids=_arrow(q / "facts.arrow").column("node_id"),
+                         fact_ids=facts.column("node_id"),
                          fact_vectors=_npy(q / "fact_vectors.npy"),
-                         probe_texts=_arrow(q / "probe.arrow").column("text").to_pylist(),
+                         probe_texts=probe.column("text").to_pylist(),
                          probe_vectors=_npy(q / "probe_vectors.npy", mmap=False), mapped=True)
-    n = len(graph)
-    for name, a in (("vectors.npy", arrays.vectors), ("has_vector.npy", arrays.has_vector),
-                    (NODES_FILE, nodes)):
-        if len(a) != n:
-            raise DamagedArrays(q / name, ValueError(f"{len(a)} rows for {n} nodes"))
+    check_arrays(q, arrays, dim)
     return arrays

@@ -8,6 +8,9 @@ import socket
 from pathlib import Path
 
 LOOPBACK = ("127.0.0.1", 50000)
+# the Host the test clients name: a loopback service answers only to its own names
+# (TestClient's default, "testserver", gets 421)
+LOCAL = "http://localhost"
 
 
 def make_client(settings, llm=None, client=LOOPBACK):
@@ -16,7 +19,7 @@ def make_client(settings, llm=None, client=LOOPBACK):
     from strata.service.app import create_app
 
     return TestClient(create_app(settings, llm=llm), client=client,
-                      raise_server_exceptions=False)
+                      raise_server_exceptions=False, base_url=LOCAL)
 
 
 def settings_for(*indexes, **kw):

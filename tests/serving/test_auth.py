@@ -187,10 +187,11 @@ def test_x_forwarded_for_is_believed_only_from_configured_proxies(sample_index):
     from fastapi.testclient import TestClient
 
     from strata.service.app import create_app
-    from tests.serving.helpers import LOOPBACK
+    from tests.serving.helpers import LOCAL, LOOPBACK
 
     def codes(app, n=4):
-        with TestClient(app, client=LOOPBACK, raise_server_exceptions=False) as client:
+        with TestClient(app, client=LOOPBACK, raise_server_exceptions=False,
+                        base_url=LOCAL) as client:
             return [client.post("/search", json=Q, headers={"X-Forwarded-For": f"127.0.0.{i}"})
                     .status_code for i in range(2, 2 + n)]
 
@@ -226,17 +227,20 @@ def test_a_forwarded_header_opens_no_second_bucket(sample_index):
     from fastapi.testclient import TestClient
 
     from strata.service.app import create_app
+    from tests.serving.helpers import LOCAL
 
     plain = settings_for(sample_index, allow_unauthenticated=True, anonymous_rate_per_minute=3)
     app = _through_uvicorn(create_app(plain), plain)  # as `strata serve` runs it
     headers = [{}, {"X-Forwarded-For": "198.51.100.7"}, {"X-Forwarded-For": "203.0.113.9"},
                {"Forwarded": "for=198.51.100.8"}, {"X-Forwarded-For": "198.51.100.9"}, {}]
-    with TestClient(app, client=("203.0.113.9", 4000), raise_server_exceptions=False) as peer:
+    with TestClient(app, client=("203.0.113.9", 4000), raise_server_exceptions=False,
+                    base_url=LOCAL) as peer:
         codes = [peer.post("/search", json=Q, headers=h).status_code for h in headers]
         assert codes == [200, 200, 200, 429, 429, 429]
         refused = peer.post("/search", json=Q, headers={"X-Forwarded-For": "198.51.100.10"})
         assert refused.status_code == 429 and int(refused.headers["retry-after"]) >= 1
-    with TestClient(app, client=("203.0.113.10", 4001), raise_server_exceptions=False) as other:
+    with TestClient(app, client=("203.0.113.10", 4001), raise_server_exceptions=False,
+                    base_url=LOCAL) as other:
         assert other.post("/search", json=Q).status_code == 200  # a bucket of its own
         assert other.post("/search", json=Q, headers={"X-Forwarded-For": "203.0.113.10"}
                           ).status_code == 200

@@ -75,18 +75,18 @@ def test_an_agent_uses_the_tools_over_stdio(sample_index):
     # search: Markdown blocks with breadcrumbs, path:lines and ids, within the default budget
     s = out["search"]
     assert "auto mode" in s and "### 1. " in s
-    assert re.search(r"- source: tidewater/calibration\.py:\d+-\d+", s)
-    assert "correct_barometric_drift" in s and re.search(r"- id: code-[0-9a-f]+ \(code, ", s)
+    assert re.search(r"- source: `tidewater/calibration\.py:\d+-\d+`", s)
+    assert "correct_barometric_drift" in s and re.search(r"- id: `code-[0-9a-f]+` \(code, ", s)
     assert estimate_tokens(s) <= 2000 * 1.1
     small = out["small"]
     assert "hierarchical mode" in small and estimate_tokens(small) <= 300 * 1.2
     assert "left out to fit the budget" in small
-    code_kinds = re.findall(r"- id: \S+ \((\w+),", out["code"])
+    code_kinds = re.findall(r"- id: `\S+` \((\w+),", out["code"])
     assert code_kinds and set(code_kinds) == {"code"}
 
     # outline: the module's hierarchy with lines and ids, nested by depth
     o = out["outline"]
-    assert o.startswith("## Outline of tidewater.calibration (file, tidewater/calibration.py:1-")
+    assert o.startswith("## Outline of tidewater.calibration (file, `tidewater/calibration.py:1-")
     assert re.search(r"\n  - code Calibrator — L\d+-\d+ `code-", o)
     assert re.search(r"\n    - code Calibrator\.fit — L\d+-\d+ `code-", o)
 
@@ -165,17 +165,17 @@ def test_search_returns_at_most_k_blocks_and_says_when_nothing_is_relevant(sampl
         assert len(relevances) == blocks and all(0 <= float(x) <= 1 for x in relevances), name
         data = out[name, "data"]  # the same results as data, no more than k either
         assert [h["node_id"] for h in data["results"]] == \
-            re.findall(r"^- id: (\S+) \(", text, re.M), name
+            re.findall(r"^- id: `(\S+)` \(", text, re.M), name
         assert len(data["results"]) == blocks <= data["k"] == args["k"]
         if args.get("min_relevance") == 0:
             assert blocks == args["k"], (name, text[:3000])  # the floor leaves all k
         if "kinds" in args:
-            assert set(re.findall(r"- id: \S+ \((\w+),", text)) == {"code"}, name
+            assert set(re.findall(r"- id: `\S+` \((\w+),", text)) == {"code"}, name
 
     nothing = out["nothing"]
     assert not BLOCK.search(nothing) and "Nothing matched" not in nothing
     found = re.search(r"No result above relevance 0\.99 for '([^']+)'; closest: "
-                      r"(\S+) `[a-z]+-[0-9a-f]+` \(relevance (\d\.\d\d)\)", nothing)
+                      r"`(\S+)` `[a-z]+-[0-9a-f]+` \(relevance (\d\.\d\d)\)", nothing)
     assert found, nothing
     assert found.group(1) == NONSENSE and float(found.group(3)) < 0.99
     assert out["nothing", "data"]["nothing_relevant"] and not out["nothing", "data"]["results"]
@@ -240,6 +240,28 @@ def test_streamable_http_needs_a_key(mcp_http):
     time.sleep(0.3)
     log = mcp_http["log"].read_text()
     assert "agent POST /mcp 200" in log and key not in log
+
+
+def test_streamable_http_answers_only_its_own_host_names(mcp_http):
+    """The rule of `strata serve` (service.edge): a foreign Host gets 421 and a
+    foreign Origin 403, even with a valid key; the path a client sent is logged
+    with its control characters escaped."""
+    url, key = mcp_http["url"], mcp_http["key"]
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}
+    headers = {"accept": "application/json, text/event-stream", "authorization": f"Bearer {key}"}
+    foreign = httpx.post(url, json=hello, headers={**headers, "host": f"attacker.example:{port}"})
+    assert foreign.status_code == 421 and "Host" in foreign.json()["detail"]
+    origin = httpx.post(url, json=hello, headers={**headers, "origin": "http://attacker.example"})
+    assert origin.status_code == 403
+    own = httpx.post(url, json=hello, headers={**headers, "host": f"localhost:{port}"})
+    assert own.status_code == 200
+    httpx.get(url.replace("/mcp", "/%1b]52;c;aGk=%07"), headers=headers)
+    wait_until(lambda: b"\\x1b]52;c;aGk=\\x07" in mcp_http["log"].read_bytes(),
+               "the request was never logged", poll_s=0.1)
+    assert b"\x1b" not in mcp_http["log"].read_bytes()
 
 
 def _ids(markdown: str) -> list[str]:
@@ -359,12 +381,12 @@ def test_node_tools_take_the_same_names_and_return_structured_content(sample_ind
     s, text = out["search"].structured_content, _text(out["search"])
     hits = s["results"]
     assert 1 <= len(hits) <= s["k"] == 3 and not s["nothing_relevant"]
-    assert [h["node_id"] for h in hits] == re.findall(r"^- id: (\S+) \(", text, re.M)
+    assert [h["node_id"] for h in hits] == re.findall(r"^- id: `(\S+)` \(", text, re.M)
     assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
     assert [f"{h['relevance']:.2f}" for h in hits] == \
         re.findall(r"^- relevance: (\d\.\d\d)$", text, re.M)
     for h in hits:
-        assert f"- source: {h['location']}" in text and h["text"] in text
+        assert f"- source: `{h['location']}`" in text and h["text"] in text
         assert h["kind"] in {"file", "section", "chunk", "code", "table", "image"}
         assert isinstance(h["score"], float) and h["path"]
     assert s["min_relevance"] == 0 and s["query"] == "barometric drift"

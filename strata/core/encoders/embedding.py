@@ -410,10 +410,11 @@ class OpenAIEncoder:
 
     def __init__(self, spec: EncoderSpec, batch_size: int = 128, timeout: float = 60.0,
                  max_retries: int = 3, sleep=None):
+        from strata.core.config.urls import shown_url
         from strata.core.llm.endpoints import probe, url_of
         from strata.core.llm.retry import RetryingOpenAI
 
-        self.url = url_of(spec.base_url)
+        self.url = shown_url(url_of(spec.base_url))  # what messages and logs name
         self.timeout = timeout
         probe("embedding", spec.base_url, timeout_s=min(10.0, timeout), key_env=spec.api_key_env)
         key = os.environ.get(spec.api_key_env) or "not-needed"

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from strata.core import stop_request as stopping
+from strata.core.config.urls import shown_url
 from strata.core.llm.endpoints import EndpointError, redact, redact_key
 from strata.core.llm.backends import backend_class
 from strata.core.llm.backends.base import Host
@@ -107,7 +108,7 @@ class LLM:
         return self._backend.endpoint
 
     def __repr__(self) -> str:  # never shows the key: only the variable's name is known here
-        return f"LLM({self.name!r}, base_url={self.config.base_url!r})"
+        return f"LLM({self.name!r}, base_url={shown_url(self.config.base_url) or None!r})"
 
     def __enter__(self) -> LLM:
         return self

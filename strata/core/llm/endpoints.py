@@ -24,6 +24,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from strata.core.config.urls import shown_url, shown_urls, without_userinfo
+
 __all__ = ["EndpointError", "redact", "redact_key", "probe", "DEFAULT_OPENAI_URL"]
 
 DEFAULT_OPENAI_URL = "https://api.openai.com/v1"
@@ -79,11 +81,11 @@ def _key_pattern(key: str) -> re.Pattern[str]:
 
 
 def redact(text: str, key_env: str | None) -> str:
-    """For error and log text: the key's value (in any of its encodings) and any
-    bearer token become ``***``."""
+    """For error and log text: the key's value (in any of its encodings), any
+    bearer token, and the credentials of any URL in it become ``***``."""
     if not text:
         return text
-    return _BEARER.sub(r"\1***", redact_key(text, key_env))
+    return shown_urls(_BEARER.sub(r"\1***", redact_key(text, key_env)))
 
 
 class EndpointError(RuntimeError):
@@ -94,8 +96,8 @@ class EndpointError(RuntimeError):
 
     def __init__(self, what: str, url: str, problem: str, hint: str):
         self.what = what  # "LLM" or "embedding"
-        self.url = url
-        self.problem = problem
+        self.url = url = shown_url(url)  # shown, logged and kept in run metadata
+        self.problem = problem = shown_urls(problem)
         self.hint = hint
         super().__init__(f"the {what} endpoint {url} {problem}; {hint}")
 
@@ -145,7 +147,7 @@ def probe(what: str, base_url: str | None, timeout_s: float = 10.0,
     work: any HTTP answer, even a 401 or a 404, shows that a server is there;
     no answer raises :class:`EndpointError`. Costs one round trip."""
     url = url_of(base_url)
-    req = urllib.request.Request(url + "/models", method="GET")
+    req = urllib.request.Request(without_userinfo(url) + "/models", method="GET")
     key = os.environ.get(key_env) if key_env else None
     if key:
         req.add_header("Authorization", f"Bearer {key}")

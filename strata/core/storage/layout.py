@@ -376,11 +376,15 @@ def _write_then_replace(path: Path, tmp: Path, write: Callable[[Path], None]) ->
         raise
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def write_bytes_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """``data`` at ``path`` all at once (a reader sees the old file or the new one),
-    written beside it under a name of this process's, so two writers never mix."""
+    written beside it under a name of this process's, so two writers never mix.
+    ``mode``: the new file's permissions, whatever the umask (default: the umask's)."""
     def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+        with os.fdopen(fd, "wb") as f:
+            if mode is not None:  # a leftover file of the same name keeps its own
+                os.fchmod(fd, mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -388,8 +392,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     _write_then_replace(path, path.with_name(f".{path.name}.{os.getpid()}.tmp"), write)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode("utf-8"))
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"), mode)
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import parse_qs, urlsplit
 
+from strata.core.config.urls import shown_url
+
 
 class StoreError(RuntimeError):
     """The store could not be read or written (after obstore's own retries); one line."""
@@ -71,8 +73,9 @@ def key(prefix: str, rel: str) -> str:
 
 
 def clean_uri(uri: str) -> str:
-    """The URI without its options: what names the same place for every reader."""
-    return uri.split("?")[0].rstrip("/")
+    """The URI without its options and without any user information: what names
+    the same place for every reader, and what messages and run metadata show."""
+    return shown_url(uri.split("?")[0]).rstrip("/")
 
 
 def list_files(store, prefix: str) -> dict[str, dict]:

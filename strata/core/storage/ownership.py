@@ -21,6 +21,8 @@ Two rules follow from one record:
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 from strata.core.storage.buildlock import LOCK_FILE
@@ -112,3 +114,32 @@ def claim_index(out: Path, allow_foreign: bool = False) -> None:
         raise NotOurs(f"{out} holds {', '.join(taken)}, which Strata did not write and would "
                       "overwrite; choose another --out")
     mark(out, "index", INDEX_NAMES)
+
+
+def as_private_as(folder: Path, source: Path) -> None:
+    """Make ``folder`` (made when missing) no more open to other users than the
+    folder ``source``: the read, write and search bits for the group and for
+    others that ``source`` lacks are taken off ``folder``; its owner's stay.
+
+    An index holds the text of its corpus, and the files a build writes (tables,
+    vectors, caches) get the umask's modes, typically readable by everyone. A
+    corpus folder of mode 0700 therefore gets an index folder of mode 0700, and
+    nothing inside it can be reached by others whatever the files' own modes; a
+    folder shared with a group keeps its index shared with it. A folder this
+    user may not change the mode of (another user's) is left as it is."""
+    try:
+        allowed = stat.S_IMODE(os.stat(source).st_mode) | stat.S_IRWXU
+    except OSError:
+        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(mode=allowed)  # and the umask takes off what it takes off
+        return
+    except FileExistsError:
+        pass
+    mode = stat.S_IMODE(os.stat(folder).st_mode)
+    if mode & ~allowed:
+        try:
+            os.chmod(folder, mode & allowed)
+        except PermissionError:
+            pass

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from strata.core.config.urls import shown_url
 from strata.core.llm.endpoints import EndpointError, describe_connection_error, probe, url_of
 from strata.core.llm.backends.base import Backend
 from strata.core.llm.errors import FormatRejected, RequestFailed
@@ -51,7 +52,7 @@ class OpenAIBackend(Backend):
 
     @property
     def endpoint(self) -> str:
-        return url_of(self.config.base_url)
+        return shown_url(url_of(self.config.base_url))
 
     def probe(self) -> None:
         cfg = self.config
