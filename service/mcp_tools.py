@@ -171,11 +171,13 @@ class Tools:
         self.registry = registry
         self.llm = llm
 
-    def _index(self, name: str | None):
+    def _index(self, name: str | None, embed: bool = True):
+        """The index a tool reads; ``embed`` False for the tools that embed no
+        query (they do not wait for the encoder)."""
         from strata.service.registry import UnknownIndex
 
         try:
-            return self.registry.get(name or None)
+            return self.registry.get(name or None, embed)
         except UnknownIndex as e:
             raise ToolFailure(str(e.args[0])) from None
 
@@ -344,7 +346,7 @@ class Tools:
                 max_depth: int | None = None) -> Answer:
         """The hierarchy under ``target`` (any name :func:`navigate.resolve`
         takes; a node id outlines its whole file with the node marked)."""
-        name, idx = self._index(index)
+        name, idx = self._index(index, embed=False)
         try:
             o = navigate.outline(idx, target, max_depth=max_depth)
         except navigate.NotFound as e:
@@ -382,7 +384,7 @@ class Tools:
              max_chars: int = MAX_NODE_CHARS) -> Answer:
         """One node (any name :func:`navigate.resolve` takes) with its text,
         parent, nearest siblings and first children."""
-        name, idx = self._index(index)
+        name, idx = self._index(index, embed=False)
         v = navigate.node_view(idx, self._resolve(idx, target))
         n = v["node"]
         url = source_url(idx.manifest.get("url_template"), idx.result(n["node_id"], 0.0)) \
@@ -422,7 +424,7 @@ class Tools:
     def neighbourhood(self, target: str, index: str | None = None) -> Answer:
         """The one-hop connections of a node (any name :func:`navigate.resolve`
         takes): parent, children, links, imports, entities and facts."""
-        name, idx = self._index(index)
+        name, idx = self._index(index, embed=False)
         node_id = self._resolve(idx, target)
         c = navigate.connections(idx, node_id)
         v = navigate.node_view(idx, node_id, max_relatives=8)
@@ -467,7 +469,7 @@ class Tools:
         return Answer("\n".join(lines), data)
 
     def index_stats(self, index: str | None = None) -> str:
-        name, idx = self._index(index)
+        name, idx = self._index(index, embed=False)
         s = idx.stats()
         others = [n for n in self.registry.slots if n != name]
         lines = [f"## {self._head(name, idx)}",

@@ -132,10 +132,12 @@ class IndexSlot:
     def current(self) -> Loaded:
         return self._current
 
-    def get(self) -> Index:
+    def get(self, embed: bool = True) -> Index:
         """The index a request should use (and, at most once per interval, a look
-        at whether a newer version was published)."""
-        if not self.ready.is_set():
+        at whether a newer version was published). A request that embeds no query
+        (``embed`` False: an outline, a node, its neighbourhood) does not wait for
+        the encoder to load."""
+        if embed and not self.ready.is_set():
             self._get_ready(self._current.index)
         now = time.monotonic()
         if now - self._last_check >= self.interval:
@@ -212,7 +214,7 @@ class Registry:
             return name, location
         return None, entry
 
-    def get(self, name: str | None) -> tuple[str, Index]:
+    def get(self, name: str | None, embed: bool = True) -> tuple[str, Index]:
         if name is None:
             if len(self.slots) == 1:
                 name = next(iter(self.slots))
@@ -223,7 +225,7 @@ class Registry:
         if slot is None:
             raise UnknownIndex(f"no index named {name!r}; this service serves "
                                f"{', '.join(sorted(self.slots))}")
-        return name, slot.get()
+        return name, slot.get(embed)
 
     def image_file(self, idx: Index, node_id: str) -> Path | None:
         """The image file of an image node: a blob in the version folder, or the
