@@ -74,10 +74,13 @@ SECTIONS = (
      "result. Floor rows: out-of-corpus questions left with no result / in-corpus questions "
      "whose gold leaves the top 5, in percent."),
     ("offline_answer", "Offline `ask`: the answer quoted from the sources",
-     "`benchmarks.offline_answer`: `ask` with no LLM on the OpenHarmony dev questions (default "
-     "mode, floor 0). Key sentence: the answer holds a whole sentence of the gold section; top "
-     "source: it quotes the first result; headings/code: quoted lines that are a heading or come "
-     "from code (there must be none)."),
+     "`benchmarks.offline_answer`: `ask` with no LLM on the OpenHarmony dev questions and on "
+     "the stdlib code questions (default mode, floor 0). Key sentence: the answer holds a whole "
+     "sentence of the gold section; top source: it quotes the first result; headings/code: "
+     "quoted lines that are a heading or come from code other than its docstring or comments "
+     "(there must be none). Code: the answer holds a whole sentence of a gold unit's docstring "
+     "(over the questions whose gold has one); code lines: lines of a retrieved unit's code "
+     "found in the answer."),
     ("scale_out", "Build throughput and incremental cost: a generated 2,000-file corpus",
      "`benchmarks.scale_out`: Markdown pages and Python modules from `benchmarks.synthetic_corpus` "
      "(fixed seed). Every build is `strata index` in a child process; 2 workers = "

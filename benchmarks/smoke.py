@@ -53,7 +53,7 @@ MODULES = {
     "musique_sweep": Bench(["musique_sweep.json", "musique_sweep.md"], ("shared",),
                            ("musique_recall",)),
     "offline_answer": Bench(["offline_answer.json", "offline_answer.md"], ("shared",),
-                            ("openharmony_dev",)),
+                            ("openharmony_dev", "stdlib_code")),
     "hyprag_peer": Bench(["hyprag.json", "hyprag.md"], ("hyprag",), ("stdlib_code",)),
     "calibration": Bench(["calibration.json", "calibration.md", "retrieval_calibration.json"],
                          ("shared",), DEV),

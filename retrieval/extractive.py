@@ -17,10 +17,15 @@ like an answer and says nothing. So this module
   sentences), always quoting the top two sources that have prose, because the
   ranking put them first and the reader should see them
   (:func:`extractive_quotes`);
+- quotes code by its prose only: the docstring of a function, class or
+  module, else its comments (:func:`retrieval.code_prose.code_prose`), cited
+  with the code unit's location and said to be its docstring or comment, so
+  that a code corpus can be answered from what its authors wrote about it
+  while no line of code is quoted as a sentence;
 - renders them in source order, one bullet per source with its ``[n]`` and
-  location, and points to code, tables and figures among the top sources
-  ("see [n] (path:lines)") instead of quoting them as prose
-  (:func:`extractive_text`).
+  location, and points to code without docstring or comments, tables and
+  figures among the top sources ("see [n] (path:lines)") instead of quoting
+  them as prose (:func:`extractive_text`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import re
 from dataclasses import dataclass
 
 from strata.core.lexical.bm25 import STOPWORDS
+from strata.retrieval.code_prose import code_prose, python_docstring
 
 MAX_SENTENCES = 5  # a readable answer: the top two sources plus a few more sentences
 MIN_SENTENCES = 3
@@ -40,6 +46,8 @@ EXTRA_SHARE = 0.5  # a further sentence must score this share of the best one
 
 # results whose text is not prose: code, tables, image captions, graph entities
 NO_PROSE_KINDS = frozenset({"code", "table", "image", "entity", "fact"})
+# of those, the ones whose prose may still be quoted: code, by its docstring and comments
+NO_CODE_PROSE_KINDS = NO_PROSE_KINDS - {"code"}
 PROSE_LANGUAGES = frozenset({"", "text", "txt", "plaintext", "markdown", "md", "rst", "html"})
 
 _WORD = re.compile(r"[A-Za-z0-9_]+")
@@ -215,6 +223,35 @@ def _titles(r) -> list[str]:
     return [r.title, *(r.breadcrumb or "").split(" > ")]
 
 
+def quotable_text(r) -> str:
+    """The part of a result's text that may be quoted as prose: all of it for
+    prose; for code (a code unit, or a file or chunk in a programming
+    language), its docstring or comments only; nothing for tables, captions
+    and graph entities."""
+    if has_prose_text(r):
+        return r.text or ""
+    if r.kind in NO_CODE_PROSE_KINDS:
+        return ""
+    return code_prose(r.text or "", r.language)
+
+
+def quotable_sentences(r) -> list[tuple[int, str]]:
+    """The whole prose sentences a result may be quoted by, with their
+    positions (:func:`quotable_text`, cut by :func:`prose_sentences`)."""
+    return _numbered(quotable_text(r), _titles(r))
+
+
+def code_prose_label(r) -> str:
+    """What a quote from a code result is, for its citation: its docstring or
+    its comment (with the unit's name); '' for a prose result."""
+    if has_prose_text(r):
+        return ""
+    name = r.title or (r.breadcrumb or "").split(" > ")[-1]
+    what = "docstring" if (r.language or "").lower() in ("python", "py") \
+        and python_docstring(r.text or "") else "comment"
+    return f"{what} of {name}" if name else what
+
+
 @dataclass
 class Quote:
     """A sentence chosen for the answer, with what places and ranks it."""
@@ -231,12 +268,11 @@ def _candidates(results) -> list[list[Quote]]:
     out = []
     for n, r in enumerate(results, 1):
         quotes = []
-        if has_prose_text(r):
-            for pos, s in _numbered(r.text, _titles(r)):
-                key = _norm(s)
-                if key not in seen:
-                    seen.add(key)
-                    quotes.append(Quote(n, pos, s, 0.0))
+        for pos, s in quotable_sentences(r):
+            key = _norm(s)
+            if key not in seen:
+                seen.add(key)
+                quotes.append(Quote(n, pos, s, 0.0))
         out.append(quotes)
     return out
 
@@ -281,15 +317,12 @@ def extractive_quotes(question: str, results, max_sentences: int = MAX_SENTENCES
     return sorted(chosen, key=lambda x: (x.n, x.pos))
 
 
-def _has_prose(r) -> bool:
-    return has_prose_text(r) and bool(_numbered(r.text, _titles(r)))
-
-
 def extractive_text(question: str, results, lead: str) -> str:
     """The extractive answer: ``lead``, then one bullet per quoted source (its
-    sentences, ``[n]`` and location), then a pointer to the top sources that
-    hold no prose (code, tables, figures). Without any prose to quote, the
-    passages themselves are listed with their citations."""
+    sentences, ``[n]`` and location; for code, also that they are its
+    docstring or comment), then a pointer to the top sources that hold no
+    prose (code without either, tables, figures). Without any prose to quote,
+    the passages themselves are listed with their citations."""
     quotes = extractive_quotes(question, results)
     lines = [lead, ""]
     if not quotes:
@@ -306,9 +339,11 @@ def extractive_text(question: str, results, lead: str) -> str:
         parts = [xs[0].text]
         for prev, x in zip(xs, xs[1:]):
             parts.append(x.text if x.pos == prev.pos + 1 else f"… {x.text}")
-        lines.append(f"- {' '.join(parts)} [{n}] ({results[n - 1].location()})")
+        r = results[n - 1]
+        label = code_prose_label(r)
+        lines.append(f"- {' '.join(parts)} [{n}] ({r.location()}{', ' + label if label else ''})")
     see = [f"[{n}] ({r.location()})" for n, r in enumerate(results[:SEE_TOP], 1)
-           if n not in by_source and not _has_prose(r)]
+           if n not in by_source and not (has_prose_text(r) and quotable_sentences(r))]
     if see:
         lines += ["", "Passages without prose to quote (code, tables, figures): see "
                   + ", ".join(see) + "."]

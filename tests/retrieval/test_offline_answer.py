@@ -1,19 +1,25 @@
 """The answer without a language model, on a real build of the bundled sample:
 whole prose sentences of the top sources, quoted with their citations under a
 line saying no model wrote them, never a heading, a line of code or a bold
-list label; and no answer at all (and no LLM call) when nothing retrieved
-reaches the relevance floor."""
+list label; code quoted by its docstring or comments only, cited with the
+code unit's location; and no answer at all (and no LLM call) when nothing
+retrieved reaches the relevance floor."""
 
 from __future__ import annotations
 
+import ast
 import re
+import textwrap
 
 import polars as pl
 import pytest
 
 from strata.retrieval import Index
 from strata.retrieval.answer import ask, ask_stream
-from strata.retrieval.extractive import looks_like_code, prose_sentences
+from strata.retrieval.code_prose import code_prose
+from strata.retrieval.extractive import (has_prose_text, looks_like_code, prose_sentences,
+                                         quotable_sentences)
+from tests.conftest import SAMPLE
 
 QUESTIONS = [
     "How do I correct pressure readings for barometric drift?",
@@ -25,7 +31,8 @@ QUESTIONS = [
 ]
 NOT_IN_SAMPLE = "How do I configure a Kubernetes ingress controller for TLS?"
 DECLINE = "Nothing in the index looks relevant to this question (closest: "
-_CITED = re.compile(r"^- (?P<quote>.+) \[(?P<n>\d+)\] \((?P<loc>.+)\)$")
+_CITED = re.compile(r"^- (?P<quote>.+) \[(?P<n>\d+)\] \((?P<loc>.+?)"
+                    r"(?:, (?P<what>docstring|comment) of (?P<name>.+))?\)$")
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +58,25 @@ def _norm(text: str) -> str:
 def _unlinked(text: str) -> str:
     """A source's text as the answer shows it: Markdown links as their text."""
     return _norm(re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text))
+
+
+def _code_lines(text: str) -> list[str]:
+    """The lines of a unit of code that are code: not comments, not lines of
+    its docstring (found with ast here, not by the module under test), 12
+    characters or more, whitespace collapsed."""
+    doc = ""
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        tree = None
+    if tree is not None:
+        doc = ast.get_docstring(tree) or ""
+        defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        if not doc and defs:
+            doc = ast.get_docstring(defs[0]) or ""
+    doc = _norm(doc)
+    return [s for s in map(_norm, text.splitlines())
+            if len(s) >= 12 and not s.startswith(("#", "//")) and s not in doc]
 
 
 def recording_llm():
@@ -87,42 +113,81 @@ def test_the_offline_answer_quotes_whole_prose_sentences_of_the_top_sources(
         m = _CITED.match(line)
         assert m, line
         r = results[int(m["n"]) - 1]
-        assert m["loc"] == r.location() and r.kind != "code"
+        assert m["loc"] == r.location()
+        # code is quoted by its docstring or comments only, and says so
+        own = _norm(code_prose(r.text, r.language)) if m["what"] else _unlinked(r.text)
+        assert bool(m["what"]) == (not has_prose_text(r))
         for piece in m["quote"].split(" … "):
-            assert _norm(piece) in _unlinked(r.text), piece  # the source's own words
+            assert _norm(piece) in own, piece  # the source's own words
             for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`])", piece):
                 sentences += 1
                 assert s[-1] in ".!?" and not s.endswith(("**", ":")), s
                 assert s.count("**") % 2 == 0 and s.count("`") % 2 == 0, s
                 assert _norm(s).rstrip(".:") not in titles, s  # not a heading
-                assert not any(_norm(s) in c for c in code), s  # not a line of code
+                if not m["what"]:
+                    assert not any(_norm(s) in c for c in code), s  # not a line of code
                 assert not looks_like_code(s), s
     assert 1 <= sentences <= 8
 
 
 def test_the_top_two_sources_with_prose_are_always_quoted(idx):
-    from strata.retrieval.extractive import has_prose_text
-
     for question in QUESTIONS:
         results = idx.search(question, k=8, min_relevance=0)
         text = ask(idx, question, k=8, min_relevance=0).text
-        with_prose = [n for n, r in enumerate(results, 1)
-                      if has_prose_text(r) and prose_sentences(r.text, [r.title])][:2]
+        with_prose = [n for n, r in enumerate(results, 1) if quotable_sentences(r)][:2]
         quoted = {int(m["n"]) for m in map(_CITED.match, text.splitlines()) if m}
         assert set(with_prose) <= quoted, (question, with_prose, quoted)
 
 
-def test_code_among_the_top_sources_is_pointed_to_not_quoted(idx):
+def test_code_among_the_top_sources_is_quoted_by_its_docstring_or_pointed_to(idx):
     question = "Which function converts feet to metres?"
     results = idx.search(question, k=8, min_relevance=0)
     text = ask(idx, question, k=8, min_relevance=0).text
     top_code = [(n, r) for n, r in enumerate(results[:3], 1) if r.kind == "code"]
     assert top_code, "the sample's unit conversions are code"
-    see = next(line for line in text.splitlines() if "see [" in line)
+    bullets = {int(m["n"]): m for m in map(_CITED.match, text.splitlines()) if m}
+    see = next((line for line in text.splitlines() if "see [" in line), "")
     for n, r in top_code:
-        assert f"[{n}] ({r.location()})" in see
-        assert not any(line.startswith("- ") and f"[{n}]" in line for line in text.splitlines())
+        if n in bullets:  # its docstring, cited as such with the unit's location
+            assert bullets[n]["what"] == "docstring" and bullets[n]["loc"] == r.location()
+        else:
+            assert f"[{n}] ({r.location()})" in see
+    assert any(bullets[n]["name"] == "feet_to_metres" for n in bullets)
     assert "def " not in text and "return " not in text
+
+
+DRIFT_CODE_Q = ("What does correct_barometric_drift do with readings that have no nearby "
+                "barometer sample?")
+
+
+def test_code_is_answered_from_its_docstring_with_its_location(idx):
+    source = (SAMPLE / "tidewater" / "calibration.py").read_text()
+    fn = next(n for n in ast.parse(source).body
+              if isinstance(n, ast.FunctionDef) and n.name == "correct_barometric_drift")
+    docstring = _norm(ast.get_docstring(fn))
+    assert docstring.startswith("recompute water levels of a non-vented pressure gauge")
+    results = idx.search(DRIFT_CODE_Q, k=8, min_relevance=0)
+    (n, unit), = [(n, r) for n, r in enumerate(results, 1)
+                  if r.title == "correct_barometric_drift"]
+    assert unit.kind == "code" and unit.location() == \
+        f"tidewater/calibration.py:{fn.lineno}-{fn.end_lineno}"
+
+    text = ask(idx, DRIFT_CODE_Q, k=8, min_relevance=0).text
+    cited = [m for m in map(_CITED.match, text.splitlines()) if m and int(m["n"]) == n]
+    assert cited, text
+    m = cited[0]
+    assert m["loc"] == unit.location() and m["what"] == "docstring"
+    assert m["name"] == "correct_barometric_drift"
+    pieces = m["quote"].split(" … ")
+    assert all(_norm(p) in docstring for p in pieces)
+    assert any("no nearby barometer sample" in _norm(p) for p in pieces)
+    # no line of code, of this unit or any other retrieved one, is quoted
+    for line in text.splitlines():
+        assert not line.lstrip("- ").startswith(("def ", "return ", "class ", "for ", "if "))
+    answer = _norm(text)
+    for r in results:
+        if r.kind == "code":
+            assert not [c for c in _code_lines(r.text) if c in answer], r.location()
 
 
 def test_the_barometric_drift_answer_holds_the_procedure(idx):
