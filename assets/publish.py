@@ -148,10 +148,10 @@ def index_manifest(context: dg.AssetExecutionContext, config: PublishConfig,
 def _query_arrays_readable(version_dir) -> bool:
     """Whether the version's query arrays are of the current format and open as
     a reader opens them (every file present, none truncated)."""
-    from strata.core.query_arrays import open_arrays
+    from strata.core.query_arrays import ARRAYS_FORMAT, arrays_format, open_arrays
 
     try:
-        return open_arrays(version_dir) is not None
+        return arrays_format(version_dir) == ARRAYS_FORMAT and open_arrays(version_dir) is not None
     except Exception:  # noqa: BLE001 - DamagedArrays or any reader error: publish anew
         return False
 

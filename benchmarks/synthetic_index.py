@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 DIM = 384
-FORMAT = 1  # bump when what is written changes, so a cached index is written again
+FORMAT = 2  # bump when what is written changes, so a cached index is written again
 INFO = "synthetic.json"  # in the index folder: the parameters and the time writing took
 CHILDREN = (5, 16)  # sections per file and chunks per section: uniform, about ten
 NOISE = 1.0  # length of the Gaussian offset of a vector from its centre (centres are unit)

@@ -116,7 +116,6 @@ EXIT_PIPE = 141  # the reader of stdout went away (`strata search ... | head`), 
 def main(argv: list[str] | None = None) -> int:
     from strata.pipelines.interrupt import EXIT_SIGINT, EXIT_SIGTERM
     from strata.core.encoders.embedding import EmbeddingModelMismatch
-    from strata.core.llm.endpoints import EndpointError
     from strata.core.storage.layout import IndexDamaged
     from strata.core.console import visible
     from strata.core.config.files import ConfigFileError
@@ -133,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = args.func(args)
     except KeyboardInterrupt:  # Ctrl-C outside a build (a build stops on its own terms)
         rc = EXIT_SIGINT
-    except (IndexDamaged, EndpointError, EmbeddingModelMismatch) as e:  # one line, no trace
+    except (IndexDamaged, EmbeddingModelMismatch, *_endpoint_errors()) as e:  # one line, no trace
         say(f"error: {visible(e)}", err=True)  # a path in it stays on the line
         rc = EXIT_FAILED
     except SettingsError as e:  # a STRATA_* variable (or flag) that cannot be used
@@ -159,6 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         # must not hold the exit (everything they could write is committed already)
         _exit_now(rc)
     return rc
+
+
+def _endpoint_errors() -> tuple[type[Exception], ...]:
+    """The LLM client's ``EndpointError`` once its module is loaded (only a command
+    that reached an endpoint can raise it; a search need not import the client)."""
+    endpoints = sys.modules.get("strata.core.llm.endpoints")
+    return (endpoints.EndpointError,) if endpoints is not None else ()
 
 
 def _exit_now(rc: int) -> NoReturn:

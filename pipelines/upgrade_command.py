@@ -3,7 +3,9 @@ in place, without encoding anything again.
 
 A version published before the query arrays existed (:mod:`strata.core.query_arrays`)
 still answers, but every querying process then reads its Parquet and Lance
-files whole. Upgrading writes the arrays into each such version folder (a
+files whole; one whose arrays are of an older format still reads them, without
+what the current format adds. Upgrading writes the arrays into each such
+version folder (a
 temporary folder renamed into place, so a reader sees none or all of them) and
 readies the query runtime (its ONNX graph exported and its agreement with the
 built runtime recorded). Nothing else in the version changes: its tables,
@@ -24,7 +26,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     from strata.core.encoders.embedding import EncoderSpec
     from strata.core.storage.layout import (IndexDamaged, IndexLayout, IndexNotFound, read_manifest,
                                             short_error)
-    from strata.core.query_arrays import present, write
+    from strata.core.query_arrays import ARRAYS_FORMAT, arrays_format, write
     from strata.core.encoders.query_runtime import prepare
 
     layout = IndexLayout(args.index)
@@ -49,7 +51,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise IndexDamaged(layout.root, manifest_file, short_error(e), version=v) from None
         row = {"version": v, "path": str(vdir)}
-        if present(vdir):
+        if arrays_format(vdir) == ARRAYS_FORMAT:
             row["arrays"] = "already there"
         else:
             try:

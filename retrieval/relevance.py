@@ -44,10 +44,10 @@ from pathlib import Path
 import numpy as np
 
 from strata.core.lexical.bm25 import tokenize
+from strata.core.query_arrays import background_sample
 
 FEATURES = ("cosine", "margin", "coverage", "gap")
 CALIBRATION_FILE = Path(__file__).with_name("calibration.json")
-BACKGROUND_ROWS = 4096  # units sampled (evenly) for a query's background
 
 
 @dataclass(frozen=True)
@@ -89,16 +89,16 @@ def calibration_for(model: str, path: Path = CALIBRATION_FILE) -> Calibration:
 
 class Background:
     """The query's cosine to an even sample of the index's embedded units:
-    its mean and spread are the yardstick of ``margin`` and ``gap``."""
+    its mean and spread are the yardstick of ``margin`` and ``gap``.
+
+    The sample is the version's ``background.npy``, written at publish; a
+    version published before it (or arrays computed from the tables) samples
+    the same rows from the vectors (:func:`strata.core.query_arrays.background_sample`)."""
 
     def __init__(self, index):
-        from strata.retrieval.fusion import kind_mask
-
-        unit, _, _ = index._unit_vectors
-        rows = np.nonzero(kind_mask(index, None))[0]
-        if len(rows) > BACKGROUND_ROWS:
-            rows = rows[np.linspace(0, len(rows) - 1, BACKGROUND_ROWS).astype(np.int64)]
-        self.sample = np.asarray(unit[rows], dtype=np.float32)
+        unit, own, kind = index._unit_vectors
+        stored = index._arrays.background
+        self.sample = stored if stored is not None else background_sample(unit, own, kind)
 
     def stats(self, q: np.ndarray) -> tuple[float, float]:
         if not len(self.sample):
@@ -160,14 +160,24 @@ def _coverage(index, query: str, results) -> np.ndarray:
 
 def _cosines(index, q: np.ndarray, results, fallback: float) -> np.ndarray:
     """The query's cosine to each result's own vector (a node without one, or
-    a fact: its fact vector; none at all: ``fallback``, the background mean)."""
+    a fact: its fact vector; none at all: ``fallback``, the background mean).
+
+    The results' rows are read with positioned reads (:meth:`AnnIndex.rows`),
+    not through the map: a page fault on the mapped vector file maps a whole
+    large folio, so the few rows of each query's results would leave more and
+    more of a large file resident."""
+    from strata.core.ann import AnnIndex
+
     unit, own, _ = index._unit_vectors
     out = np.full(len(results), fallback, dtype=np.float64)
+    rows = [index._row_of.get(r.node_id) for r in results]
+    mine = [i for i, row in enumerate(rows) if row is not None and own[row]]
+    vecs = AnnIndex.rows(unit, np.array([rows[i] for i in mine], dtype=np.int64))
+    for i, v in zip(mine, vecs):
+        out[i] = float(np.asarray(v, dtype=np.float32) @ q)
     fact_row = None
-    for i, r in enumerate(results):
-        row = index._row_of.get(r.node_id)
+    for i, (r, row) in enumerate(zip(results, rows)):
         if row is not None and own[row]:
-            out[i] = float(np.asarray(unit[row], dtype=np.float32) @ q)
             continue
         if row is None:
             if fact_row is None:  # the first fact among the results

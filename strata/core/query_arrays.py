@@ -17,6 +17,11 @@ here are written once, at publish, into ``<version>/query/``:
   ``has_vector.npy``; ``fact_vectors.npy`` with ``facts.arrow`` (fact ids).
 * ``probe.arrow`` and ``probe_vectors.npy``: a few embedded texts of each
   vector table with their stored vectors, so another runtime's agreement can be checked without LanceDB.
+* ``background.npy``: the even sample of unit rows a query's relevance is
+  measured against (:func:`background_sample`): a few megabytes read whole,
+  where rows spread over the whole of ``vectors.npy`` each fault in the page
+  cache's block around them (format 2; a format-1 folder has none, and its
+  sample is taken from the vectors, the same rows).
 * ``ann.faiss``, only for large indexes: an approximate index over the
   vectors (:mod:`strata.core.ann`).
 * ``arrays.json``, written last: the format and the counts. A folder without
@@ -31,12 +36,8 @@ without encoding anything again.
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 import shutil
-import struct
-import threading
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -46,8 +47,10 @@ import numpy as np
 from strata.core.config.schema import (EDGE_TYPES, EMBEDDED_KINDS, FACT, LANCE_DIR, NODE_KINDS, QUERY_DIR,
                            TABLE_FILES, VECTOR_KINDS, vector_table_name)
 from strata.core.query_checks import DamagedArrays, check_arrays, check_columns, node_columns
+from strata.core.npy_files import npy as _npy
 
-ARRAYS_FORMAT = 1  # bump when a file here changes meaning: older folders are then recomputed
+ARRAYS_FORMAT = 2  # bump when a file here changes meaning: a format not read below is recomputed
+READ_FORMATS = (1, ARRAYS_FORMAT)  # read as they are: format 1 lacks background.npy
 META = "arrays.json"
 NODE_FIELDS = ("node_id", "kind", "path", "node_path", "breadcrumb", "text", "title",
                "start_line", "end_line", "page", "language")
@@ -59,6 +62,21 @@ PROBE_PER_TABLE = 16
 
 EDGE_CODE = {t: i for i, t in enumerate(EDGE_TYPES)}
 KIND_CODE = {k: i for i, k in enumerate(NODE_KINDS)}
+BACKGROUND_ROWS = 4096  # units sampled (evenly) for a query's background
+BACKGROUND_FILE = "background.npy"
+
+
+def background_sample(vectors: np.ndarray, has_vector: np.ndarray,
+                      kind: np.ndarray) -> np.ndarray:
+    """The unit vectors a query's relevance background is measured against
+    (:mod:`retrieval.relevance`): up to :data:`BACKGROUND_ROWS` rows spread evenly
+    over the rows of the embedded kinds (what a search ranks by default) that have
+    a vector of their own, in row order; (rows, dim) float32."""
+    codes = [KIND_CODE[k] for k in EMBEDDED_KINDS if k in KIND_CODE]
+    rows = np.nonzero(np.asarray(has_vector, dtype=bool) & np.isin(kind, codes))[0]
+    if len(rows) > BACKGROUND_ROWS:
+        rows = rows[np.linspace(0, len(rows) - 1, BACKGROUND_ROWS).astype(np.int64)]
+    return np.asarray(vectors[rows], dtype=np.float32).reshape(len(rows), vectors.shape[1])
 
 
 def row_lookup(ids):
@@ -205,6 +223,7 @@ class QueryArrays:
     probe_texts: list[str]
     probe_vectors: np.ndarray
     mapped: bool = False  # read from query/ (True) or computed from the tables (False)
+    background: np.ndarray | None = None  # background.npy; None: sample the vectors
 
 
 # --------------------------------------------------------------------------- compute
@@ -479,6 +498,7 @@ def save(arrays: QueryArrays, folder: Path, ann_min_vectors: int | None = None,
     _write_arrow(pa.table({"text": pa.array(arrays.probe_texts, pa.large_string())}),
                  tmp / "probe.arrow")
     np.save(tmp / "probe_vectors.npy", np.asarray(arrays.probe_vectors, np.float32))
+    np.save(tmp / BACKGROUND_FILE, background_sample(arrays.vectors, arrays.has_vector, g.kind))
     rows = np.nonzero(np.asarray(arrays.has_vector))[0]
     if ann_min_vectors is None:
         from strata.core.config.settings import QuerySettings, load
@@ -514,61 +534,17 @@ def write(folder: Path, dim: int, previous: Path | None = None) -> Path:
         raise
 
 
-def present(folder: Path) -> bool:
-    """Whether ``folder`` holds complete arrays of the current format."""
+def arrays_format(folder: Path) -> int | None:
+    """The format of the complete arrays ``folder`` holds, else None."""
     try:
-        return json.loads((folder / QUERY_DIR / META).read_text()).get("format") == ARRAYS_FORMAT
+        return json.loads((folder / QUERY_DIR / META).read_text()).get("format")
     except (OSError, ValueError, AttributeError):
-        return False
+        return None
 
 
-# np.load parses each header with ast.literal_eval, and CPython 3.11's AST conversion
-# keeps its recursion depth in one per-interpreter counter: a request thread opening a
-# version while any other thread parses Python (a build in the same process, a library
-# importing) can fail with "AST constructor recursion depth mismatch". A lock around our
-# own loads cannot cover the other threads, so the headers np.save writes are read
-# without ast; only a header of another shape goes to np.load, one at a time.
-_LOAD_LOCK = threading.Lock()
-_HEADER = re.compile(r"\{'descr': '([<>|=][a-z]\d+)', 'fortran_order': (True|False), "
-                     r"'shape': \(((?:\d+, ?)*\d*)\), \}\s*")
-_HEADER_SIZE = {1: "<H", 2: "<I", 3: "<I"}
-
-
-def _plain_npy(path: Path, mmap: bool) -> np.ndarray | None:
-    """The array of a ``.npy`` file whose header is one np.save writes for a plain
-    dtype, read without ast; None for any other header."""
-    with open(path, "rb") as f:
-        major, _ = np.lib.format.read_magic(f)
-        if major not in _HEADER_SIZE:
-            return None
-        size_format = _HEADER_SIZE[major]
-        (length,) = struct.unpack(size_format, f.read(struct.calcsize(size_format)))
-        header = f.read(length).decode("utf-8" if major == 3 else "latin1")
-        match = _HEADER.fullmatch(header)
-        if match is None:
-            return None
-        dtype = np.dtype(match.group(1))
-        order = "F" if match.group(2) == "True" else "C"
-        shape = tuple(int(n) for n in match.group(3).replace(" ", "").split(",") if n)
-        count = math.prod(shape)
-        if mmap and count:
-            return np.memmap(f, dtype=dtype, mode="r", offset=f.tell(), shape=shape, order=order)
-        data = np.fromfile(f, dtype=dtype, count=count)
-    if data.size != count:
-        raise ValueError(f"{data.size} of {count} values present")
-    return data.reshape(shape, order=order)
-
-
-def _npy(path: Path, mmap: bool = True) -> np.ndarray:
-    """A ``.npy`` file, memory-mapped; never unpickled."""
-    try:
-        plain = _plain_npy(path, mmap)
-        if plain is not None:
-            return plain
-        with _LOAD_LOCK:
-            return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except Exception as e:  # noqa: BLE001 - missing, truncated, not an array: name the file
-        raise DamagedArrays(path, e) from None
+def present(folder: Path) -> bool:
+    """Whether ``folder`` holds complete arrays of a format this Strata reads."""
+    return arrays_format(folder) in READ_FORMATS
 
 
 def _arrow(path: Path):
@@ -586,7 +562,8 @@ def open_arrays(folder: Path, dim: int | None = None) -> QueryArrays | None:
     raises :class:`DamagedArrays` naming it."""
     import pyarrow as pa
 
-    if not present(folder):
+    fmt = arrays_format(folder)
+    if fmt not in READ_FORMATS:
         return None
     q, text = folder / QUERY_DIR, pa.large_string()
     nodes, relations, facts, probe = (
@@ -601,6 +578,7 @@ def open_arrays(folder: Path, dim: int | None = None) -> QueryArrays | None:
                          fact_ids=facts.column("node_id"),
                          fact_vectors=_npy(q / "fact_vectors.npy"),
                          probe_texts=probe.column("text").to_pylist(),
-                         probe_vectors=_npy(q / "probe_vectors.npy", mmap=False), mapped=True)
+                         probe_vectors=_npy(q / "probe_vectors.npy", mmap=False), mapped=True,
+                         background=_npy(q / BACKGROUND_FILE) if fmt >= 2 else None)
     check_arrays(q, arrays, dim)
     return arrays

@@ -138,7 +138,9 @@ def check_arrays(q: Path, arrays, dim: int | None) -> None:
     for name, matrix, rows in (("vectors.npy", arrays.vectors, n),
                                ("fact_vectors.npy", arrays.fact_vectors, len(arrays.fact_ids)),
                                ("probe_vectors.npy", arrays.probe_vectors,
-                                len(arrays.probe_texts))):
+                                len(arrays.probe_texts)),
+                               *([("background.npy", arrays.background, None)]
+                                 if arrays.background is not None else [])):
         _array(q / name, matrix, "float32", rows, ndim=2)
         if dim is not None and matrix.shape[1] != dim:
             raise _fail(q / name, f"vectors of dimension {matrix.shape[1]}; the manifest "

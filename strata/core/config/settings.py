@@ -10,10 +10,11 @@ runs with a :class:`ServeSettings`, the README has its table of variables
 (``python -m strata.core.config.settings`` prints it; a test holds the two equal). A new
 setting is one field here.
 
-Why pydantic-settings: it reads and validates the environment into typed fields
-with bounds, and its errors say which variable and why; we turn them into one
-line (:class:`SettingsError`). An empty variable counts as unset, as it always
-did here.
+Why pydantic models: they validate typed fields with bounds, and their errors
+say which variable and why; we turn them into one line (:class:`SettingsError`).
+The environment itself is read by :func:`load`: each field's variable, an empty
+one counting as unset, as it always did here. (pydantic-settings read it before;
+importing it cost a querying process more than reading a few variables.)
 
 :func:`load` reads a group from the environment now (a run, a command); the
 defaults alone, without reading anything, are :func:`default`.
@@ -27,7 +28,6 @@ from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
                       create_model, field_validator)
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from strata.core.config.files import folder_field, folder_problem
 from strata.core.config.urls import REFUSED, shown_url, url_field
@@ -51,10 +51,11 @@ def _env(var: str, default: Any, description: str, **bounds: Any) -> Any:
     return Field(default, validation_alias=var, description=description, **bounds)
 
 
-class _Group(BaseSettings):
-    # not populate_by_name: pydantic-settings would then also read a variable named
-    # like the field ($HOME for ``home``); values given in code go by the variable's name
-    model_config = SettingsConfigDict(env_ignore_empty=True, extra="ignore", frozen=True)
+class _Group(BaseModel):
+    # values are given by the variable's name (not populate_by_name), from the
+    # environment (:func:`load`) or from code. A group's validator is built when it
+    # is first loaded, not at import: a command loads a group or two of them
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 # --------------------------------------------------------------------------- the project
@@ -250,7 +251,7 @@ class ServeSettings(_Group):
     """`strata serve` (its flags' defaults) and the service started by uvicorn
     directly (``service.app:create_app_from_env``)."""
 
-    indexes: Annotated[list[str], NoDecode] = _env(
+    indexes: list[str] = _env(
         "STRATA_SERVE_INDEXES", [],
         f"Indexes the service serves (`{os.pathsep}`-separated folders, object-storage URIs or "
         "NAME=LOCATION); `strata serve` takes `--index`")
@@ -369,8 +370,11 @@ def load(group: type[G], **given: Any) -> G:
     None) win, as flags do. A bad value raises :class:`SettingsError` in one line,
     e.g. ``$STRATA_LLM_TIMEOUT_S='abc': Input should be a valid number, ...``."""
     given = {k: v for k, v in given.items() if v is not None}
+    variables = (_variable(group, name) for name in group.model_fields)
+    env = {var: os.environ[var] for var in variables
+           if var and os.environ.get(var)}  # an empty variable counts as unset
     try:
-        return group(**_by_variable(group, given))
+        return group(**{**env, **_by_variable(group, given)})
     except ValidationError as e:
         raise SettingsError(_one_line(group, e, tuple(given))) from None
 
