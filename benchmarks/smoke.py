@@ -85,6 +85,7 @@ HELPERS = {
     "synthetic_corpus": "scale_out, store_build, throughput, memory_profile, scale_curve",
     "synthetic_index": "cold_start, as python -m benchmarks.synthetic_index",
     "llama_server": "openie_llm",
+    "slow_clients": "hardening, its slow-client part",
     "hyprag_runner": "hyprag_peer, in HypRAG's venv",
     "smoke": "this runner",
 }
