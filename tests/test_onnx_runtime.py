@@ -51,22 +51,30 @@ def test_the_onnx_graphs_are_exported_locally_and_agree_with_torch(model_cache):
     assert graphs == ["model.onnx", "model_int8.onnx"]  # exported once, into the cache
 
 
+def _export_in_a_process_of_its_own(cache, int8: bool) -> subprocess.CompletedProcess:
+    """The packaged model's ONNX graph got (exported, quantized) by a fresh process
+    with the model cache ``cache``, printing the graph's name: what its terminal
+    shows is what a user's first build shows (pytest's capture would hide it here)."""
+    import os
+
+    code = ("from strata.core.encoders.embedding import packaged_model_path as p\n"
+            "from strata.core.encoders.onnx_runtime import exported_graph as g\n"
+            f"print(g(str(p()), {int8}).name)")
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "STRATA_MODEL_CACHE": str(cache)}, timeout=600)
+
+
 def test_quantizing_prints_nothing_on_the_terminal(model_cache):
     """onnxruntime's quantizer logs advice for the graph's author on the root
     logger; a user whose first build exports the int8 graph must not see it (a
     process of its own: pytest's log capture would hide what a terminal shows)."""
-    import os
 
     from strata.core.encoders.onnx_runtime import exported_graph
 
     exported_graph(str(packaged_model_path()), False)  # the float32 graph it quantizes
     for old in model_cache.rglob("model_int8.onnx"):
         old.unlink()
-    code = ("from strata.core.encoders.embedding import packaged_model_path as p\n"
-            "from strata.core.encoders.onnx_runtime import exported_graph as g\n"
-            "print(g(str(p()), True).name)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "STRATA_MODEL_CACHE": str(model_cache)}, timeout=600)
+    proc = _export_in_a_process_of_its_own(model_cache, int8=True)
     assert proc.returncode == 0 and proc.stdout.strip() == "model_int8.onnx", proc.stderr
     assert proc.stderr == "", proc.stderr
 
@@ -75,13 +83,7 @@ def test_exporting_prints_no_tracer_warnings(tmp_path):
     """A first build exports the query side's ONNX graph; torch's tracer notes about
     transformers' Python branches read as errors on a terminal, so they are one
     log line, and nothing reaches stderr (a process of its own, as a terminal sees it)."""
-    import os
-
-    code = ("from strata.core.encoders.embedding import packaged_model_path as p\n"
-            "from strata.core.encoders.onnx_runtime import exported_graph as g\n"
-            "print(g(str(p()), False).name)")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "STRATA_MODEL_CACHE": str(tmp_path)}, timeout=600)
+    proc = _export_in_a_process_of_its_own(tmp_path, int8=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "model.onnx", proc.stderr
     assert "Warning" not in proc.stderr, proc.stderr
 

@@ -39,7 +39,8 @@ def test_a_query_that_is_not_utf8_is_searched(sample_index):
 def test_lone_surrogates_reach_no_encoder(sample_index, query):
     idx = Index.open(sample_index)
     for mode in ("auto", "flat", "keyword", "hierarchical"):
-        idx.search(query, mode=mode, k=3)  # no TypeError from the tokenizer
+        res = idx.search(query, mode=mode, k=3, min_relevance=0)  # no TypeError from the tokenizer
+        assert not any("\ud800" <= c <= "\udfff" for c in res.query), (mode, res.query)
     answer = idx.ask(query, k=3)
     json.dumps(answer.to_dict(), ensure_ascii=False).encode("utf-8")  # valid Unicode out
 

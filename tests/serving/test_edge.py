@@ -8,20 +8,14 @@ limit that only a hang reaches."""
 
 from __future__ import annotations
 
-import os
 import select
-import signal
 import socket
 import struct
-import subprocess
-import sys
 
 import httpx
 import pytest
 
-from strata.service.auth import KeyEntry, hash_key, new_key
-from tests.conftest import REPO
-from tests.serving.helpers import free_port
+from tests.serving.helpers import key_file, serve_process
 from tests.waiting import wait_until
 
 CAP = 6  # --max-connections
@@ -32,37 +26,12 @@ EVENT_S = 120  # the limit on any wait for an event: reached only by a hang
 @pytest.fixture(scope="module")
 def server(sample_index, tmp_path_factory):
     work = tmp_path_factory.mktemp("edge")
-    key = new_key()
-    keys = work / "keys.txt"
-    keys.write_text(KeyEntry("tester", hash_key(key), 6000).line() + "\n")
-    port = free_port()
+    key, keys = key_file(work, 6000)
     log_path = work / "server.log"
-    log = log_path.open("wb")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "STRATA_LLM_BACKEND": "offline"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "strata.pipelines.cli", "serve", "--index", str(sample_index),
-         "--port", str(port), "--api-keys", str(keys), "--max-connections", str(CAP),
-         "--request-timeout", str(DEADLINE_S), "--keep-alive", "2", "--log-level", "info"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        assert proc.poll() is None, log_path.read_text(errors="replace")[-3000:]
-        try:
-            return httpx.get(base + "/health", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    wait_until(healthy, "strata serve did not answer /health", poll_s=0.3)
-    yield {"base": base, "port": port, "key": key, "log": log_path}
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    log.close()
+    with serve_process(sample_index, log_path, "--api-keys", str(keys),
+                       "--max-connections", str(CAP), "--request-timeout", str(DEADLINE_S),
+                       "--keep-alive", "2", "--log-level", "info") as (base, port, _proc):
+        yield {"base": base, "port": port, "key": key, "log": log_path}
 
 
 def _connect(port: int) -> socket.socket:

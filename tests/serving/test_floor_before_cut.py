@@ -18,7 +18,6 @@ from tests.conftest import REPO
 # default floor while later ones pass it (the case the floor used to hide)
 WEAK = ["pangolin clause", "which licence does the project use",
         "how many times are failed jobs retried"]
-ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "STRATA_LLM_BACKEND": "offline"}
 
 
 def test_a_small_k_finds_what_a_larger_k_finds_above_the_floor(sample_index):
@@ -56,11 +55,11 @@ def test_http_at_k_1(sample_index):
 
 
 def test_mcp_at_k_1(sample_index):
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
-    params = StdioServerParameters(
-        command=sys.executable, cwd=str(REPO), env=ENV,
-        args=["-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index)])
+    from tests.serving.helpers import mcp_stdio, tool_text
+
+    params = mcp_stdio(sample_index)
     out: dict = {}
 
     async def session():
@@ -68,7 +67,6 @@ def test_mcp_at_k_1(sample_index):
             out["r"] = await client.call_tool("search", {"query": WEAK[0], "k": 1})
 
     anyio.run(session)
-    assert not out["r"].is_error
-    text = "\n".join(c.text for c in out["r"].content if getattr(c, "text", None))
+    text = tool_text(out["r"])
     assert "No result above relevance" not in text, text
     assert len(re.findall(r"^- relevance: ", text, re.M)) == 1, text

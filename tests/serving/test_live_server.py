@@ -3,55 +3,24 @@ API keys, called over real HTTP, and its web page driven in headless Chromium.""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
-from strata.service.auth import KeyEntry, hash_key, new_key
-from tests.conftest import REPO
 from tests.browser import chromium
-from tests.serving.helpers import free_port
+from tests.serving.helpers import key_file, serve_process
 
 
 
 @pytest.fixture(scope="module")
 def server(sample_index, tmp_path_factory):
     work = tmp_path_factory.mktemp("serve")
-    key = new_key()
-    keys = work / "keys.txt"
-    keys.write_text(KeyEntry("tester", hash_key(key), 600).line() + "\n")
-    port = free_port()
-    log = (work / "server.log").open("w")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "STRATA_LLM_BACKEND": "offline"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "strata.pipelines.cli", "serve", "--index", str(sample_index),
-         "--port", str(port), "--api-keys", str(keys)],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            raise AssertionError((work / "server.log").read_text()[-3000:])
-        try:
-            if httpx.get(base + "/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("strata serve did not answer /health in 120 s")
-        time.sleep(0.3)
-    yield {"base": base, "key": key, "proc": proc, "log": work / "server.log"}
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
-    log.close()
+    key, keys = key_file(work, 600)
+    with serve_process(sample_index, work / "server.log", "--api-keys", str(keys)) \
+            as (base, _port, proc):
+        yield {"base": base, "key": key, "proc": proc, "log": work / "server.log"}
 
 
 def test_a_real_server_answers_over_http(server):

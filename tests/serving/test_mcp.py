@@ -17,50 +17,44 @@ import pytest
 
 from strata.service.auth import KeyEntry, hash_key, new_key
 from tests.conftest import REPO
-from tests.serving.helpers import free_port
+from tests.serving.helpers import MCP_ENV, free_port, mcp_stdio, tool_text
 from tests.waiting import wait_until
 
-ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "STRATA_LLM_BACKEND": "offline"}
 ID = re.compile(r"`((?:file|section|chunk|code|table|image|entity)-[0-9a-f]+)`")
 
 
-def _text(result) -> str:
-    assert not result.is_error, result.content
-    return "\n".join(c.text for c in result.content if getattr(c, "text", None))
 
 
 def test_an_agent_uses_the_tools_over_stdio(sample_index):
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
     from strata.core.tokens import estimate_tokens
 
-    params = StdioServerParameters(
-        command=sys.executable, cwd=str(REPO), env=ENV,
-        args=["-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index)])
+    params = mcp_stdio(sample_index)
     out: dict = {}
 
     async def session():
         async with Client(params, read_timeout_seconds=120) as client:
             out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
-            out["search"] = _text(await client.call_tool(
+            out["search"] = tool_text(await client.call_tool(
                 "search", {"query": "how do I correct pressure readings for barometric drift?"}))
-            out["small"] = _text(await client.call_tool(
+            out["small"] = tool_text(await client.call_tool(
                 "search", {"query": "barometric drift", "mode": "hierarchical",
                            "budget_tokens": 300}))
-            out["code"] = _text(await client.call_tool(
+            out["code"] = tool_text(await client.call_tool(
                 "search", {"query": "barometric drift", "kinds": ["code"], "k": 3}))
-            out["outline"] = _text(await client.call_tool(
+            out["outline"] = tool_text(await client.call_tool(
                 "outline", {"target": "tidewater.calibration"}))
             file_id = ID.search(out["outline"]).group(1)
-            out["neighbourhood"] = _text(await client.call_tool(
+            out["neighbourhood"] = tool_text(await client.call_tool(
                 "neighbourhood", {"node_id": file_id}))
             drift = re.search(r"section Barometric drift — L\d+-\d+ `([^`]+)`",
-                              _text(await client.call_tool(
+                              tool_text(await client.call_tool(
                                   "outline", {"target": "docs/calibration.md"}))).group(1)
-            out["node"] = _text(await client.call_tool("node", {"node_id": drift}))
-            out["ask"] = _text(await client.call_tool(
+            out["node"] = tool_text(await client.call_tool("node", {"node_id": drift}))
+            out["ask"] = tool_text(await client.call_tool(
                 "ask", {"question": "How is barometric drift corrected?"}))
-            out["stats"] = _text(await client.call_tool("index_stats", {}))
+            out["stats"] = tool_text(await client.call_tool("index_stats", {}))
             out["missing"] = await client.call_tool("outline", {"target": "calibrashun.py"})
 
     anyio.run(session)
@@ -121,11 +115,9 @@ def test_search_returns_at_most_k_blocks_and_says_when_nothing_is_relevant(sampl
     plain "no result above relevance" with the closest result, not a list of
     the least bad passages. The floors are explicit (0 and 0.99), so the test
     holds whatever the calibration makes of these queries."""
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
-    params = StdioServerParameters(
-        command=sys.executable, cwd=str(REPO), env=ENV,
-        args=["-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index)])
+    params = mcp_stdio(sample_index)
     query = "how do I correct pressure readings for barometric drift?"
     calls = {
         "k2": {"query": query, "k": 2, "min_relevance": 0},
@@ -146,8 +138,8 @@ def test_search_returns_at_most_k_blocks_and_says_when_nothing_is_relevant(sampl
             out["tools"] = {t.name: t for t in (await client.list_tools()).tools}
             for name, args in calls.items():
                 result = await client.call_tool("search", args)
-                out[name], out[name, "data"] = _text(result), result.structured_content
-            out["ask"] = _text(await client.call_tool(
+                out[name], out[name, "data"] = tool_text(result), result.structured_content
+            out["ask"] = tool_text(await client.call_tool(
                 "ask", {"question": NONSENSE, "min_relevance": 0.99}))
 
     anyio.run(session)
@@ -194,7 +186,7 @@ def mcp_http(sample_index, tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index), "--http",
          "--port", str(port), "--api-keys", str(keys), "--log-level", "info"],
-        cwd=REPO, env={**os.environ, **ENV}, stdout=log, stderr=subprocess.STDOUT)
+        cwd=REPO, env={**os.environ, **MCP_ENV}, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     def listening() -> bool:
         assert proc.poll() is None, (tmp_path / "mcp.log").read_text()[-3000:]
@@ -232,7 +224,7 @@ def test_streamable_http_needs_a_key(mcp_http):
                                       timeout=120) as http:
             async with Client(streamable_http_client(url, http_client=http)) as client:
                 out["tools"] = [t.name for t in (await client.list_tools()).tools]
-                out["search"] = _text(await client.call_tool(
+                out["search"] = tool_text(await client.call_tool(
                     "search", {"query": "tide chart", "k": 3}))
 
     anyio.run(session)
@@ -281,11 +273,9 @@ def test_node_tools_take_the_same_names_and_return_structured_content(sample_ind
     one-line error naming candidates), and search and the three answer with
     structured content that says what the Markdown says: the same ids, in the
     same order, never more than k results."""
-    from mcp import Client, StdioServerParameters
+    from mcp import Client
 
-    params = StdioServerParameters(
-        command=sys.executable, cwd=str(REPO), env=ENV,
-        args=["-m", "strata.pipelines.cli", "mcp", "--index", str(sample_index)])
+    params = mcp_stdio(sample_index)
     names = ["tidewater.calibration", "tidewater/calibration.py", "./tidewater/calibration.py",
              "calibration.py"]
     out: dict = {}
@@ -333,14 +323,14 @@ def test_node_tools_take_the_same_names_and_return_structured_content(sample_ind
         expected = {k: v for k, v in by_id.structured_content.items() if k != "target"}
         for name in names:
             got = out[tool, name]
-            assert _text(got) == _text(by_id), (tool, name)
+            assert tool_text(got) == tool_text(by_id), (tool, name)
             assert got.structured_content["target"] == name
             assert {k: v for k, v in got.structured_content.items() if k != "target"} == \
                 expected, (tool, name)
     node = out["node", "tidewater.calibration"]
     assert node.structured_content["node"]["node_id"] == file_id
-    assert _text(node).startswith("## tidewater.calibration (file)")
-    assert "### Imports" in _text(out["neighbourhood", "tidewater/calibration.py"])
+    assert tool_text(node).startswith("## tidewater.calibration (file)")
+    assert "### Imports" in tool_text(out["neighbourhood", "tidewater/calibration.py"])
 
     # symbols by qualified name or by their unique tail
     full = out["symbol", "tidewater.calibration.correct_barometric_drift"].structured_content
@@ -362,23 +352,23 @@ def test_node_tools_take_the_same_names_and_return_structured_content(sample_ind
 
     # the data says what the Markdown says
     o = out["outline"].structured_content
-    assert [e["node_id"] for e in o["entries"]] == _ids(_text(out["outline"]))
+    assert [e["node_id"] for e in o["entries"]] == _ids(tool_text(out["outline"]))
     assert o["entries"][0]["depth"] == 0 and o["root"]["node_id"] == file_id
     for name in ("tidewater.calibration", "correct_barometric_drift"):
         got = out["node", name] if ("node", name) in out else out["symbol", name]
         d = got.structured_content
         listed = [d["node"]] + ([d["parent"]] if d["parent"] else []) + d["siblings"] \
             + d["children"]
-        assert set(_ids(_text(got))) == {x["node_id"] for x in listed}, name
-        assert d["node"]["text"] in _text(got)
+        assert set(_ids(tool_text(got))) == {x["node_id"] for x in listed}, name
+        assert d["node"]["text"] in tool_text(got)
     n = out["neighbourhood", file_id].structured_content
     listed = {n["node"]["node_id"]} | {x["node_id"] for x in n["children"]} \
         | {x["node_id"] for items in n["groups"].values() for x in items} \
         | {f["source_id"] for f in n["facts"]} | ({n["parent"]["node_id"]} if n["parent"] else set())
-    assert set(_ids(_text(out["neighbourhood", file_id]))) == listed
+    assert set(_ids(tool_text(out["neighbourhood", file_id]))) == listed
     assert n["counts"]["imports"] >= len(n["groups"]["imports"]) >= 1
 
-    s, text = out["search"].structured_content, _text(out["search"])
+    s, text = out["search"].structured_content, tool_text(out["search"])
     hits = s["results"]
     assert 1 <= len(hits) <= s["k"] == 3 and not s["nothing_relevant"]
     assert [h["node_id"] for h in hits] == re.findall(r"^- id: `(\S+)` \(", text, re.M)
@@ -392,5 +382,5 @@ def test_node_tools_take_the_same_names_and_return_structured_content(sample_ind
     assert s["min_relevance"] == 0 and s["query"] == "barometric drift"
     nothing = out["nothing"].structured_content
     assert nothing["results"] == [] and nothing["nothing_relevant"] is True
-    assert nothing["min_relevance"] == 0.99 and nothing["note"] in _text(out["nothing"])
+    assert nothing["min_relevance"] == 0.99 and nothing["note"] in tool_text(out["nothing"])
     assert f"`{nothing['closest']['node_id']}`" in nothing["note"]

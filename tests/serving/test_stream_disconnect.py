@@ -6,18 +6,13 @@ to run to its end with nobody reading."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
-from tests.conftest import REPO
 from tests.fake_openai import FakeOpenAI
-from tests.serving.helpers import free_port
+from tests.serving.helpers import serve_process
 
 WORDS = 4000  # at the pace below, minutes of answer: far longer than the test waits
 PACE_S = 0.05
@@ -33,37 +28,11 @@ def llm_server():
 
 @pytest.fixture
 def serve(sample_index, llm_server, tmp_path):
-    port = free_port()
-    log_path = tmp_path / "server.log"
-    log = log_path.open("w")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "OPENAI_API_KEY": "sk-stream-test", "STRATA_LLM_BACKEND": "openai"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "strata.pipelines.cli", "serve", "--index", str(sample_index),
-         "--port", str(port), "--llm-backend", "openai", "--llm-base-url", llm_server.base_url,
-         "--llm-model", "fake-model"],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(400):  # bounded: at most ~120 s of start-up
-        if proc.poll() is not None:
-            raise AssertionError(log_path.read_text()[-3000:])
-        try:
-            if httpx.get(base + "/health", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    else:
-        proc.kill()
-        raise AssertionError("strata serve did not answer /health")
-    yield base
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-    log.close()
+    with serve_process(sample_index, tmp_path / "server.log", "--llm-backend", "openai",
+                       "--llm-base-url", llm_server.base_url, "--llm-model", "fake-model",
+                       env={"OPENAI_API_KEY": "sk-stream-test",
+                            "STRATA_LLM_BACKEND": "openai"}) as (base, _port, _proc):
+        yield base
 
 
 def _wait_for(condition, tries: int = 200, pause_s: float = 0.1) -> bool:
